@@ -1,0 +1,3 @@
+from ptebuild.cli import entrypoint
+
+entrypoint()

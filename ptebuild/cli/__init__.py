@@ -1,0 +1,94 @@
+"""The command line: the only place in ptebuild that prints or picks an exit code.
+
+Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
+its parser and sets ``handler`` to a function ``(args) -> int``. Modules are imported lazily
+by name, so ``ptebuild shims ...`` never pays for the build machinery (and nothing here
+imports torch or executorch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ptebuild.errors import PtebuildError
+
+# Subcommand name -> module under ptebuild.cli that registers it.
+SUBCOMMANDS = {
+    "build": "build",
+    "schema": "schema",
+    "verify": "verify",
+    "run": "run",
+    "cache": "cache",
+    "shims": "shims",
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so that main() owns the exit code."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise _UsageExit(f"{self.prog}: {message}")
+
+
+class _UsageExit(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ptebuild import __version__
+
+    parser = _Parser(
+        prog="ptebuild",
+        description="Declarative, content-addressed builds of ExecuTorch .pte/.ptd artifacts.",
+    )
+    parser.add_argument("--version", action="version", version=f"ptebuild {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for module_name in SUBCOMMANDS.values():
+        module = importlib.import_module(f"ptebuild.cli.{module_name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ptebuild with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except _UsageExit as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help and --version
+        return int(exc.code or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except PtebuildError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        else:
+            print(
+                f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+                file=sys.stderr,
+            )
+        return EXIT_FAILED
+
+
+def entrypoint() -> None:
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Reads a ``.ptd`` (ExecuTorch FlatTensor) file: its keys, where each blob lives, its bytes.
+
+Pure Python; imports neither torch nor executorch. Only the header and the flatbuffer are
+read up front; blobs are read (or hashed, streaming) one at a time on request.
+
+Spec: executorch ``extension/flat_tensor/serialize/flat_tensor.fbs`` (schema, file
+identifier ``FT01``) and ``serialize.py`` / ``flat_tensor_header.h`` (header). Layout,
+little-endian, offsets from the start of the file:
+
+====================  ==========================================================
+0..4                  u32 offset of the root ``FlatTensor`` table
+4..8                  file identifier ``FT01``
+8..48                 header: ``FH01``, u32 header length (>= 40),
+                      u64 flatbuffer_offset, u64 flatbuffer_size,
+                      u64 segment_base_offset, u64 segment_data_size;
+                      padded to 16 bytes
+48..                  rest of the flatbuffer; the flatbuffer spans
+                      ``[0, flatbuffer_offset + flatbuffer_size)`` and its offsets
+                      are relative to byte 0 (the header was spliced in after the
+                      identifier and the root offset adjusted)
+segment_base_offset   segment data: ``FlatTensor.segments[i]`` is
+                      ``[base + offset, base + offset + size)``
+====================  ==========================================================
+
+Tables read (field index: name): ``FlatTensor`` {0: version u32, 1: segments [DataSegment],
+2: named_data [NamedData]}; ``DataSegment`` {0: offset u64, 1: size u64}; ``NamedData``
+{0: key string, 1: segment_index u32, 2: tensor_layout}. Several keys may share a segment.
+Only schema version 0 (executorch 1.5.1) is accepted.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from ptebuild.errors import FormatError
+from ptebuild.runtime._file_region import file_size, read_exact, sha256_of_range
+from ptebuild.runtime._flatbuffer import U32, U64, FlatbufferView
+
+FILE_IDENTIFIER = b"FT01"
+HEADER_MAGIC = b"FH01"
+SUPPORTED_VERSION = 0
+# At byte 8: magic, header length, flatbuffer offset/size, segment base offset, data size.
+HEADER = struct.Struct("<4sIQQQQ")
+HEADER_OFFSET = 8
+_IDENTIFIER_SLICE = slice(4, 8)
+
+
+@dataclass(frozen=True)
+class PtdEntry:
+    """One key of a ``.ptd``: its blob is ``size`` bytes at absolute file ``offset``."""
+
+    key: str
+    offset: int
+    size: int
+    segment_index: int
+
+
+@dataclass(frozen=True)
+class PtdFile:
+    """What a ``.ptd`` holds. ``entries`` maps each key to where its bytes are."""
+
+    path: Path
+    version: int
+    entries: Mapping[str, PtdEntry]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(self.entries)
+
+    def read_blob(self, key: str) -> bytes:
+        """Returns the bytes stored under ``key`` (KeyError if the file has no such key)."""
+        entry = self.entries[key]
+        with open(self.path, "rb") as f:
+            return read_exact(f, str(self.path), entry.offset, entry.size, f"blob of {key!r}")
+
+    def sha256_by_segment(self) -> dict[int, str]:
+        """Hashes every segment once (streaming) and returns ``{segment_index: hex digest}``."""
+        digests: dict[int, str] = {}
+        with open(self.path, "rb") as f:
+            for entry in self.entries.values():
+                if entry.segment_index not in digests:
+                    digests[entry.segment_index] = sha256_of_range(
+                        f, str(self.path), entry.offset, entry.size, f"blob of {entry.key!r}"
+                    )
+        return digests
+
+
+def read_ptd(path: str | Path) -> PtdFile:
+    """Reads the header and flatbuffer of a ``.ptd``.
+
+    Raises:
+        FormatError: not a FlatTensor file, an unsupported version, or truncated/corrupt;
+            the message names the file, the field and the offset.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    source = str(path)
+    with open(path, "rb") as f:
+        size = file_size(f)
+        head = read_exact(f, source, 0, HEADER_OFFSET + HEADER.size, "FlatTensor header")
+        identifier = head[_IDENTIFIER_SLICE]
+        if identifier != FILE_IDENTIFIER:
+            raise FormatError(
+                f"{source}: not a .ptd file: identifier {identifier!r} at offset 4, "
+                f"expected {FILE_IDENTIFIER!r}"
+            )
+        magic, length, fb_offset, fb_size, segment_base, segment_data_size = HEADER.unpack_from(
+            head, HEADER_OFFSET
+        )
+        if magic != HEADER_MAGIC or length < HEADER.size:
+            raise FormatError(
+                f"{source}: bad FlatTensor header at offset {HEADER_OFFSET}: magic {magic!r} "
+                f"length {length} (expected {HEADER_MAGIC!r}, length >= {HEADER.size})"
+            )
+        if segment_base + segment_data_size > size:
+            raise FormatError(
+                f"{source}: truncated: segment data ends at offset "
+                f"{segment_base + segment_data_size}, file has {size} bytes"
+            )
+        flatbuffer = read_exact(f, source, 0, fb_offset + fb_size, "FlatTensor flatbuffer")
+    return PtdFile(path, *_parse_flat_tensor(flatbuffer, source, segment_base, segment_data_size))
+
+
+def _parse_flat_tensor(
+    flatbuffer: bytes, source: str, segment_base: int, segment_data_size: int
+) -> tuple[int, Mapping[str, PtdEntry]]:
+    root = FlatbufferView(flatbuffer, source).root("FlatTensor")
+    version = root.scalar(0, "version", U32)
+    if version != SUPPORTED_VERSION:
+        raise FormatError(
+            f"{source}: FlatTensor schema version {version}; ptebuild reads version "
+            f"{SUPPORTED_VERSION} (executorch 1.5.1)"
+        )
+    segments = []
+    for segment in root.tables(1, "segments"):
+        offset = segment.scalar(0, "offset", U64)
+        length = segment.scalar(1, "size", U64)
+        if offset + length > segment_data_size:
+            raise FormatError(
+                f"{source}: {segment.path} [{offset}, {offset + length}) lies outside the "
+                f"{segment_data_size} bytes of segment data"
+            )
+        segments.append((segment_base + offset, length))
+    entries: dict[str, PtdEntry] = {}
+    for named in root.tables(2, "named_data"):
+        key = named.string(0, "key")
+        index = named.scalar(1, "segment_index", U32)
+        if key is None:
+            raise FormatError(f"{source}: {named.path} has no key")
+        if index >= len(segments):
+            raise FormatError(
+                f"{source}: {named.path} ({key!r}) points at segment {index}, "
+                f"file has {len(segments)}"
+            )
+        if key in entries:
+            raise FormatError(f"{source}: key {key!r} appears twice")
+        entries[key] = PtdEntry(key, *segments[index], segment_index=index)
+    return version, MappingProxyType(entries)

@@ -1,0 +1,133 @@
+import hashlib
+import os
+import sqlite3
+import time
+
+import pytest
+
+from ptebuild.store import Store, hashing, statcache
+
+HOUR_AGO = time.time() - 3600
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path / "cache")
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Count the files the stat cache actually reads."""
+    calls = []
+    real = hashing.hash_file
+
+    def counting(path):
+        calls.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(hashing, "hash_file", counting)
+    return calls
+
+
+def _old_file(path, data):
+    path.write_bytes(data)
+    os.utime(path, (HOUR_AGO, HOUR_AGO))
+    return path
+
+
+def test_unchanged_file_is_not_read_again(store, tmp_path, reads):
+    f = _old_file(tmp_path / "w.bin", b"weights" * 1000)
+    expected = (hashlib.sha256(b"weights" * 1000).hexdigest(), 7000)
+    assert store.digest_file(f) == expected
+    assert len(reads) == 1
+    assert store.digest_file(f) == expected
+    assert Store(store.root).digest_file(f) == expected  # persisted, seen by a new process/store
+    assert len(reads) == 1
+
+
+def test_changed_file_same_size_new_mtime_is_rehashed(store, tmp_path, reads):
+    f = _old_file(tmp_path / "w.bin", b"aaaa")
+    store.digest_file(f)
+    _old_file(f, b"bbbb")
+    os.utime(f, (HOUR_AGO + 5, HOUR_AGO + 5))
+    assert store.digest_file(f) == (hashlib.sha256(b"bbbb").hexdigest(), 4)
+    assert len(reads) == 2
+
+
+def test_changed_file_same_size_same_mtime_other_inode_is_rehashed(store, tmp_path, reads):
+    f = _old_file(tmp_path / "w.bin", b"aaaa")
+    store.digest_file(f)
+    tmp = _old_file(tmp_path / "new.bin", b"bbbb")
+    os.replace(tmp, f)
+    assert store.digest_file(f)[0] == hashlib.sha256(b"bbbb").hexdigest()
+    assert len(reads) == 2
+
+
+def test_racy_entry_is_not_trusted(store, tmp_path, reads):
+    f = tmp_path / "fresh.bin"
+    f.write_bytes(b"just written")  # mtime is now: a same-tick rewrite could go unseen
+    store.digest_file(f)
+    store.digest_file(f)
+    assert len(reads) == 2
+    os.utime(f, (HOUR_AGO, HOUR_AGO))
+    store.digest_file(f)
+    store.digest_file(f)
+    assert len(reads) == 3
+
+
+def test_corrupt_database_is_recreated(store, tmp_path, reads):
+    store.root.mkdir()
+    (store.root / "state.db").write_bytes(b"this is not sqlite" * 100)
+    f = _old_file(tmp_path / "w.bin", b"x")
+    assert store.digest_file(f)[1] == 1
+    assert store.digest_file(f)[1] == 1
+    assert len(reads) == 1
+
+
+def test_locked_database_falls_back_to_hashing(tmp_path, monkeypatch, reads):
+    monkeypatch.setattr(statcache, "BUSY_TIMEOUT_S", 0.05)
+    store = Store(tmp_path / "cache")
+    store.record_hit()  # creates the database
+    store.close()
+    blocker = sqlite3.connect(store.root / "state.db", isolation_level=None)
+    blocker.execute("PRAGMA locking_mode=EXCLUSIVE")
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        f = _old_file(tmp_path / "w.bin", b"abc")
+        other = Store(store.root)
+        assert other.digest_file(f) == (hashlib.sha256(b"abc").hexdigest(), 3)
+        other.record_miss()  # never fails
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_file_changing_while_hashed_is_not_recorded(store, tmp_path, monkeypatch):
+    f = _old_file(tmp_path / "w.bin", b"first")
+    real = hashing.hash_file
+
+    def hash_then_modify(path):
+        result = real(path)
+        _old_file(f, b"second!")
+        return result
+
+    monkeypatch.setattr(hashing, "hash_file", hash_then_modify)
+    store.digest_file(f)
+    monkeypatch.setattr(hashing, "hash_file", real)
+    assert store.digest_file(f) == (hashlib.sha256(b"second!").hexdigest(), 7)
+
+
+def test_restore_trusts_the_stat_cache_for_dest(store, tmp_path, reads):
+    digest = store.cas.put_bytes(b"model")
+    dest = _old_file(tmp_path / "m.pte", b"model")
+    assert store.cas.restore(digest, dest) is False
+    assert store.cas.restore(digest, dest) is False
+    assert reads.count(os.fspath(dest)) == 1
+
+
+def test_counters_persist(store):
+    store.record_hit()
+    store.record_hit()
+    store.record_miss()
+    again = Store(store.root)
+    assert (again.stats()["hits"], again.stats()["misses"]) == (2, 1)

@@ -30,9 +30,8 @@ def hash_fd(fd: int) -> tuple[str, int]:
     h = hashlib.sha256()
     buf = buffer()
     size = 0
-    readinto = os.readv
     while True:
-        n = readinto(fd, [buf])
+        n = os.readv(fd, [buf])
         if not n:
             break
         h.update(buf[:n])

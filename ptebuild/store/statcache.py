@@ -37,6 +37,9 @@ RACY_WINDOW_NS = 2_000_000_000
 #: How long a process waits for another one's write lock on the database.
 BUSY_TIMEOUT_S = 2.0
 
+#: After the database could not be opened (locked, read-only), how long to do without it.
+RETRY_AFTER_S = 10.0
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS stat (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
     " ino INTEGER, ctime_ns INTEGER, digest TEXT, hashed_ns INTEGER) WITHOUT ROWID",
@@ -56,6 +59,7 @@ class StatCache:
         self._conn: Any = None
         self._pid = -1
         self._broken = False
+        self._retry_at = 0.0  # after a locked/read-only database, when to try again
         self._lock = threading.Lock()
 
     # -- connection ---------------------------------------------------------------------------
@@ -66,6 +70,8 @@ class StatCache:
             return None
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        if time.monotonic() < self._retry_at:
+            return None
         import sqlite3
 
         for attempt in (1, 2):
@@ -100,7 +106,10 @@ class StatCache:
                         except OSError:
                             pass
                     continue
-                self._broken = True
+                if corrupt:
+                    self._broken = True
+                else:  # locked or read-only: hash without the cache for a while, then retry
+                    self._retry_at = time.monotonic() + RETRY_AFTER_S
                 return None
             except OSError:
                 self._broken = True

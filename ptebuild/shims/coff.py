@@ -237,13 +237,15 @@ def write_import_library(shims: ShimList, fmt: str = "gnu", keep_order: bool = F
 
     ``fmt`` is ``"gnu"`` (llvm-dlltool 14-18) or ``"coff"`` (lib.exe, LLVM >= 19). By default the
     exports are sorted and de-duplicated (:meth:`ShimList.canonical`), so any order of the same set
-    gives the same bytes; ``keep_order`` keeps the source order and duplicates, as llvm-dlltool.
+    gives the same bytes; ``keep_order`` keeps the source order and identical duplicates, as
+    llvm-dlltool does.
     Raises :class:`UsageError` for an unknown format or conflicting duplicate exports.
     """
     if fmt not in LAYOUTS:
         raise UsageError(f"unknown import library format {fmt!r}; use one of {', '.join(LAYOUTS)}")
+    canonical = shims.canonical()  # refuses one name with two meanings, even when keeping the order
     if not keep_order:
-        shims = shims.canonical()
+        shims = canonical
     dll = shims.dll.encode("utf-8")
     objects: list[tuple[bytes, list[bytes]]] = [
         (import_descriptor(dll), [b"__IMPORT_DESCRIPTOR_" + library_stem(dll)]),

@@ -181,7 +181,7 @@ class _DefParser:
     def parse_export(self) -> None:
         token = self.next()
         assert token is not None
-        name = token.text
+        name, name_line = token.text, token.line
         problem = symbol_name_problem(name)
         if problem:
             raise self.error(token, f"{problem}; a linker cannot import it")
@@ -235,7 +235,7 @@ class _DefParser:
             if first != export:
                 raise self.error(token, f"{conflict_message(first, export)} (first at line {first_line})")
         else:
-            self.lines[name] = (export, token.line if token else 1)
+            self.lines[name] = (export, name_line)
         self.exports.append(export)
 
 

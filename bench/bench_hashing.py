@@ -68,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         os.utime(path, (hour_ago, hour_ago))
         gb = size / 1e9
 
-        expected = hashlib.sha256()
         with open(path, "rb") as f:
             expected = hashlib.file_digest(f, "sha256").hexdigest()  # also warms the page cache
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-
-from collections.abc import Iterator
 from pathlib import Path
 
 from ptebuild.errors import StoreError
@@ -90,12 +87,3 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, what: str 
             unlink_quietly(tmp)
         raise store_error(exc, what, path) from None
 
-
-@contextlib.contextmanager
-def removing_on_error(path: Path) -> Iterator[None]:
-    """Unlink ``path`` if the block raises (used for temp files)."""
-    try:
-        yield
-    except BaseException:
-        unlink_quietly(path)
-        raise

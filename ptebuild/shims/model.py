@@ -8,6 +8,7 @@ Names are checked here, once, so every reader and writer can rely on them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from enum import IntEnum
 from typing import Literal, get_args
 
@@ -45,6 +46,10 @@ IMPORT_TYPE_OF: dict[str, ImportType] = {
 EXPORT_TYPE_OF: dict[ImportType, str] = {v: k for k, v in IMPORT_TYPE_OF.items()}
 
 
+# White space, control characters, DEL and U+FFFD (left by undecodable bytes).
+_BAD_NAME_CHARACTER = re.compile(r"[\s\x00-\x1f\x7f\ufffd]")
+
+
 def symbol_name_problem(name: str) -> str | None:
     """Why a linker cannot take ``name`` as a symbol, or None if it can.
 
@@ -53,9 +58,9 @@ def symbol_name_problem(name: str) -> str | None:
     """
     if not name:
         return "an empty name"
-    for ch in name:
-        if ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F or ch == "\ufffd":
-            return f"name {name!r} contains the character {ch!r}"
+    bad = _BAD_NAME_CHARACTER.search(name)
+    if bad:
+        return f"name {name!r} contains the character {bad.group()!r}"
     if name.startswith("@"):
         return f"name {name!r} starts with '@', which a .def file reads as an ordinal"
     return None

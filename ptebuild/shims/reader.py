@@ -36,10 +36,10 @@ THIN_MAGIC = b"!<thin>\n"
 SKIPPED_SPECIAL_MEMBERS = (b"/<ECSYMBOLS>", b"/<HYBRIDMAP>", b"/SYM64/")
 SHORT_IMPORT_SIG1 = b"\0\0\xff\xff"
 _NAME_TYPE_VALUES = {int(v) for v in ImportNameType}
-_IMPORT_TYPE_VALUES = {int(v) for v in ImportType}
+_EXPORT_TYPE_BY_VALUE = {int(v): EXPORT_TYPE_OF[v] for v in ImportType}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Member:
     offset: int  # of the 60-byte header, from the start of the file
     name: bytes  # raw header name field, right-stripped
@@ -105,12 +105,12 @@ def _check_first_linker_member(member: Member, starts: set[int], source: str) ->
         offsets = None
     if offsets is None:
         raise _error(source, member.data_offset, "symbol table (first linker member) shorter than its symbol count")
-    for index, offset in enumerate(offsets):
-        if offset not in starts:
-            raise _error(
-                source, member.data_offset + 4 + 4 * index,
-                f"symbol table points at offset {offset}, which is not a member", "the file is truncated or damaged",
-            )
+    if not starts.issuperset(offsets):
+        index, offset = next((i, o) for i, o in enumerate(offsets) if o not in starts)
+        raise _error(
+            source, member.data_offset + 4 + 4 * index,
+            f"symbol table points at offset {offset}, which is not a member", "the file is truncated or damaged",
+        )
     if data[4 + 4 * count :].count(b"\0") < count:
         raise _error(source, member.data_offset, "symbol table has fewer names than its symbol count")
 
@@ -154,13 +154,11 @@ def _short_import(member: Member, source: str) -> tuple[Export, bytes]:
     if name is None or dll is None:
         raise _error(source, member.data_offset + 20, "short import names are not NUL-terminated")
     import_type, name_type = type_info & 3, (type_info >> 2) & 7
-    if import_type not in _IMPORT_TYPE_VALUES or name_type not in _NAME_TYPE_VALUES:
+    if import_type not in _EXPORT_TYPE_BY_VALUE or name_type not in _NAME_TYPE_VALUES:
         raise _error(source, member.data_offset + 18, f"short import has unknown type bits 0x{type_info:04x}")
     try:
         text = name.decode("utf-8")
-        export = Export(
-            text, EXPORT_TYPE_OF[ImportType(import_type)], ordinal or None, noname=name_type == ImportNameType.ORDINAL
-        )
+        export = Export(text, _EXPORT_TYPE_BY_VALUE[import_type], ordinal or None, name_type == ImportNameType.ORDINAL)
     except UnicodeDecodeError:
         raise _error(source, member.data_offset + 20, "import name is not UTF-8") from None
     except UsageError as exc:

@@ -1,0 +1,1 @@
+"""Example models for the manifests in this folder."""

@@ -1,0 +1,38 @@
+"""What every backend shares: check tolerances and the options base model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+
+class BackendOptions(BaseModel):
+    """Base of each backend's ``options`` table: frozen, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class CheckTolerances:
+    atol: float
+    min_cosine: float
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    options_model: type[BackendOptions]
+    keeps_data_in_pte: bool
+    default_check: CheckTolerances
+
+    def prepare(self, exported_program, data_name, options, export):
+        """Return the exported program to lower (default: unchanged).
+
+        ``export(module)`` exports ``module`` again with the method's example inputs and dynamic
+        shapes, for backends that tag the unlifted graph.
+        """
+        return exported_program
+
+    def partitioners(self, options) -> list:
+        return []

@@ -1,0 +1,1 @@
+"""The builder: action keys, lowering in workers, checks, publishing outputs."""

@@ -1,0 +1,101 @@
+"""Check a lowered program against eager PyTorch, in ExecuTorch's own runtime.
+
+Every method runs on its example inputs and at the extremes of its dynamic dims; every output
+is compared with the eager model's: max absolute error and cosine similarity. Runs in a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptebuild.builder.examples import check_sizes, make_inputs
+from ptebuild.errors import CheckError
+from ptebuild.manifest.plan import ProgramPlan
+
+
+@dataclass(frozen=True)
+class OutputFigures:
+    method: str
+    sizes: dict[str, int]
+    output: int
+    max_abs_error: float
+    cosine: float
+
+    def to_json(self) -> dict:
+        return {
+            "method": self.method,
+            "sizes": self.sizes,
+            "output": self.output,
+            "max_abs_error": self.max_abs_error,
+            "cosine": self.cosine,
+        }
+
+
+def compare(expected, actual) -> tuple[float, float]:
+    """Max absolute error and cosine similarity of two tensors (as float64)."""
+    import torch
+
+    e = expected.detach().to(torch.float64).flatten()
+    a = actual.detach().to(torch.float64).flatten()
+    if e.numel() == 0:
+        return 0.0, 1.0
+    max_abs = float((e - a).abs().max())
+    norms = float(e.norm() * a.norm())
+    if norms == 0.0:
+        cosine = 1.0 if float(e.norm()) == float(a.norm()) else 0.0
+    else:
+        cosine = float(torch.dot(e, a) / norms)
+    return max_abs, cosine
+
+
+def _flatten(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flatten(item)]
+    if isinstance(value, dict):
+        return [t for key in sorted(value) for t in _flatten(value[key])]
+    return []
+
+
+def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> list[OutputFigures]:
+    """Run ``pte`` in ExecuTorch's runtime and compare every output with ``model``'s.
+
+    Raises CheckError naming the method, output and figures of the first mismatch.
+    """
+    import torch
+    from executorch.runtime import Runtime
+
+    loaded = Runtime.get().load_program(pte, data_path=ptd)
+    figures = []
+    for method in program.methods:
+        executable = loaded.load_method(method.name)
+        for sizes in check_sizes(method):
+            inputs = make_inputs(method, program.seed, sizes)
+            with torch.no_grad():
+                expected = _flatten(getattr(model, method.function)(*inputs))
+            actual = _flatten(list(executable.execute(list(inputs))))
+            if len(expected) != len(actual):
+                raise CheckError(
+                    f"programs.{program.name}: method {method.name!r} returned {len(actual)} outputs, "
+                    f"eager PyTorch {len(expected)}"
+                )
+            for index, (e, a) in enumerate(zip(expected, actual)):
+                if tuple(e.shape) != tuple(a.shape):
+                    raise CheckError(
+                        f"programs.{program.name}: method {method.name!r} output {index} at {sizes}: "
+                        f"shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}"
+                    )
+                max_abs, cosine = compare(e, a)
+                figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
+                if not (max_abs <= program.atol and cosine >= program.min_cosine):
+                    raise CheckError(
+                        f"programs.{program.name}: method {method.name!r} output {index} at {sizes} "
+                        f"differs from eager PyTorch: max abs error {max_abs:.3g} (atol {program.atol:g}), "
+                        f"cosine {cosine:.6f} (min {program.min_cosine:g}); fix the model or loosen "
+                        f"programs.{program.name}.check"
+                    )
+    return figures

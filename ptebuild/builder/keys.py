@@ -1,0 +1,192 @@
+"""Action keys: one digest over everything that can change a program's bytes, and nothing else.
+
+A key hashes (xxh3-128) the canonical JSON of the program's *inputs*:
+
+- ``manifest.model`` and ``manifest.program``: the normalised manifest entries (defaults
+  applied, keys sorted), so reformatting the TOML or reordering its keys changes nothing;
+- ``source:<name>``: the SHA-256 of each source file: the factory's module and every ``.py``
+  of the top-level package it lives in, plus the model's ``sources`` globs; named relative to
+  the manifest's folder (or to the ``sys.path`` entry a module was found in), never absolutely;
+- ``weights:<name>``: the SHA-256 of the weights file;
+- ``toolchain.*``: Python, torch, executorch and ptebuild versions, the platform, and the
+  digest of ptebuild's own lowering code.
+
+The same breakdown is kept in the action record, so ``--explain`` can name what changed.
+File digests come from the store's stat cache: an unchanged file costs a ``stat``, no read.
+Nothing here imports torch or executorch.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ptebuild.errors import ManifestError
+from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
+from ptebuild.manifest.resolve import find_module_file, module_search_path
+
+KEY_SCHEMA = "ptebuild-action-key 1"
+
+DigestFile = Callable[[Path], tuple[str, int]]
+"""(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
+
+_PTEBUILD_ROOT = Path(__file__).resolve().parent.parent
+
+
+def canonical_json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest_text(text: str) -> str:
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest(text.encode())
+
+
+_toolchain_cache: dict[str, str] | None = None
+
+
+def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
+    """Versions and platform facts that change lowering, read without importing torch."""
+    global _toolchain_cache
+    if _toolchain_cache is None:
+        from importlib import metadata
+
+        from ptebuild import __version__
+
+        def version(dist: str) -> str:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                return "not installed"
+
+        facts = {
+            "toolchain.python": f"{sys.implementation.name} {platform.python_version()}",
+            "toolchain.torch": version("torch"),
+            "toolchain.executorch": version("executorch"),
+            "toolchain.ptebuild": __version__,
+            "toolchain.platform": f"{sys.platform}-{platform.machine()}",
+        }
+        # ptebuild's own lowering code: an edit to it must rebuild, even without a version bump.
+        lowering_code = sorted(
+            list((_PTEBUILD_ROOT / "builder").glob("*.py")) + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
+        )
+        parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]
+        facts["toolchain.ptebuild-code"] = digest_text("\n".join(parts))
+        _toolchain_cache = facts
+    return dict(_toolchain_cache)
+
+
+def _flatten_entry(prefix: str, value, out: dict[str, str]) -> None:
+    """Flatten a manifest entry into dotted keys, so that --explain can name the changed field."""
+    if isinstance(value, dict) and value:
+        for key in sorted(value):
+            _flatten_entry(f"{prefix}.{key}", value[key], out)
+    else:
+        out[prefix] = canonical_json(value)
+
+
+def model_sources(program: ProgramPlan, manifest_dir: Path) -> dict[str, Path]:
+    """The files of a model's code: name (relative, '/'-separated) -> path."""
+    module = program.factory.split(":", 1)[0]
+    search_path = module_search_path(manifest_dir)
+    module_file = find_module_file(module, search_path)
+    if module_file is None:
+        raise ManifestError(f"models.{program.model}.factory: no module named {module!r}")
+    top = module.split(".", 1)[0]
+    sources: dict[str, Path] = {}
+    for entry in search_path:
+        package_dir = Path(entry or ".", top)
+        if (package_dir / "__init__.py").is_file() or package_dir.with_suffix(".py") == module_file:
+            base = Path(entry or ".")
+            files = [package_dir.with_suffix(".py")] if not package_dir.is_dir() else sorted(package_dir.rglob("*.py"))
+            for path in files:
+                if "__pycache__" not in path.parts:
+                    sources[path.relative_to(base).as_posix()] = path
+            break
+    if not sources:  # a namespace package or a lone module
+        sources[module_file.name] = module_file
+    for pattern in program.sources:
+        matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
+        if not matches:
+            raise ManifestError(f"models.{program.model}.sources: {pattern!r} matches no file")
+        for path in matches:
+            sources[path.relative_to(manifest_dir).as_posix()] = path
+    return sources
+
+
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value."""
+    manifest_dir = Path(plan.manifest_dir)
+    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
+    _flatten_entry("manifest.model", program.model_entry, inputs)
+    _flatten_entry("manifest.program", program.program_entry, inputs)
+    for name, path in model_sources(program, manifest_dir).items():
+        inputs[f"source:{name}"] = digest_file(path)[0]
+    if program.weights:
+        path = manifest_dir / program.weights
+        try:
+            inputs[f"weights:{program.weights}"] = digest_file(path)[0]
+        except FileNotFoundError:
+            raise ManifestError(
+                f"{plan.manifest}: models.{program.model}.weights: no such file {program.weights!r}"
+            ) from None
+    inputs.update(toolchain_facts(digest_file))
+    return inputs
+
+
+def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+    inputs = {
+        "schema": KEY_SCHEMA,
+        "shims.format": shim.format,
+        "shims.keep_order": canonical_json(shim.keep_order),
+        f"source:{shim.source}": digest_file(Path(plan.manifest_dir, shim.source))[0],
+    }
+    facts = toolchain_facts(digest_file)
+    inputs["toolchain.ptebuild"] = facts["toolchain.ptebuild"]
+    shims_code = sorted((_PTEBUILD_ROOT / "shims").glob("*.py"))
+    inputs["toolchain.shims-code"] = digest_text(
+        "\n".join(f"{p.name}:{digest_file(p)[0]}" for p in shims_code)
+    )
+    return inputs
+
+
+def action_key(inputs: dict[str, str]) -> str:
+    return digest_text(canonical_json(inputs))
+
+
+def explain_changes(old: dict[str, str] | None, new: dict[str, str], model: str = "", program: str = "") -> list[str]:
+    """Name what changed between two input breakdowns (``model`` and ``program`` name the entries)."""
+    if old is None:
+        return ["never built with this cache"]
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if before is None:
+            changes.append(f"{_describe(name, model, program)} added")
+        elif after is None:
+            changes.append(f"{_describe(name, model, program)} removed")
+        elif name.startswith(("manifest.", "toolchain.", "shims.")) and name != "toolchain.ptebuild-code":
+            changes.append(f"{_describe(name, model, program)} changed ({before} -> {after})")
+        else:
+            changes.append(f"{_describe(name, model, program)} changed")
+    return changes or ["inputs unchanged, but the cached outputs could not be restored"]
+
+
+def _describe(name: str, model: str, program: str) -> str:
+    if name.startswith("source:"):
+        return f"source file {name[7:]}"
+    if name.startswith("weights:"):
+        return f"weights file {name[8:]}"
+    if name.startswith("manifest."):
+        kind, _, field = name[9:].partition(".")
+        table = f"models.{model}" if kind == "model" else f"programs.{program}"
+        return f"manifest field {table}.{field}" if field else f"manifest entry {table}"
+    if name.startswith("toolchain."):
+        return f"{name[10:]} version" if name != "toolchain.ptebuild-code" else "ptebuild's lowering code"
+    return name

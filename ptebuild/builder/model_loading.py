@@ -1,0 +1,77 @@
+"""Build a manifest's model: import its factory, seed, call it, load its weights.
+
+Runs in a worker: imports torch and the model's code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from ptebuild.errors import BuildError, ManifestError
+from ptebuild.manifest.plan import ProgramPlan
+
+
+def import_factory(program: ProgramPlan, manifest_dir: Path, display: str):
+    module_name, attribute = program.factory.split(":", 1)
+    if str(manifest_dir) not in sys.path:
+        sys.path.insert(0, str(manifest_dir))
+    try:
+        target = importlib.import_module(module_name)
+    except Exception as exc:  # the model's own code may raise anything while importing
+        raise ManifestError(
+            f"{display}: programs.{program.name}: cannot import factory {program.factory!r} "
+            f"of model {program.model!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ManifestError(
+                f"{display}: programs.{program.name}: module {module_name!r} has no attribute "
+                f"{attribute!r} (factory of model {program.model!r})"
+            ) from None
+    if not callable(target):
+        raise ManifestError(f"{display}: programs.{program.name}: factory {program.factory!r} is not callable")
+    return target
+
+
+def build_model(program: ProgramPlan, manifest_dir: Path, display: str):
+    """Return the model in eval mode, seeded, with its weights loaded."""
+    import torch
+
+    factory = import_factory(program, manifest_dir, display)
+    torch.manual_seed(program.seed)
+    try:
+        model = factory(**program.kwargs)
+    except Exception as exc:
+        raise BuildError(
+            f"{display}: programs.{program.name}: factory {program.factory!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(model, torch.nn.Module):
+        raise BuildError(
+            f"{display}: programs.{program.name}: factory {program.factory!r} returned "
+            f"{type(model).__name__}, not a torch.nn.Module"
+        )
+    if program.weights:
+        path = manifest_dir / program.weights
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise ManifestError(
+                f"{display}: models.{program.model}.weights: no such file {program.weights!r}"
+            ) from None
+        except Exception as exc:
+            raise BuildError(
+                f"{display}: models.{program.model}.weights: cannot load {program.weights!r} as a state dict: {exc}"
+            ) from exc
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()
+            detail = " ".join(line.strip() for line in first[:3])
+            raise BuildError(
+                f"{display}: models.{program.model}.weights: {program.weights!r} does not fit the model: {detail}"
+            ) from exc
+    return model.eval()

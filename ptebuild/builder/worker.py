@@ -1,0 +1,101 @@
+"""The worker process: imports torch and executorch once, then lowers and checks programs.
+
+Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
+
+- parent -> worker: ``("lower", task)`` with ``task`` a dict (plan JSON, program name, staging
+  folder), or ``("stop",)``;
+- worker -> parent: ``("ready",)`` once imports are done; ``("progress", text)`` while working;
+  ``("done", result)`` or ``("failed", kind, message)`` at the end of each task, where ``kind`` is
+  ``"manifest"`` (the user must fix the manifest or the model code) or ``"build"``.
+
+A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
+parent fails the one task it was running.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+from ptebuild.errors import ManifestError, PtebuildError
+
+
+def _quiet_imports() -> None:
+    """Import torch and executorch once, with their import-time chatter silenced."""
+    warnings.filterwarnings("ignore")
+    import logging
+
+    logging.disable(logging.WARNING)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    os.dup2(devnull, 2)  # native code of torchao/executorch prints to fd 2 on import
+    try:
+        import torch  # noqa: F401
+        import executorch.exir  # noqa: F401
+        import executorch.runtime  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def run_task(task: dict, progress) -> dict:
+    from ptebuild.builder.check import check_program
+    from ptebuild.builder.examples import make_inputs
+    from ptebuild.builder.lowering import lower
+    from ptebuild.builder.model_loading import build_model
+    from ptebuild.manifest.plan import BuildPlan
+
+    started = time.monotonic()
+    plan = BuildPlan.from_json(task["plan"], manifest=task["manifest"], manifest_dir=task["manifest_dir"])
+    program = next(p for p in plan.programs if p.name == task["program"])
+    manifest_dir = Path(plan.manifest_dir)
+    progress("building the model")
+    model = build_model(program, manifest_dir, plan.manifest)
+    inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
+    lowered = lower(model, program, inputs, Path(task["staging"]), progress)
+    lowered_at = time.monotonic()
+    figures = []
+    if program.check_enabled:
+        progress("checking against eager PyTorch")
+        ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
+        figures = [f.to_json() for f in check_program(model, program, lowered.files[program.pte_name], ptd)]
+    return {
+        "files": {name: str(path) for name, path in lowered.files.items()},
+        "figures": figures,
+        "delegates": lowered.delegated,
+        "lower_seconds": lowered_at - started,
+        "check_seconds": time.monotonic() - lowered_at,
+    }
+
+
+def worker_main(conn) -> None:
+    """Entry point of a worker process."""
+    try:
+        _quiet_imports()
+    except BaseException as exc:  # report, then die: the parent fails the task
+        conn.send(("failed", "build", f"the worker cannot import torch/executorch: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        task = message[1]
+        try:
+            result = run_task(task, lambda text: conn.send(("progress", text)))
+        except ManifestError as exc:
+            conn.send(("failed", "manifest", str(exc)))
+        except PtebuildError as exc:
+            conn.send(("failed", "build", str(exc)))
+        except Exception as exc:  # the model's code or the toolchain: keep the worker alive
+            detail = traceback.format_exc() if task.get("debug") else ""
+            conn.send(("failed", "build", f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else "")))
+        else:
+            conn.send(("done", result))

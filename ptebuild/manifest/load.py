@@ -1,0 +1,141 @@
+"""Read a TOML manifest, validate it and resolve it into a :class:`BuildPlan`.
+
+Every problem raises :class:`ManifestError` with one line that starts with the manifest's path,
+then the dotted location (``programs.policy_xnnpack.backend``), what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import ManifestError
+from ptebuild.manifest.plan import BuildPlan
+from ptebuild.manifest.typos import did_you_mean
+
+_TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+
+
+def read_toml(path: Path, display: str) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{display}: no such file") from None
+    except IsADirectoryError:
+        raise ManifestError(f"{display}: is a folder; give the path of a .toml manifest") from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{display}: not UTF-8 text (byte {exc.start}); save the manifest as UTF-8") from None
+    except OSError as exc:
+        raise ManifestError(f"{display}: cannot read: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = _TOML_POSITION.match(str(exc))
+        if match:
+            raise ManifestError(
+                f"{display}:{match['line']}:{match['col']}: TOML syntax error: {match['msg']}"
+            ) from None
+        raise ManifestError(f"{display}: TOML syntax error: {exc}") from None
+
+
+def dotted(loc: tuple[Any, ...]) -> str:
+    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _fields_at(model: type, loc: tuple[Any, ...]) -> set[str]:
+    """The keys allowed in the table at ``loc`` (a path into ``model``), for suggestions."""
+    from pydantic import BaseModel
+
+    current: Any = model
+    for part in loc:
+        origin = typing.get_origin(current)
+        if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+            current = next(a for a in typing.get_args(current) if a is not type(None))
+            origin = typing.get_origin(current)
+        if origin is typing.Annotated:
+            current = typing.get_args(current)[0]
+            origin = typing.get_origin(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return set()
+            current = field.annotation
+        elif origin is dict:
+            current = typing.get_args(current)[1]
+        elif origin is list:
+            current = typing.get_args(current)[0]
+        else:
+            return set()
+    origin = typing.get_origin(current)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        current = next(a for a in typing.get_args(current) if a is not type(None))
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return set(current.model_fields)
+    return set()
+
+
+def describe_validation_error(exc, display: str, model: type, prefix: tuple = ()) -> str:
+    """One line for the first error of a pydantic ValidationError, located in the manifest."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = prefix + tuple(first["loc"])
+    # pydantic appends the union member or validator name to some locations; drop those.
+    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+    kind = first["type"]
+    where = dotted(loc) or "(top level)"
+    if kind == "extra_forbidden":
+        key = loc[-1]
+        hint = did_you_mean(str(key), _fields_at(model, loc[len(prefix):-1]))
+        if not hint:
+            allowed = sorted(_fields_at(model, loc[len(prefix):-1]))
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        message = f"{display}: {where}: unknown key {key!r}{hint}"
+    elif kind == "literal_error":
+        expected = re.findall(r"'([^']*)'", first["ctx"]["expected"])
+        what = "backend" if loc and loc[-1] == "backend" else "value"
+        message = (
+            f"{display}: {where}: unknown {what} {first['input']!r}"
+            f"{did_you_mean(str(first['input']), expected)}; expected one of {', '.join(map(repr, expected))}"
+        )
+    elif kind == "missing":
+        message = f"{display}: {where}: missing required key {loc[-1]!r}"
+    elif kind == "value_error":
+        message = f"{display}: {where}: {first['msg'].removeprefix('Value error, ')}"
+    else:
+        given = first.get("input")
+        shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
+        message = f"{display}: {where}: {first['msg'].lower()}{shown}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return message
+
+
+def load_manifest(path: str | Path) -> BuildPlan:
+    """Read, validate and resolve the manifest at ``path``.
+
+    Imports pydantic, never torch. Raises :class:`ManifestError` (or its subclass
+    :class:`DataNameError` for bad or colliding output names).
+    """
+    from pydantic import ValidationError
+
+    from ptebuild.manifest.resolve import resolve
+    from ptebuild.manifest.schema import Manifest
+
+    display = str(path)
+    path = Path(path)
+    data = read_toml(path, display)
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise ManifestError(describe_validation_error(exc, display, Manifest)) from None
+    return resolve(manifest, display=display, manifest_dir=path.resolve().parent)

@@ -1,0 +1,155 @@
+"""The manifest's data model: what a TOML manifest may say, validated by pydantic.
+
+Every model is frozen and refuses unknown keys. ``ptebuild schema`` prints
+``Manifest.model_json_schema()`` for editors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ptebuild.backends import BackendName
+
+DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"]
+DTYPES = get_args(DType)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DynamicDim(_Strict):
+    """A dimension whose size may vary at run time between ``min`` and ``max``."""
+
+    min: Annotated[int, Field(ge=1)] = 1
+    max: Annotated[int, Field(ge=1)]
+    example: Annotated[int, Field(ge=2)] | None = None
+    """The size used for the example inputs; default: 2 (clamped to [min, max])."""
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+        if self.example is not None and not self.min <= self.example <= self.max:
+            raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]")
+        return self
+
+    def example_size(self) -> int:
+        if self.example is not None:
+            return self.example
+        # torch.export specialises a dimension traced with size 0 or 1, so trace with 2 or more.
+        return min(max(2, self.min), self.max)
+
+
+class InputSpec(_Strict):
+    """One example input of a method: its shape (ints, or names of dynamic dims) and dtype."""
+
+    name: str
+    shape: list[Annotated[int, Field(ge=0)] | str]
+    dtype: DType = "float32"
+    low: float | None = None
+    """Smallest value of a generated example (integers: inclusive; default 0)."""
+    high: float | None = None
+    """Largest value of a generated example (integers: exclusive; default 10)."""
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not _IDENTIFIER.fullmatch(value):
+            raise ValueError(f"input name {value!r} is not a Python identifier")
+        return value
+
+
+class MethodSpec(_Strict):
+    """A method of the program: a callable of the model, exported with example inputs."""
+
+    function: str | None = None
+    """The model's attribute to call; default: the method's name (``forward`` for ``forward``)."""
+    inputs: list[InputSpec] = Field(min_length=1)
+    dims: dict[str, DynamicDim] = {}
+    """Dynamic dims of this method, in addition to the model's ``dims``."""
+
+
+class ModelSpec(_Strict):
+    """A PyTorch model: built by a factory, with optional weights and a seed."""
+
+    factory: str
+    """``"package.module:callable"``, importable from the manifest's folder or the environment."""
+    kwargs: dict[str, Any] = {}
+    weights: str | None = None
+    """A state dict (``torch.save``), path relative to the manifest; loaded with weights_only=True."""
+    seed: int = 0
+    sources: list[str] = []
+    """Extra files (globs relative to the manifest) whose content the build depends on."""
+    dims: dict[str, DynamicDim] = {}
+    methods: dict[str, MethodSpec] = Field(min_length=1)
+
+    @field_validator("factory")
+    @classmethod
+    def _factory_form(cls, value: str) -> str:
+        if not _FACTORY.fullmatch(value):
+            raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'")
+        return value
+
+
+class CheckSpec(_Strict):
+    """How closely a built program must match eager PyTorch on its example inputs."""
+
+    atol: Annotated[float, Field(ge=0)] | None = None
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
+    enabled: bool = True
+
+
+class ProgramSpec(_Strict):
+    """One ``.pte``: a model lowered for a backend."""
+
+    model: str
+    backend: BackendName | None = None
+    methods: list[str] | None = None
+    """Which of the model's methods the program holds; default: all of them."""
+    data_name: str | None = None
+    """The ``.ptd`` holding the program's weights (without extension); absent: weights in the ``.pte``."""
+    options: dict[str, Any] = {}
+    check: CheckSpec = CheckSpec()
+
+
+class Defaults(_Strict):
+    """Settings every program inherits unless it says otherwise."""
+
+    out: str = "out"
+    """Output folder, relative to the manifest."""
+    backend: BackendName | None = None
+    check: CheckSpec = CheckSpec()
+    options: dict[BackendName, dict[str, Any]] = {}
+    """Backend options by backend name, merged under each program's ``options``."""
+
+
+class ShimLibrarySpec(_Strict):
+    """A Windows import library (``<name>.lib``) generated from a declared list of shims."""
+
+    source: str
+    """A ``.def`` file or the TOML shim-list form, relative to the manifest."""
+    format: Literal["gnu", "coff"] = "gnu"
+    keep_order: bool = False
+
+
+class Manifest(_Strict):
+    """A ptebuild manifest."""
+
+    defaults: Defaults = Defaults()
+    models: dict[str, ModelSpec] = {}
+    programs: dict[str, ProgramSpec] = {}
+    shims: dict[str, ShimLibrarySpec] = {}
+    """Import libraries to generate, by output name."""
+
+    @model_validator(mode="after")
+    def _something_to_build(self):
+        if not self.programs and not self.shims:
+            raise ValueError("declares nothing to build; add a [programs.NAME] or [shims.NAME] table")
+        return self

@@ -21,8 +21,11 @@ def file_size(f: BinaryIO) -> int:
 
 def read_exact(f: BinaryIO, source: str, offset: int, size: int, what: str) -> bytes:
     """Returns ``size`` bytes at ``offset``; raises FormatError naming ``what`` if the file is short."""
-    f.seek(offset)
-    data = f.read(size)
+    # Checked before reading so a corrupt size cannot ask for terabytes.
+    data = b""
+    if offset + size <= file_size(f):
+        f.seek(offset)
+        data = f.read(size)
     if len(data) != size:
         raise FormatError(
             f"{source}: truncated: cannot read {what} ({size} bytes) at offset {offset}, "

@@ -91,9 +91,16 @@ class Table:
 
     def string(self, index: int, name: str) -> str | None:
         """Reads string field ``index`` as UTF-8, or None when absent."""
-        raw = self.byte_vector(index, name)
-        if raw is None:
+        start, count = self._vector(index, name, 1)
+        if start is None:
             return None
+        # Strings end with a NUL past their length; a missing one means a cut or bad offset.
+        if self.view.unpack(U8, start + count, f"{self.path}.{name} terminator") != 0:
+            raise FormatError(
+                f"{self.view.source}: corrupt: {self.path}.{name} at offset "
+                f"{self.view.base + start} is not NUL-terminated"
+            )
+        raw = bytes(self.view.buf[start : start + count])
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:

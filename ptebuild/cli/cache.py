@@ -1,2 +1,157 @@
-def register(subparsers):
-    pass
+"""``ptebuild cache``: statistics, size-bounded garbage collection and verification of the cache.
+
+The work is done by :class:`ptebuild.store.Store` (``stats``, ``gc``, ``verify``); this module
+only parses, prints and picks the exit code. A cache folder that does not exist yet is an
+empty cache: it is reported as such and never created by these commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ptebuild.errors import UsageError
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ptebuild.cli import _Parser
+
+    parser = subparsers.add_parser(
+        "cache", help="show, shrink or check the build cache",
+        description="Upkeep of the content-addressed build cache ($PTEBUILD_CACHE or ~/.cache/ptebuild).",
+    )
+    commands = parser.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def cache_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
+
+    stats = commands.add_parser("stats", help="entries, blobs, size, hits and misses of the cache")
+    cache_option(stats)
+    stats.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    stats.set_defaults(handler=stats_command)
+
+    gc = commands.add_parser("gc", help="evict least recently used entries until the cache fits in SIZE")
+    gc.add_argument("--max-size", required=True, metavar="SIZE",
+                    help="size limit, e.g. 500M, 2G (powers of 1000), 1.5GiB (powers of 1024), 0")
+    cache_option(gc)
+    gc.set_defaults(handler=gc_command)
+
+    verify = commands.add_parser("verify", help="rehash every blob and record; drop corrupt ones (exit 1 if any)")
+    cache_option(verify)
+    verify.set_defaults(handler=verify_command)
+
+
+def _store(args):
+    """The Store named by ``--cache`` (else the default folder); None if the folder does not exist."""
+    from ptebuild.store import Store, default_cache_dir
+
+    root = Path(args.cache).expanduser() if args.cache else default_cache_dir()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--cache {root}: not a folder; pass the cache folder")
+    store = Store(root)
+    return store, root.is_dir()
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def stats_command(args) -> int:
+    from ptebuild.store import format_size
+
+    store, exists = _store(args)
+    if exists:
+        try:
+            s = store.stats()
+        finally:
+            store.close()
+    else:
+        s = {"root": str(store.root), "entries": 0, "blobs": 0, "bytes": 0, "blob_bytes": 0, "hits": 0, "misses": 0}
+    lookups = s["hits"] + s["misses"]
+    hit_rate = s["hits"] / lookups if lookups else None
+    if args.json:
+        print(json.dumps({**s, "hit_rate": None if hit_rate is None else round(hit_rate, 4)}, indent=2))
+        return EXIT_OK
+    rows = [
+        ("cache", s["root"] + ("" if exists else " (does not exist yet)")),
+        ("entries", str(s["entries"])),
+        ("blobs", f"{s['blobs']} ({format_size(s['blob_bytes'])})"),
+        ("size", f"{format_size(s['bytes'])} ({s['bytes']} bytes, blobs and records)"),
+        ("hits", str(s["hits"])),
+        ("misses", str(s["misses"])),
+        ("hit rate", "-" if hit_rate is None else f"{hit_rate:.1%}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    return EXIT_OK
+
+
+def gc_command(args) -> int:
+    from ptebuild.store import GcReport, format_size, maintenance, parse_size
+
+    try:
+        max_size = parse_size(args.max_size)
+    except UsageError as exc:
+        raise UsageError(f"--max-size: {exc}") from None
+    store, exists = _store(args)
+    if exists:
+        try:
+            report = store.gc(max_size)
+        finally:
+            store.close()
+    else:
+        report = GcReport()
+    for item in report.corrupt:
+        print(f"dropped damaged {item}")
+    print(
+        f"freed {format_size(report.bytes_freed)}: {_plural(report.records_removed, 'record')}, "
+        f"{_plural(report.blobs_removed, 'blob')}, {_plural(report.temps_removed, 'temporary file')}; "
+        f"{format_size(report.bytes_kept)} kept (limit {args.max_size.strip()}) in {store.root}"
+    )
+    if report.bytes_kept > max_size:
+        hours = maintenance.GRACE_SECONDS / 3600
+        print(
+            f"note: still over the limit: unreferenced blobs younger than {hours:g} h are kept, "
+            "as a running build may be about to record them"
+        )
+    return EXIT_OK
+
+
+def verify_command(args) -> int:
+    import sys
+
+    from ptebuild.store import VerifyReport, format_size
+
+    store, exists = _store(args)
+    if exists:
+        try:
+            report = store.verify()
+        finally:
+            store.close()
+    else:
+        report = VerifyReport()
+    for item in report.corrupt:
+        print(f"corrupt {item}")
+    print(
+        f"checked {_plural(report.blobs_checked, 'blob')} and {_plural(report.records_checked, 'record')} "
+        f"in {store.root}: "
+        + (
+            "all sound"
+            if report.ok
+            else f"dropped {_plural(report.blobs_removed, 'blob')} and "
+            f"{_plural(report.records_removed, 'record')} ({format_size(report.bytes_freed)})"
+        )
+    )
+    if report.ok:
+        return EXIT_OK
+    print(
+        f"error: {_plural(len(report.corrupt), 'corrupt cache entry', 'corrupt cache entries')} found and dropped; "
+        "the builds that need them will run again",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED

@@ -200,7 +200,8 @@ class Builder:
         if self.store is not None:
             record = {"target": result.name, "outputs": outputs, "inputs": inputs, **extra}
             try:
-                self.store.actions.put(result.key, result.name, record)
+                refs = sorted({info["sha256"] for info in outputs.values()})
+                self.store.actions.put(result.key, result.name, record, refs=refs)
                 self.store.record_miss()
             except StoreError as exc:
                 self._store_failed(exc)

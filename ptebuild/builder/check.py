@@ -6,6 +6,8 @@ is compared with the eager model's: max absolute error and cosine similarity. Ru
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,20 @@ class OutputFigures:
             "max_abs_error": self.max_abs_error,
             "cosine": self.cosine,
         }
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """Point file descriptor 2 at /dev/null while native code prints what nobody needs."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def compare(expected, actual) -> tuple[float, float]:
@@ -69,7 +85,9 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
     import torch
     from executorch.runtime import Runtime
 
-    loaded = Runtime.get().load_program(pte, data_path=ptd)
+    with native_stderr_silenced():
+        # XNNPACK's cpuinfo prints probe chatter to fd 2 on the first load.
+        loaded = Runtime.get().load_program(pte, data_path=ptd)
     figures = []
     for method in program.methods:
         executable = loaded.load_method(method.name)

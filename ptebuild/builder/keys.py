@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
-from ptebuild.manifest.resolve import find_module_file, module_search_path
+from ptebuild.manifest.modules import find_module_file, module_search_path
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 

@@ -8,7 +8,9 @@ worker for the tasks that remain. Workers are started lazily, and only as many a
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import tempfile
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
@@ -19,6 +21,7 @@ from ptebuild.builder.worker import worker_main
 class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: object
+    log_path: str
     task_id: str | None = None
     ready: bool = False
     queued: list = field(default_factory=list)
@@ -32,6 +35,25 @@ class Event:
     ``"done"`` or ``"failed"``."""
     payload: object = None
     failure_kind: str = "build"
+
+
+def _last_words(log_path: str) -> str:
+    """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f"; it last printed: {lines[-1][:300]}" if lines else ""
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _describe_exit(code: int | None) -> str:
@@ -55,10 +77,14 @@ class WorkerPool:
 
     def _start_worker(self) -> _Worker:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=worker_main, args=(child,), daemon=True, name="ptebuild-worker")
+        fd, log_path = tempfile.mkstemp(prefix="ptebuild-worker-", suffix=".log")
+        os.close(fd)
+        process = self._context.Process(
+            target=worker_main, args=(child, log_path), daemon=True, name="ptebuild-worker"
+        )
         process.start()
         child.close()
-        worker = _Worker(process=process, conn=parent)
+        worker = _Worker(process=process, conn=parent, log_path=log_path)
         self._workers.append(worker)
         return worker
 
@@ -116,8 +142,10 @@ class WorkerPool:
         if not worker.process.is_alive():
             worker.process.join(timeout=1)
             if worker.task_id is not None:
-                events.append(Event(worker.task_id, "failed", _describe_exit(worker.process.exitcode)))
+                message = _describe_exit(worker.process.exitcode) + _last_words(worker.log_path)
+                events.append(Event(worker.task_id, "failed", message))
             self._workers.remove(worker)
+            _remove(worker.log_path)
         return events
 
     def close(self) -> None:
@@ -131,6 +159,7 @@ class WorkerPool:
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
+            _remove(worker.log_path)
         self._workers.clear()
 
     def __enter__(self):

@@ -29,17 +29,12 @@ def _quiet_imports() -> None:
     import logging
 
     logging.disable(logging.WARNING)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    saved = os.dup(2)
-    os.dup2(devnull, 2)  # native code of torchao/executorch prints to fd 2 on import
-    try:
+    from ptebuild.builder.check import native_stderr_silenced
+
+    with native_stderr_silenced():  # torchao/executorch native code prints to fd 2 on import
         import torch  # noqa: F401
         import executorch.exir  # noqa: F401
         import executorch.runtime  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def run_task(task: dict, progress) -> dict:
@@ -72,8 +67,22 @@ def run_task(task: dict, progress) -> dict:
     }
 
 
-def worker_main(conn) -> None:
+def _redirect_output(log_path: str) -> None:
+    """Send the worker's stdout and stderr (fd 1 and 2) to its log file.
+
+    Native code in torch, XNNPACK and cpuinfo prints probe chatter there; the parent shows the
+    log's last lines only if the worker crashes.
+    """
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def worker_main(conn, log_path: str | None = None) -> None:
     """Entry point of a worker process."""
+    if log_path:
+        _redirect_output(log_path)
     try:
         _quiet_imports()
     except BaseException as exc:  # report, then die: the parent fails the task

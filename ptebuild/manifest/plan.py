@@ -8,6 +8,7 @@ skip validation altogether (see :mod:`ptebuild.manifest.load`).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ class BuildPlan:
     shims: tuple[ShimPlan, ...] = field(default=())
 
     def out_dir(self) -> Path:
-        return Path(self.manifest_dir, self.out)
+        return Path(os.path.normpath(Path(self.manifest_dir, self.out)))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))

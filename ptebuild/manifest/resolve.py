@@ -7,7 +7,6 @@ each factory module exists. Nothing here imports torch or the model code.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ptebuild.backends import get_backend
@@ -22,24 +21,9 @@ from ptebuild.manifest.plan import (
     ShimPlan,
 )
 from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
+from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.typos import did_you_mean
 from ptebuild.names import case_key, name_problem
-
-
-def find_module_file(module: str, search_path: list[str]) -> Path | None:
-    """Find the file of ``module`` (dotted) on ``search_path`` without importing anything."""
-    parts = module.split(".")
-    for entry in search_path:
-        base = Path(entry or ".", *parts)
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-def module_search_path(manifest_dir: Path) -> list[str]:
-    """Where factories are imported from: the manifest's folder first, then the environment."""
-    return [str(manifest_dir)] + [p for p in sys.path if p]
 
 
 def _check_name(display: str, where: str, name: str, extension: str) -> None:

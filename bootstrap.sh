@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up ptebuild in ./.venv with the pinned toolchain (constraints.txt).
+#   ./bootstrap.sh          the build tool
+#   ./bootstrap.sh --test   also the test dependencies, and the Debian tools the tests use
+#                           (clang, lld, llvm for the import-library link tests; gcc, git)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+extras=""
+if [ "${1:-}" = "--test" ]; then
+  extras="[test]"
+  missing=""
+  for tool in clang lld-link llvm-dlltool llvm-readobj gcc git; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+  done
+  if [ -n "$missing" ]; then
+    echo "bootstrap: installing Debian packages for:$missing" >&2
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang lld llvm gcc git >/dev/null
+  fi
+fi
+
+python=${PYTHON:-python3.11}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".$extras"
+echo "bootstrap: ready (.venv/bin/ptebuild)" >&2

@@ -67,7 +67,7 @@ def load(
 
     Args:
         pte: the program.
-        data: the ``.ptd`` files to search, in order.
+        data: the ``.ptd`` files to search, in order (a single path is accepted too).
         verify_bytes: also hash every blob of every ``.ptd`` and compare it with the
             SHA-256 in its key.
 
@@ -89,6 +89,8 @@ def load(
 
 def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False) -> CheckedFiles:
     """The checks of :func:`load`, without loading; imports neither torch nor executorch."""
+    if isinstance(data, (str, Path)):
+        data = [data]  # one path, not a sequence of one-letter paths
     program = read_pte(pte)
     ptds = [read_ptd(path) for path in data]
     _require_keys(program, ptds)

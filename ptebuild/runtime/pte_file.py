@@ -30,6 +30,10 @@ Tables read (field index: name):
   ``BackendDelegateInlineData`` {0: data}; ``DataSegment`` {0: offset, 1: size};
   ``NamedData`` {0: key, 1: segment_index}
 
+executorch writes the extended header only when the program has segments (a portable
+program whose weights are all external has none). Without it the file's expected length is
+unknown, and a cut file is caught when a read runs past its end (strings must end in NUL).
+
 Keys a program needs from a ``.ptd``:
 
 - every EXTERNAL tensor's ``fully_qualified_name`` (the runtime resolves these in the

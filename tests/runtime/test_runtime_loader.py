@@ -137,3 +137,7 @@ def test_without_build_record_the_message_names_files_only(programs, tmp_path):
     with pytest.raises(LoadError) as info:
         load(tmp_path / "a.pte", [tmp_path / "b_weights.ptd"])
     assert str(info.value).endswith(f"searched: {tmp_path / 'b_weights.ptd'}")
+
+
+def test_a_single_data_path_is_taken_as_one_file(programs):
+    assert check(programs.a.pte, str(programs.a.ptd)).data_path == programs.a.ptd

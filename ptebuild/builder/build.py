@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.builder import keys
-from ptebuild.builder.record import update_record, write_atomically
+from ptebuild.record import update_record, write_atomically
 from ptebuild.errors import CorruptObject, DataNameError, StoreError
 from ptebuild.manifest.plan import RECORD_NAME, BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.names import case_key

@@ -41,14 +41,18 @@ def read_toml(path: Path, display: str) -> dict[str, Any]:
         raise ManifestError(f"{display}: TOML syntax error: {exc}") from None
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def dotted(loc: tuple[Any, ...]) -> str:
-    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``."""
+    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``, keys quoted as TOML does."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            key = str(part) if _BARE_KEY.fullmatch(str(part)) else '"' + str(part).replace('"', '\\"') + '"'
+            out += ("." if out else "") + key
     return out
 
 
@@ -84,37 +88,46 @@ def _fields_at(model: type, loc: tuple[Any, ...]) -> set[str]:
     return set()
 
 
+# Tags pydantic appends to a location for the member of a union or a validator, not manifest keys.
+_UNION_TAG = re.compile(r"(constrained-\w+|function-.*|int|str|float|bool|.*\[.*\])")
+
+
+def _clean_loc(loc) -> tuple:
+    return tuple(p for p in loc if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
+
+
 def describe_validation_error(exc, display: str, model: type, prefix: tuple = ()) -> str:
     """One line for the first error of a pydantic ValidationError, located in the manifest."""
     errors = exc.errors(include_url=False)
     first = errors[0]
-    loc = prefix + tuple(first["loc"])
-    # pydantic appends the union member or validator name to some locations; drop those.
-    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+    loc = prefix + _clean_loc(first["loc"])
+    errors = [e for e in errors if _clean_loc(e["loc"]) != _clean_loc(first["loc"])]
+    errors.insert(0, first)
     kind = first["type"]
-    where = dotted(loc) or "(top level)"
+    where = dotted(loc)
+    display = f"{display}: {where}" if where else display
     if kind == "extra_forbidden":
         key = loc[-1]
         hint = did_you_mean(str(key), _fields_at(model, loc[len(prefix):-1]))
         if not hint:
             allowed = sorted(_fields_at(model, loc[len(prefix):-1]))
-            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
-        message = f"{display}: {where}: unknown key {key!r}{hint}"
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else "; this table takes no keys"
+        message = f"{display}: unknown key {key!r}{hint}"
     elif kind == "literal_error":
         expected = re.findall(r"'([^']*)'", first["ctx"]["expected"])
         what = "backend" if loc and loc[-1] == "backend" else "value"
         message = (
-            f"{display}: {where}: unknown {what} {first['input']!r}"
+            f"{display}: unknown {what} {first['input']!r}"
             f"{did_you_mean(str(first['input']), expected)}; expected one of {', '.join(map(repr, expected))}"
         )
     elif kind == "missing":
-        message = f"{display}: {where}: missing required key {loc[-1]!r}"
+        message = f"{display}: missing required key {loc[-1]!r}"
     elif kind == "value_error":
-        message = f"{display}: {where}: {first['msg'].removeprefix('Value error, ')}"
+        message = f"{display}: {first['msg'].removeprefix('Value error, ')}"
     else:
         given = first.get("input")
         shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
-        message = f"{display}: {where}: {first['msg'].lower()}{shown}"
+        message = f"{display}: {first['msg'].lower()}{shown}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 RECORD_NAME = "ptebuild.json"
-"""The build record ptebuild writes into every output folder (see :mod:`ptebuild.builder.record`)."""
+"""The build record ptebuild writes into every output folder (see :mod:`ptebuild.record`)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ptebuild.manifest.plan import (
     ShimPlan,
 )
 from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
+from ptebuild.manifest.load import dotted, describe_validation_error
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.typos import did_you_mean
 from ptebuild.names import case_key, name_problem
@@ -68,9 +69,7 @@ def _resolve_program(
 ) -> ProgramPlan:
     from pydantic import ValidationError
 
-    from ptebuild.manifest.load import describe_validation_error
-
-    where = f"programs.{name}"
+    where = dotted(("programs", name))
     _check_name(display, where, name, ".pte")
     if program.model not in manifest.models:
         raise ManifestError(
@@ -85,7 +84,8 @@ def _resolve_program(
         )
     backend = get_backend(backend_name)
     methods = model_methods[program.model]
-    chosen = program.methods if program.methods is not None else list(methods)
+    # A program's methods are a set: sorted, so that reordering the manifest changes nothing.
+    chosen = sorted(program.methods) if program.methods is not None else sorted(methods)
     if not chosen:
         raise ManifestError(f"{display}: {where}.methods: empty; list at least one method or leave it out")
     for method in chosen:
@@ -180,7 +180,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
     )
     shims = []
     for name, spec in manifest.shims.items():
-        _check_name(display, f"shims.{name}", name, ".lib")
+        _check_name(display, dotted(("shims", name)), name, ".lib")
         if not (manifest_dir / spec.source).is_file():
             raise ManifestError(f"{display}: shims.{name}.source: no such file {spec.source!r}")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))

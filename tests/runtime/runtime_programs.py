@@ -14,9 +14,11 @@ Everything lands in one folder, as a build would leave it:
 
 from __future__ import annotations
 
-import json
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from ptebuild.record import update_record
 
 import torch
 
@@ -168,12 +170,20 @@ def build_all(folder: Path) -> Programs:
             keyed=True,
         ),
     )
-    record = {
-        "programs": {
-            name: {"pte": b.pte.name, "data": [p.name for p in b.ptds]}
+    update_record(
+        folder,
+        None,
+        {
+            name: {
+                "kind": "program",
+                "outputs": {p.name: {"sha256": sha256_of(p), "bytes": p.stat().st_size} for p in (b.pte, *b.ptds)},
+            }
             for name, b in vars(built).items()
             if isinstance(b, Built)
-        }
-    }
-    (folder / "ptebuild.json").write_text(json.dumps(record))
+        },
+    )
     return built
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

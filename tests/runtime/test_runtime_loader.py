@@ -126,8 +126,10 @@ def test_unknown_method_is_refused(programs):
 def test_malformed_build_record_is_a_format_error(programs, tmp_path):
     for name in ("a.pte", "b_weights.ptd"):
         shutil.copy(programs.folder / name, tmp_path / name)
-    (tmp_path / "ptebuild.json").write_text('{"programs": {"a": {"pte": 3}}}')
-    with pytest.raises(FormatError, match=r"ptebuild\.json: programs\.a\.pte must be a file name"):
+    (tmp_path / "ptebuild.json").write_text(
+        '{"format": "ptebuild-record", "version": 1, "targets": {"a": {"outputs": {"a.pte": 3}}}}'
+    )
+    with pytest.raises(FormatError, match=r"ptebuild\.json: targets\.a\.outputs\.a\.pte: needs a plain file name"):
         load(tmp_path / "a.pte", [tmp_path / "b_weights.ptd"])
 
 

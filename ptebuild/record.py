@@ -1,0 +1,150 @@
+"""The build record: ``ptebuild.json`` in every output folder.
+
+It says which program (or shim library) wrote each file, with the file's SHA-256 and size, so
+that ``ptebuild verify`` can check the folder later and the loader can say which program a
+``.ptd`` was built for. Format (JSON, keys sorted)::
+
+    {"format": "ptebuild-record", "version": 1,
+     "manifest": "manifests/robot.toml",
+     "targets": {"policy_xnnpack": {"kind": "program", "backend": "xnnpack", "key": "...",
+                                    "data_name": "policy_xnnpack_weights",
+                                    "methods": ["encode_observation", "predict_actions"],
+                                    "outputs": {"policy_xnnpack.pte": {"sha256": "...", "bytes": 75040},
+                                                "policy_xnnpack_weights.ptd": {...}}},
+                 "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
+
+File names are relative to the record's folder. A build updates the entries of the targets it
+built and keeps the others, so ``--only`` does not forget the rest of the folder. The record is
+written atomically (temporary file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptebuild.errors import FormatError
+
+RECORD_NAME = "ptebuild.json"
+FORMAT = "ptebuild-record"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProgramFiles:
+    """The files one program was built into: a ``.pte`` and its ``.ptd`` files."""
+
+    pte: str
+    data: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    path: Path
+    targets: dict
+    """Target name -> its entry, as in the format above."""
+
+    @property
+    def programs(self) -> dict[str, ProgramFiles]:
+        return {
+            name: ProgramFiles(
+                pte=next((f for f in entry["outputs"] if f.endswith(".pte")), ""),
+                data=tuple(sorted(f for f in entry["outputs"] if f.endswith(".ptd"))),
+            )
+            for name, entry in sorted(self.targets.items())
+            if entry.get("kind") == "program"
+        }
+
+    def programs_using(self, file: Path) -> list[str]:
+        """Names of programs whose ``.pte`` or ``.ptd`` is ``file`` (compared by name in the folder)."""
+        if file.resolve().parent != self.path.resolve().parent:
+            return []
+        return [name for name, files in self.programs.items() if file.name == files.pte or file.name in files.data]
+
+
+def empty_record() -> dict:
+    return {"format": FORMAT, "version": VERSION, "targets": {}}
+
+
+def _validate(path: Path, document) -> dict:
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\")")
+    if document.get("version") != VERSION:
+        raise FormatError(f"{path}: build record version {document.get('version')!r}; this ptebuild reads {VERSION}")
+    targets = document.get("targets")
+    if not isinstance(targets, dict):
+        raise FormatError(f"{path}: 'targets' must be an object of target name to entry")
+    for name, entry in targets.items():
+        where = f"{path}: targets.{name}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("outputs"), dict):
+            raise FormatError(f"{where}.outputs must be an object of file name to digest")
+        for file, info in entry["outputs"].items():
+            if (
+                not isinstance(info, dict)
+                or not isinstance(info.get("sha256"), str)
+                or not isinstance(info.get("bytes"), int)
+                or Path(file).name != file
+            ):
+                raise FormatError(f"{where}.outputs.{file}: needs a plain file name with sha256 and bytes")
+    return document
+
+
+def read_record_document(folder: Path) -> dict | None:
+    """The raw record in ``folder`` (validated), or None if there is none. Raises FormatError."""
+    path = folder / RECORD_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{path}: not valid JSON: {exc}") from None
+    return _validate(path, document)
+
+
+def read_build_record(folder: Path) -> BuildRecord | None:
+    """The record in ``folder``, or None if there is none. Raises FormatError if it is malformed."""
+    document = read_record_document(folder)
+    if document is None:
+        return None
+    return BuildRecord(folder / RECORD_NAME, document["targets"])
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder (fsync + rename)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) -> None:
+    """Merge ``entries`` (target name -> entry) into the record in ``folder``.
+
+    An unreadable record is replaced: it describes files this build is rewriting anyway.
+    """
+    try:
+        document = read_record_document(folder) or empty_record()
+    except FormatError:
+        document = empty_record()
+    if manifest is not None:
+        document["manifest"] = manifest
+    document["targets"].update(entries)
+    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
+    write_atomically(folder / RECORD_NAME, text.encode())

@@ -1,2 +1,47 @@
-def register(subparsers):
-    pass
+"""``ptebuild verify``: check a build's output folder against its build record.
+
+Imports neither torch nor executorch (see :mod:`ptebuild.verify`).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "verify",
+        help="check a build's outputs against its build record and each .pte against its .ptd",
+        description=(
+            "Check every file listed in OUT_DIR/ptebuild.json (present, size, sha256) and every "
+            ".pte against its .ptd (every named-data key present). Exit 0 if all is well, 1 if "
+            "anything is wrong, 2 if OUT_DIR has no readable build record."
+        ),
+    )
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="the output folder of a build")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser.add_argument(
+        "--bytes", action="store_true", help="also hash every blob of every .ptd and compare it with its key"
+    )
+    parser.set_defaults(handler=verify_command)
+
+
+def verify_command(args) -> int:
+    from ptebuild.verify import verify_folder
+
+    report = verify_folder(args.out_dir, verify_bytes=args.bytes)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0 if report.ok else 1
+    width = max((len(t.name) for t in report.targets), default=0)
+    for target in report.targets:
+        status = "ok" if target.ok else "FAILED: " + "; ".join(target.problems)
+        print(f"{target.name.ljust(width)}  {status}")
+        for note in target.notes:
+            print(f"{''.ljust(width)}  note: {note}")
+    files = sum(len(t.files) for t in report.targets)
+    keys = sum(t.keys_checked for t in report.targets)
+    verdict = "all ok" if report.ok else f"{len(report.failed)} failed"
+    checked = f"{files} files, {keys} keys checked" + (", blobs rehashed" if report.verify_bytes else "")
+    print(f"{len(report.targets)} targets: {verdict} ({checked}) -> {report.folder}")
+    return 0 if report.ok else 1

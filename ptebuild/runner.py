@@ -1,0 +1,234 @@
+"""Run a built program on its example inputs, next to eager PyTorch: error figures and latency.
+
+The program's files are taken from the manifest's output folder (or another one), loaded
+through :func:`ptebuild.runtime.load` (so a ``.ptd`` that does not belong to the ``.pte`` is
+refused before executing), and every method runs on the same example inputs the build checked
+it with (:func:`ptebuild.builder.examples.make_inputs` with the program's seed). The eager
+model is built as the build builds it (:func:`ptebuild.builder.model_loading.build_model`).
+
+Latency is the median wall time of ``iters`` calls after one warm-up call, for the program in
+ExecuTorch's runtime and for the eager model (under ``torch.no_grad``), on the same inputs.
+Imports torch and executorch when :func:`run_program` is called, not when imported.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptebuild.errors import CheckError, LoadError, UsageError
+from ptebuild.manifest.plan import BuildPlan, ProgramPlan
+from ptebuild.manifest.typos import did_you_mean
+
+
+@dataclass(frozen=True)
+class OutputRun:
+    index: int
+    shape: tuple[int, ...]
+    max_abs_error: float
+    cosine: float
+
+    def to_json(self) -> dict:
+        return {
+            "output": self.index,
+            "shape": list(self.shape),
+            "max_abs_error": self.max_abs_error,
+            "cosine": self.cosine,
+        }
+
+
+@dataclass(frozen=True)
+class MethodRun:
+    """One method: its outputs against eager PyTorch and both latencies, in seconds."""
+
+    method: str
+    outputs: tuple[OutputRun, ...]
+    latency: float
+    eager_latency: float
+    within_tolerance: bool
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for o in self.outputs), default=0.0)
+
+    @property
+    def cosine(self) -> float:
+        return min((o.cosine for o in self.outputs), default=1.0)
+
+    def to_json(self) -> dict:
+        return {
+            "method": self.method,
+            "max_abs_error": self.max_abs_error,
+            "cosine": self.cosine,
+            "within_tolerance": self.within_tolerance,
+            "latency_ms": self.latency * 1e3,
+            "eager_latency_ms": self.eager_latency * 1e3,
+            "outputs": [o.to_json() for o in self.outputs],
+        }
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    program: str
+    backend: str
+    pte: Path
+    ptd: Path | None
+    iters: int
+    atol: float
+    min_cosine: float
+    methods: tuple[MethodRun, ...]
+
+    @property
+    def within_tolerance(self) -> bool:
+        return all(m.within_tolerance for m in self.methods)
+
+    def to_json(self) -> dict:
+        return {
+            "program": self.program,
+            "backend": self.backend,
+            "pte": str(self.pte),
+            "ptd": str(self.ptd) if self.ptd else None,
+            "iters": self.iters,
+            "atol": self.atol,
+            "min_cosine": self.min_cosine,
+            "within_tolerance": self.within_tolerance,
+            "methods": [m.to_json() for m in self.methods],
+        }
+
+
+def find_program(plan: BuildPlan, name: str) -> ProgramPlan:
+    """The program called ``name``. Raises UsageError with a "did you mean" otherwise."""
+    names = [p.name for p in plan.programs]
+    for program in plan.programs:
+        if program.name == name:
+            return program
+    known = ", ".join(names) or "none"
+    raise UsageError(f"{plan.manifest}: no program {name!r}{did_you_mean(name, names)} (programs: {known})")
+
+
+def built_files(plan: BuildPlan, program: ProgramPlan, out_dir: Path | None = None) -> tuple[Path, Path | None]:
+    """The ``.pte`` and ``.ptd`` of ``program`` in ``out_dir`` (default: the manifest's).
+
+    Raises:
+        LoadError: one of them does not exist yet; the message says which build to run.
+    """
+    folder = out_dir if out_dir is not None else plan.out_dir()
+    pte = folder / program.pte_name
+    ptd = folder / program.ptd_name if program.ptd_name else None
+    for path in (pte, ptd):
+        if path is not None and not path.is_file():
+            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
+            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    return pte, ptd
+
+
+def run_program(
+    plan: BuildPlan,
+    name: str,
+    *,
+    method: str | None = None,
+    iters: int = 20,
+    out_dir: Path | None = None,
+) -> ProgramRun:
+    """Run program ``name`` of ``plan`` (each method, or only ``method``) and time it against eager.
+
+    Raises:
+        UsageError: no such program or method, or ``iters`` < 1.
+        LoadError: the program is not built, or its files do not belong together.
+        CheckError: the program and eager PyTorch return different numbers or shapes of outputs.
+        ManifestError, BuildError: the eager model cannot be built.
+    """
+    if iters < 1:
+        raise UsageError(f"--iters must be at least 1, not {iters}")
+    program = find_program(plan, name)
+    method_names = [m.name for m in program.methods]
+    if method is not None and method not in method_names:
+        raise UsageError(
+            f"{plan.manifest}: program {name!r} has no method {method!r}"
+            f"{did_you_mean(method, method_names)} (methods: {', '.join(method_names)})"
+        )
+    methods = [m for m in program.methods if method is None or m.name == method]
+    pte, ptd = built_files(plan, program, out_dir)
+
+    import torch
+
+    from ptebuild.builder.check import native_stderr_silenced
+    from ptebuild.builder.examples import make_inputs
+    from ptebuild.builder.model_loading import build_model
+    from ptebuild.runtime import load
+
+    with native_stderr_silenced():
+        # executorch's import and XNNPACK's cpuinfo print probe chatter on fd 2.
+        loaded = load(pte, [ptd] if ptd else [])
+    model = build_model(program, Path(plan.manifest_dir), plan.manifest)
+
+    runs = []
+    for spec in methods:
+        inputs = make_inputs(spec, program.seed)
+        eager_fn = getattr(model, spec.function)
+        with native_stderr_silenced():
+            # The first call loads the method (XNNPACK sets up its delegate here).
+            actual = _flatten(loaded.run(spec.name, inputs))
+        with torch.no_grad():
+            expected = _flatten(eager_fn(*inputs))
+        outputs = _compare(program, spec.name, expected, actual)
+        latency = _median_time(lambda: loaded.run(spec.name, inputs), iters)
+        with torch.no_grad():
+            eager_latency = _median_time(lambda: eager_fn(*inputs), iters)
+        within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)
+        runs.append(MethodRun(spec.name, outputs, latency, eager_latency, within))
+    return ProgramRun(
+        program=program.name,
+        backend=program.backend,
+        pte=pte,
+        ptd=ptd,
+        iters=iters,
+        atol=program.atol,
+        min_cosine=program.min_cosine,
+        methods=tuple(runs),
+    )
+
+
+def _compare(program: ProgramPlan, method: str, expected: list, actual: list) -> tuple[OutputRun, ...]:
+    from ptebuild.builder.check import compare
+
+    if len(expected) != len(actual):
+        raise CheckError(
+            f"programs.{program.name}: method {method!r} returned {len(actual)} outputs, "
+            f"eager PyTorch {len(expected)}"
+        )
+    outputs = []
+    for index, (e, a) in enumerate(zip(expected, actual)):
+        if tuple(e.shape) != tuple(a.shape):
+            raise CheckError(
+                f"programs.{program.name}: method {method!r} output {index}: shape {tuple(a.shape)}, "
+                f"eager PyTorch {tuple(e.shape)}"
+            )
+        max_abs, cosine = compare(e, a)
+        outputs.append(OutputRun(index, tuple(e.shape), max_abs, cosine))
+    return tuple(outputs)
+
+
+def _median_time(call, iters: int) -> float:
+    """Median wall time of ``iters`` calls of ``call``, after one warm-up call."""
+    call()
+    times = []
+    for _ in range(iters):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _flatten(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flatten(item)]
+    if isinstance(value, dict):
+        return [t for key in sorted(value) for t in _flatten(value[key])]
+    return []

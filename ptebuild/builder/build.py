@@ -354,7 +354,7 @@ class Builder:
                                 self._finish(program, result, inputs, event.payload, staging)
                             else:
                                 result.status = "failed"
-                                result.message = str(event.payload)
+                                result.message = self._located(program, str(event.payload))
                                 result.failure_kind = event.failure_kind
                         finally:
                             lock.release()
@@ -369,6 +369,15 @@ class Builder:
             self.results[program.name].status = "skipped"
         for _when, program, _inputs in deferred:
             self.results[program.name].status = "skipped"
+
+    def _located(self, program: ProgramPlan, message: str) -> str:
+        """Make sure a failure names the manifest and the program."""
+        where = f"programs.{program.name}"
+        if message.startswith(where):
+            return f"{self.plan.manifest}: {message}"
+        if where in message.split(":", 2)[1:2] or message.startswith(self.plan.manifest):
+            return message
+        return f"{self.plan.manifest}: {where}: {message}"
 
     def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict, payload: dict, staging: Path) -> None:
         files = {name: Path(path) for name, path in payload["files"].items()}

@@ -89,13 +89,13 @@ def _flatten_entry(prefix: str, value, out: dict[str, str]) -> None:
         out[prefix] = canonical_json(value)
 
 
-def model_sources(program: ProgramPlan, manifest_dir: Path) -> dict[str, Path]:
+def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
     """The files of a model's code: name (relative, '/'-separated) -> path."""
     module = program.factory.split(":", 1)[0]
     search_path = module_search_path(manifest_dir)
     module_file = find_module_file(module, search_path)
     if module_file is None:
-        raise ManifestError(f"models.{program.model}.factory: no module named {module!r}")
+        raise ManifestError(f"{display}: models.{program.model}.factory: no module named {module!r}")
     top = module.split(".", 1)[0]
     sources: dict[str, Path] = {}
     for entry in search_path:
@@ -112,7 +112,7 @@ def model_sources(program: ProgramPlan, manifest_dir: Path) -> dict[str, Path]:
     for pattern in program.sources:
         matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
         if not matches:
-            raise ManifestError(f"models.{program.model}.sources: {pattern!r} matches no file")
+            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
         for path in matches:
             sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources
@@ -124,7 +124,7 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
     _flatten_entry("manifest.model", program.model_entry, inputs)
     _flatten_entry("manifest.program", program.program_entry, inputs)
-    for name, path in model_sources(program, manifest_dir).items():
+    for name, path in model_sources(program, manifest_dir, plan.manifest).items():
         inputs[f"source:{name}"] = digest_file(path)[0]
     if program.weights:
         path = manifest_dir / program.weights

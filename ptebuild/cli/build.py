@@ -126,7 +126,7 @@ def build_command(args) -> int:
                     print(f"{r.name}: {line}")
         print(_summary(results, out_dir, elapsed))
     for r in failed:
-        print(f"error: {r.name}: {r.message}", file=sys.stderr)
+        print(f"error: {r.message}", file=sys.stderr)
     if any(r.status == "skipped" for r in results):
         print("note: programs were skipped after a failure; use --keep-going to build them anyway", file=sys.stderr)
     if any(r.failure_kind == "manifest" for r in failed):

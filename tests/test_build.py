@@ -1,0 +1,303 @@
+"""End-to-end builds of the tiny project: real lowering, real runtime, a real cache.
+
+The expensive cold build runs once per session (``built``); the tests after it edit copies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_project
+
+TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def ptebuild(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real command line in a fresh process (as users and CI do)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True, cwd=cwd, env=TOOLS_ENV
+    )
+
+
+def build_json(*args: str) -> tuple[int, dict]:
+    result = ptebuild("build", *args, "--json")
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON on stdout (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+
+
+class Built:
+    def __init__(self, root: Path):
+        self.root = root
+        self.manifest = copy_project(root / "project")
+        self.cache = root / "cache"
+        self.out = root / "project" / "out"
+        self.code, self.document = build_json(str(self.manifest), "--cache", str(self.cache))
+
+    def program(self, name: str) -> dict:
+        return next(p for p in self.document["programs"] if p["name"] == name)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Built:
+    return Built(tmp_path_factory.mktemp("build"))
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {
+        p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
+
+
+def test_cold_build_writes_checked_artifacts(built):
+    assert built.code == 0, built.document
+    assert built.document["ok"] is True
+    for name, backend in (("tiny_portable", "portable"), ("tiny_xnnpack", "xnnpack")):
+        program = built.program(name)
+        assert program["status"] == "built"
+        assert program["backend"] == backend
+        assert [m["name"] for m in program["methods"]] == ["forward", "score"]
+        assert program["methods"][1]["inputs"][1] == {"name": "tokens", "shape": ["batch"], "dtype": "int64"}
+        files = {Path(o["path"]).name: o for o in program["outputs"]}
+        assert set(files) == {f"{name}.pte", f"{name}_weights.ptd"}
+        for output in program["outputs"]:
+            data = Path(output["path"]).read_bytes()
+            assert len(data) == output["bytes"]
+            import hashlib
+
+            assert hashlib.sha256(data).hexdigest() == output["sha256"]
+        # Every method at the example size and the dynamic dim's extremes.
+        checked = {(f["method"], f["sizes"]["batch"]) for f in program["check"]}
+        assert checked == {(m, b) for m in ("forward", "score") for b in (1, 2, 4)}
+        assert all(f["max_abs_error"] < 1e-4 and f["cosine"] > 0.9999 for f in program["check"])
+    assert sorted(p.name for p in built.out.iterdir()) == [
+        "ptebuild.json",
+        "tiny_portable.pte",
+        "tiny_portable_weights.ptd",
+        "tiny_xnnpack.pte",
+        "tiny_xnnpack_weights.ptd",
+    ]
+    record = json.loads((built.out / "ptebuild.json").read_text())
+    assert set(record["targets"]) == {"tiny_portable", "tiny_xnnpack"}
+
+
+def test_artifacts_run_in_executorch_runtime_outside_ptebuild(built):
+    """Load with ExecuTorch's own runtime and compare with the eager model, built by hand."""
+    code = f"""
+import sys, torch
+sys.path.insert(0, {str(built.manifest.parent)!r})
+from executorch.runtime import Runtime
+from tinymodels.tiny import make_tiny
+torch.manual_seed(1)
+model = make_tiny(width=16).eval()
+x = torch.randn(3, 6)
+tokens = torch.tensor([1, 5, 9])
+mask = torch.tensor([True, False, True])
+for name in ("tiny_portable", "tiny_xnnpack"):
+    program = Runtime.get().load_program({str(built.out)!r} + f"/{{name}}.pte",
+                                         data_path={str(built.out)!r} + f"/{{name}}_weights.ptd")
+    out = program.load_method("forward").execute([x])[0]
+    assert torch.allclose(out, model(x), atol=1e-5), name
+    out = program.load_method("score").execute([x, tokens, mask])[0]
+    assert torch.allclose(out, model.score(x, tokens, mask), atol=1e-5), name
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=TOOLS_ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_noop_build_restores_nothing_and_imports_no_torch(built):
+    before = snapshot(built.out)
+    code = (
+        "import sys\n"
+        "from ptebuild.cli import main\n"
+        f"rc = main(['build', {str(built.manifest)!r}, '--cache', {str(built.cache)!r}, '--explain'])\n"
+        "heavy = sorted(m for m in ('torch', 'executorch', 'pydantic') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(rc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=TOOLS_ENV)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+    assert "tiny_portable: up to date" in result.stdout
+    after = snapshot(built.out)
+    assert {k: v for k, v in after.items() if k != "ptebuild.json"} == {
+        k: v for k, v in before.items() if k != "ptebuild.json"
+    }
+
+
+def test_deleted_output_is_restored_as_an_independent_copy(built, tmp_path):
+    out = tmp_path / "out"
+    code, document = build_json(str(built.manifest), "--cache", str(built.cache), "--out", str(out))
+    assert code == 0
+    assert {p["status"] for p in document["programs"]} == {"cached"}
+    ptd = out / "tiny_portable_weights.ptd"
+    assert ptd.read_bytes() == (built.out / "tiny_portable_weights.ptd").read_bytes()
+    assert ptd.stat().st_nlink == 1, "a restored output must never be a hardlink into the cache"
+    digest = built.program("tiny_portable")["outputs"][1]["sha256"]
+    blob = built.cache / "objects" / digest[:2] / digest[2:]
+    ptd.write_bytes(b"edited by a user")
+    assert blob.is_file() and len(blob.read_bytes()) == built.program("tiny_portable")["outputs"][1]["bytes"]
+
+
+def test_only_and_unknown_only(built, tmp_path):
+    result = ptebuild("build", str(built.manifest), "--cache", str(built.cache), "--only", "tiny_portble")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --only: {built.manifest} has no program 'tiny_portble' (did you mean 'tiny_portable'?)"
+    ]
+    code, document = build_json(
+        str(built.manifest), "--cache", str(built.cache), "--only", "tiny_xnnpack", "--out", str(tmp_path)
+    )
+    assert code == 0 and [p["name"] for p in document["programs"]] == ["tiny_xnnpack"]
+
+
+def test_corrupt_blob_and_garbled_record_rebuild_identical_bytes(built, tmp_path):
+    """A flipped byte in a cached blob is detected, removed, warned about and rebuilt; a garbled
+    record is a miss. The rebuilt programs are byte-identical: lowering is reproducible."""
+    cache = tmp_path / "cache"
+    shutil.copytree(built.cache, cache, symlinks=True)
+    portable_ptd = built.program("tiny_portable")["outputs"][1]
+    blob = cache / "objects" / portable_ptd["sha256"][:2] / portable_ptd["sha256"][2:]
+    os.chmod(blob, 0o644)
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    blob.write_bytes(bytes(data))
+    record = cache / "actions" / built.program("tiny_xnnpack")["key"][:2] / f"{built.program('tiny_xnnpack')['key']}.json"
+    record.write_bytes(record.read_bytes()[:-40] + b"garbage")
+
+    out = tmp_path / "out"
+    result = ptebuild("build", str(built.manifest), "--cache", str(cache), "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [p["status"] for p in document["programs"]] == ["built", "built"]
+    assert "is corrupt" in result.stderr and "rebuilding" in result.stderr
+    assert not blob.exists() or blob.read_bytes() != bytes(data)
+    for name in ("tiny_portable.pte", "tiny_portable_weights.ptd", "tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"):
+        assert (out / name).read_bytes() == (built.out / name).read_bytes(), name
+
+
+def test_failed_program_keeps_its_last_good_artifacts(tmp_path):
+    """A build that fails leaves the previous artifacts in place, untouched, and no stray file."""
+    manifest = copy_project(tmp_path / "project")
+    cache = tmp_path / "cache"
+    out = manifest.parent / "out"
+    out.mkdir()
+    (out / "tiny_portable.pte").write_bytes(b"last good program")
+    (out / "tiny_portable_weights.ptd").write_bytes(b"last good weights")
+    source = manifest.parent / "tinymodels" / "tiny.py"
+    source.write_text(source.read_text().replace("def make_tiny(**kwargs) -> Tiny:\n", "def make_tiny(**kwargs) -> Tiny:\n    raise RuntimeError('broken on purpose')\n"))
+    result = ptebuild("build", str(manifest), "--cache", str(cache), "--only", "tiny_portable", "--explain")
+    assert result.returncode == 1
+    assert f"error: {manifest}: programs.tiny_portable: factory 'tinymodels.tiny:make_tiny' failed: " \
+        "RuntimeError: broken on purpose" in result.stderr
+    assert (out / "tiny_portable.pte").read_bytes() == b"last good program"
+    assert (out / "tiny_portable_weights.ptd").read_bytes() == b"last good weights"
+    assert sorted(p.name for p in out.iterdir()) == ["tiny_portable.pte", "tiny_portable_weights.ptd"]
+
+
+def test_explain_names_the_changed_source(built, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(built.manifest.parent, project, ignore=shutil.ignore_patterns("out"))
+    cache = tmp_path / "cache"
+    shutil.copytree(built.cache, cache, symlinks=True)
+    (project / "tinymodels" / "__init__.py").write_text('"""Tiny models, edited."""\n')
+    result = ptebuild("build", str(project / "tiny.toml"), "--cache", str(cache), "--explain", "--only", "tiny_portable")
+    assert result.returncode == 0, result.stderr
+    assert "tiny_portable: source file tinymodels/__init__.py changed" in result.stdout
+
+
+def test_case_collision_with_a_file_already_in_the_output_folder(tiny_project):
+    out = tiny_project.parent / "out"
+    out.mkdir()
+    (out / "TINY_PORTABLE_WEIGHTS.ptd").write_bytes(b"someone else's")
+    result = ptebuild("build", str(tiny_project), "--no-cache")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tiny_project}: program 'tiny_portable' writes 'tiny_portable_weights.ptd', but {out} already "
+        "has 'TINY_PORTABLE_WEIGHTS.ptd', one file on macOS and Windows; choose names that differ in more "
+        "than case, or remove 'TINY_PORTABLE_WEIGHTS.ptd'"
+    ]
+
+
+def test_concurrent_builders_lower_each_program_once(tmp_path):
+    """Three processes on one empty cache: each program is lowered by exactly one of them, the
+    others wait for its lock and restore it; every output folder gets the same bytes."""
+    manifest = copy_project(tmp_path / "project")
+    cache = tmp_path / "cache"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ptebuild", "build", str(manifest), "--cache", str(cache),
+             "--out", str(tmp_path / f"out{i}"), "--jobs", "1", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV,
+        )
+        for i in range(3)
+    ]
+    documents = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr
+        documents.append(json.loads(stdout))
+    statuses = {}
+    for document in documents:
+        for program in document["programs"]:
+            statuses.setdefault(program["name"], []).append(program["status"])
+    assert {name: sorted(s) for name, s in statuses.items()} == {
+        "tiny_portable": ["built", "cached", "cached"],
+        "tiny_xnnpack": ["built", "cached", "cached"],
+    }
+    names = sorted(p.name for p in (tmp_path / "out0").iterdir() if p.suffix in (".pte", ".ptd"))
+    assert len(names) == 4
+    for name in names:
+        assert (tmp_path / "out1" / name).read_bytes() == (tmp_path / "out0" / name).read_bytes()
+        assert (tmp_path / "out2" / name).read_bytes() == (tmp_path / "out0" / name).read_bytes()
+    stats = ptebuild("cache", "stats", "--cache", str(cache), "--json")
+    if stats.returncode == 0:
+        figures = json.loads(stats.stdout)
+        assert figures["misses"] == 2 and figures["hits"] == 4
+
+
+CRASHING_MODEL = """
+import ctypes
+
+def make_crash(**kwargs):
+    ctypes.string_at(0)  # a segmentation fault, as a broken native extension would cause
+"""
+
+
+def test_a_crashing_worker_fails_only_its_program(tiny_project):
+    (tiny_project.parent / "tinymodels" / "crash.py").write_text(CRASHING_MODEL)
+    text = tiny_project.read_text() + """
+[models.crash]
+factory = "tinymodels.crash:make_crash"
+[models.crash.methods.forward]
+inputs = [{ name = "x", shape = [2, 6] }]
+
+[programs.crash_portable]
+model = "crash"
+backend = "portable"
+"""
+    tiny_project.write_text(text)
+    result = ptebuild("build", str(tiny_project), "--no-cache", "--jobs", "1", "--keep-going", "--json",
+                      "--only", "crash_portable", "tiny_portable")
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    statuses = {p["name"]: p["status"] for p in document["programs"]}
+    assert statuses == {"tiny_portable": "built", "crash_portable": "failed"}
+    crash = next(p for p in document["programs"] if p["name"] == "crash_portable")
+    assert crash["error"].startswith(
+        f"{tiny_project}: programs.crash_portable: the worker process crashed: killed by SIGSEGV"
+    )
+    assert (tiny_project.parent / "out" / "tiny_portable.pte").is_file()
+    assert not (tiny_project.parent / "out" / "crash_portable.pte").exists()

@@ -1,0 +1,134 @@
+"""Action keys: everything that changes a program's bytes, and nothing else."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptebuild.builder import keys
+from ptebuild.manifest import load_manifest
+from ptebuild.store.hashing import hash_file
+
+
+def program_keys(manifest: Path) -> dict[str, str]:
+    plan = load_manifest(manifest)
+    return {p.name: keys.action_key(keys.program_inputs(p, plan, hash_file)) for p in plan.programs}
+
+
+def breakdown(manifest: Path, program: str) -> dict[str, str]:
+    plan = load_manifest(manifest)
+    return keys.program_inputs(next(p for p in plan.programs if p.name == program), plan, hash_file)
+
+
+def test_keys_differ_between_programs(tiny_project):
+    found = program_keys(tiny_project)
+    assert len(set(found.values())) == 2
+
+
+def test_reformatted_manifest_keeps_keys(tiny_project):
+    before = program_keys(tiny_project)
+    text = tiny_project.read_text()
+    # Comments, blank lines, key order inside a table, inline table -> dotted keys.
+    text = "# a comment\n\n" + text.replace("kwargs = { width = 16 }\nseed = 1", "seed = 1\nkwargs.width = 16")
+    text = text.replace('model = "tiny"\nbackend = "portable"', 'backend = "portable"   # moved\nmodel = "tiny"')
+    tiny_project.write_text(text)
+    assert program_keys(tiny_project) == before
+
+
+def test_moved_checkout_keeps_keys(tiny_project, tmp_path):
+    before = program_keys(tiny_project)
+    moved = tmp_path / "elsewhere" / "deeper"
+    shutil.copytree(tiny_project.parent, moved)
+    assert program_keys(moved / "tiny.toml") == before
+
+
+def test_unrelated_environment_keeps_keys(tiny_project, monkeypatch):
+    before = program_keys(tiny_project)
+    monkeypatch.setenv("USER", "someone-else")
+    monkeypatch.setenv("HOME", "/nonexistent")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1")
+    assert program_keys(tiny_project) == before
+
+
+def test_no_absolute_path_in_the_breakdown(tiny_project):
+    inputs = breakdown(tiny_project, "tiny_portable")
+    text = repr(inputs)
+    assert str(tiny_project.parent) not in text
+    assert "source:tinymodels/tiny.py" in inputs and "source:tinymodels/__init__.py" in inputs
+
+
+def test_one_weight_byte_changes_the_key(tiny_project):
+    weights = tiny_project.parent / "weights.bin"
+    weights.write_bytes(bytes(1000))
+    tiny_project.write_text(tiny_project.read_text().replace("seed = 1", 'seed = 1\nweights = "weights.bin"'))
+    before = program_keys(tiny_project)
+    data = bytearray(weights.read_bytes())
+    data[500] ^= 1
+    weights.write_bytes(bytes(data))
+    after = program_keys(tiny_project)
+    assert all(before[name] != after[name] for name in before)
+    assert "weights:weights.bin" in breakdown(tiny_project, "tiny_portable")
+
+
+def test_source_change_changes_the_key_and_is_explained(tiny_project):
+    old = breakdown(tiny_project, "tiny_portable")
+    source = tiny_project.parent / "tinymodels" / "tiny.py"
+    source.write_text(source.read_text() + "\n# changed\n")
+    new = breakdown(tiny_project, "tiny_portable")
+    assert keys.action_key(old) != keys.action_key(new)
+    assert keys.explain_changes(old, new, model="tiny", program="tiny_portable") == [
+        "source file tinymodels/tiny.py changed"
+    ]
+
+
+def test_new_source_file_in_the_package_is_noticed(tiny_project):
+    old = breakdown(tiny_project, "tiny_portable")
+    (tiny_project.parent / "tinymodels" / "helpers.py").write_text("X = 1\n")
+    new = breakdown(tiny_project, "tiny_portable")
+    assert keys.explain_changes(old, new, model="tiny", program="tiny_portable") == [
+        "source file tinymodels/helpers.py added"
+    ]
+
+
+def test_manifest_field_change_is_explained(tiny_project):
+    old = breakdown(tiny_project, "tiny_xnnpack")
+    tiny_project.write_text(tiny_project.read_text().replace("width = 16", "width = 32"))
+    new = breakdown(tiny_project, "tiny_xnnpack")
+    assert keys.explain_changes(old, new, model="tiny", program="tiny_xnnpack") == [
+        "manifest field models.tiny.kwargs.width changed (16 -> 32)"
+    ]
+
+
+def test_other_programs_change_does_not_touch_this_key(tiny_project):
+    before = program_keys(tiny_project)
+    tiny_project.write_text(tiny_project.read_text().replace('"tiny_xnnpack_weights"', '"other_weights"'))
+    after = program_keys(tiny_project)
+    assert after["tiny_portable"] == before["tiny_portable"]
+    assert after["tiny_xnnpack"] != before["tiny_xnnpack"]
+
+
+def test_toolchain_version_is_in_the_key(tiny_project, monkeypatch):
+    old = breakdown(tiny_project, "tiny_portable")
+    facts = dict(keys.toolchain_facts(hash_file))
+    monkeypatch.setattr(keys, "_toolchain_cache", {**facts, "toolchain.executorch": "1.6.0"})
+    new = breakdown(tiny_project, "tiny_portable")
+    assert keys.explain_changes(old, new, model="tiny", program="tiny_portable") == [
+        f"executorch version changed ({facts['toolchain.executorch']} -> 1.6.0)"
+    ]
+
+
+def test_extra_sources_glob(tiny_project):
+    (tiny_project.parent / "data").mkdir()
+    (tiny_project.parent / "data" / "vocab.txt").write_text("a b c")
+    tiny_project.write_text(tiny_project.read_text().replace("seed = 1", 'seed = 1\nsources = ["data/*.txt"]'))
+    assert "source:data/vocab.txt" in breakdown(tiny_project, "tiny_portable")
+
+
+def test_a_glob_matching_nothing_is_an_error(tiny_project):
+    from ptebuild.errors import ManifestError
+
+    tiny_project.write_text(tiny_project.read_text().replace("seed = 1", 'seed = 1\nsources = ["nothing/*.txt"]'))
+    with pytest.raises(ManifestError, match=r"models\.tiny\.sources: 'nothing/\*\.txt' matches no file"):
+        breakdown(tiny_project, "tiny_portable")

@@ -301,3 +301,70 @@ backend = "portable"
     )
     assert (tiny_project.parent / "out" / "tiny_portable.pte").is_file()
     assert not (tiny_project.parent / "out" / "crash_portable.pte").exists()
+
+
+def test_weights_files_and_factory_import_errors(tiny_project):
+    """A model's weights file is what the program runs with; weights that do not fit, and a
+    factory whose module fails to import, fail their own programs with located messages."""
+    import torch
+
+    from tinymodels_for_weights import save_weights
+
+    project = tiny_project.parent
+    good, expected = save_weights(project / "good.pt", width=16, seed=99)
+    save_weights(project / "bad.pt", width=8, seed=99)
+    (project / "tinymodels" / "broken.py").write_text("import not_a_real_dependency\n")
+    tiny_project.write_text(
+        tiny_project.read_text()
+        + """
+[models.weighted]
+factory = "tinymodels.tiny:make_tiny"
+weights = "good.pt"
+[models.weighted.methods.forward]
+inputs = [{ name = "x", shape = [3, 6] }]
+
+[models.misfit]
+factory = "tinymodels.tiny:make_tiny"
+weights = "bad.pt"
+[models.misfit.methods.forward]
+inputs = [{ name = "x", shape = [3, 6] }]
+
+[models.broken]
+factory = "tinymodels.broken:make"
+[models.broken.methods.forward]
+inputs = [{ name = "x", shape = [3, 6] }]
+
+[programs.weighted]
+model = "weighted"
+backend = "portable"
+data_name = "weighted_weights"
+
+[programs.misfit]
+model = "misfit"
+backend = "portable"
+
+[programs.broken]
+model = "broken"
+backend = "portable"
+"""
+    )
+    result = ptebuild("build", str(tiny_project), "--no-cache", "--jobs", "1", "--keep-going", "--json",
+                      "--only", "weighted", "misfit", "broken")
+    assert result.returncode == 2, result.stderr  # a manifest problem (the factory) wins over a failed build
+    programs = {p["name"]: p for p in json.loads(result.stdout)["programs"]}
+    assert programs["weighted"]["status"] == "built"
+    assert programs["misfit"]["status"] == "failed"
+    assert programs["misfit"]["error"].startswith(
+        f"{tiny_project}: models.misfit.weights: 'bad.pt' does not fit the model: Error(s) in loading state_dict"
+    )
+    assert programs["broken"]["error"] == (
+        f"{tiny_project}: programs.broken: cannot import factory 'tinymodels.broken:make' of model 'broken': "
+        "ModuleNotFoundError: No module named 'not_a_real_dependency'"
+    )
+    from executorch.runtime import Runtime
+
+    out = project / "out"
+    loaded = Runtime.get().load_program(out / "weighted.pte", data_path=out / "weighted_weights.ptd")
+    x = torch.randn(3, 6)
+    actual = loaded.load_method("forward").execute([x])[0]
+    assert torch.allclose(actual, expected(x), atol=1e-5)

@@ -139,3 +139,20 @@ def test_manifest_check_does_not_import_torch(tiny_project: Path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("\n") == 1 and "Windows device name" in result.stderr
+
+
+def test_backend_keeping_data_in_the_pte_refuses_a_data_name(tiny_project, monkeypatch):
+    """Such a backend (Metal, upstream) cannot write a .ptd: a data_name is an error, not ignored."""
+    import dataclasses
+
+    from ptebuild.backends import get_backend
+    from ptebuild.manifest import resolve
+
+    inline_only = dataclasses.replace(get_backend("portable"), keeps_data_in_pte=True)
+    monkeypatch.setattr(resolve, "get_backend", lambda name: inline_only if name == "portable" else get_backend(name))
+    with pytest.raises(DataNameError) as info:
+        load_manifest(tiny_project)
+    assert str(info.value) == (
+        f"{tiny_project}: programs.tiny_portable.data_name: backend 'portable' keeps its data inside "
+        "the .pte and cannot write a .ptd; remove data_name"
+    )

@@ -85,6 +85,11 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
     import torch
     from executorch.runtime import Runtime
 
+    from ptebuild.runtime import check as check_files
+
+    # Before running anything: the .pte's every weight key is in the .ptd, and every weight's
+    # bytes hash to the SHA-256 its key names (a program whose keys carry no digest is refused).
+    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     with native_stderr_silenced():
         # XNNPACK's cpuinfo prints probe chatter to fd 2 on the first load.
         loaded = Runtime.get().load_program(pte, data_path=ptd)

@@ -15,6 +15,7 @@ parent fails the one task it was running.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 import warnings
@@ -79,8 +80,28 @@ def _redirect_output(log_path: str) -> None:
     os.close(fd)
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the ptebuild process that started it dies.
+
+    Without it, a ``kill -9`` of ptebuild would leave workers lowering for nobody.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def worker_main(conn, log_path: str | None = None) -> None:
     """Entry point of a worker process."""
+    _die_with_parent()
     if log_path:
         _redirect_output(log_path)
     try:

@@ -1,0 +1,114 @@
+"""The command line through ``main(argv)``: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ptebuild import __version__
+from ptebuild.cli import main
+
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
+
+USAGE_ERRORS = [
+    ([], "error: ptebuild: the following arguments are required: COMMAND"),
+    (["bild"], "error: ptebuild: argument COMMAND: invalid choice: 'bild'"),
+    (["build"], "error: ptebuild build: the following arguments are required: manifest"),
+    (["build", "x.toml", "--jobs", "0"], "error: --jobs must be at least 1"),
+    (["build", "x.toml", "--bogus"], "error: ptebuild: unrecognized arguments: --bogus"),
+    (["build", "x.toml", "--cache", "c", "--no-cache"], "error: ptebuild build: argument --no-cache: not allowed with argument --cache"),
+    (["build", "does-not-exist.toml", "--no-cache"], "error: does-not-exist.toml: no such file"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), USAGE_ERRORS, ids=[" ".join(a) or "(none)" for a, _ in USAGE_ERRORS])
+def test_usage_errors_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip().startswith(message), err
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"ptebuild {__version__}"
+
+
+def test_help(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("build", "schema", "verify", "run", "cache", "shims"):
+        assert command in out
+
+
+def test_schema_is_json_schema_of_the_manifest(capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "ptebuild manifest"
+    assert set(schema["properties"]) == {"defaults", "models", "programs", "shims"}
+    assert schema["additionalProperties"] is False
+    backend = schema["$defs"]["ProgramSpec"]["properties"]["backend"]
+    assert {"enum": ["portable", "xnnpack"], "type": "string"} in backend["anyOf"]
+
+
+def test_bad_manifest_through_main(capsys, monkeypatch):
+    monkeypatch.chdir(MANIFESTS)
+    assert main(["build", "bad-backend-typo.toml", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: bad-backend-typo.toml: programs.tiny_xnnpack.backend: unknown backend 'xnnpak' "
+        "(did you mean 'xnnpack'?); expected one of 'portable', 'xnnpack'\n"
+    )
+
+
+def test_debug_shows_a_traceback(capsys, monkeypatch):
+    monkeypatch.chdir(MANIFESTS)
+    assert main(["--debug", "build", "bad-backend-typo.toml", "--no-cache"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+SHIMS_MANIFEST = """
+[defaults]
+out = "out"
+
+[shims.aoti_cuda_shims]
+source = "shims.def"
+"""
+
+
+def test_manifest_declared_shim_library_is_built_then_cached(tmp_path, capsys):
+    from ptebuild.shims import load_shim_list, write_import_library
+
+    (tmp_path / "shims.def").write_text("LIBRARY aoti_cuda_shims.dll\nEXPORTS\n  aoti_torch_warn\n  aoti_torch_check\n")
+    manifest = tmp_path / "shims.toml"
+    manifest.write_text(SHIMS_MANIFEST)
+    cache = tmp_path / "cache"
+    assert main(["build", str(manifest), "--cache", str(cache), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [(p["name"], p["status"]) for p in first["programs"]] == [("aoti_cuda_shims", "built")]
+    lib = tmp_path / "out" / "aoti_cuda_shims.lib"
+    assert lib.read_bytes() == write_import_library(load_shim_list(tmp_path / "shims.def"))
+    assert main(["build", str(manifest), "--cache", str(cache), "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["programs"][0]["status"] == "cached"
+    # An edit to the list regenerates the library, and --explain says why.
+    (tmp_path / "shims.def").write_text("LIBRARY aoti_cuda_shims.dll\nEXPORTS\n  aoti_torch_warn\n")
+    assert main(["build", str(manifest), "--cache", str(cache), "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "aoti_cuda_shims: source file shims.def changed" in out
+    assert lib.read_bytes() == write_import_library(load_shim_list(tmp_path / "shims.def"))
+
+
+def test_unusable_cache_warns_once_and_builds_without_it(tmp_path, capsys):
+    (tmp_path / "shims.def").write_text("LIBRARY a.dll\nEXPORTS\n  f\n")
+    manifest = tmp_path / "shims.toml"
+    manifest.write_text(SHIMS_MANIFEST)
+    not_a_folder = tmp_path / "cache-is-a-file"
+    not_a_folder.write_text("")
+    assert main(["build", str(manifest), "--cache", str(not_a_folder)]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "cache disabled for this build" in warnings[0], err
+    assert (tmp_path / "out" / "aoti_cuda_shims.lib").is_file()

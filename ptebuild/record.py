@@ -143,8 +143,11 @@ def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) 
         document = read_record_document(folder) or empty_record()
     except FormatError:
         document = empty_record()
+    before = json.dumps(document, sort_keys=True)
     if manifest is not None:
         document["manifest"] = manifest
     document["targets"].update(entries)
+    if json.dumps(document, sort_keys=True) == before and (folder / RECORD_NAME).is_file():
+        return  # a no-op build rewrites nothing
     text = json.dumps(document, sort_keys=True, indent=1) + "\n"
     write_atomically(folder / RECORD_NAME, text.encode())

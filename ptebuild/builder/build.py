@@ -30,6 +30,8 @@ from ptebuild.names import case_key
 
 STAGING_DIR = ".ptebuild-staging"
 LOCK_RETRY_SECONDS = 0.25
+HEARTBEAT_SECONDS = 15.0
+"""A program that has said nothing for this long gets a "still ..." line: long work shows life."""
 
 
 @dataclass
@@ -302,6 +304,7 @@ class Builder:
 
         deferred: list[tuple[float, ProgramPlan, dict]] = []
         running: dict[str, tuple[ProgramPlan, dict, object, Path, float]] = {}
+        heartbeat: dict[str, tuple[float, str, float]] = {}  # name -> (started, stage, last report)
         stopping = False
         plan_json = self.plan.to_json()
         with WorkerPool(min(self.options.jobs, len(todo))) as pool:
@@ -338,13 +341,20 @@ class Builder:
                     }
                     pool.submit(program.name, task)
                     running[program.name] = (program, inputs, lock, staging, time.monotonic())
+                    heartbeat[program.name] = (time.monotonic(), "starting a worker", time.monotonic())
                     self.report(program.name, "start", f"lowering for {program.backend}")
                 if stopping and not running:
                     break
+                for name, (started_at, stage, last) in list(heartbeat.items()):
+                    if name in running and now - last >= HEARTBEAT_SECONDS:
+                        self.report(name, "progress", f"still {stage} ({now - started_at:.0f}s)")
+                        heartbeat[name] = (started_at, stage, now)
                 for event in pool.poll(0.2):
                     if event.task_id not in running:
                         continue
                     if event.kind == "progress":
+                        started_at = heartbeat.get(event.task_id, (time.monotonic(),))[0]
+                        heartbeat[event.task_id] = (started_at, str(event.payload), time.monotonic())
                         self.report(event.task_id, "progress", str(event.payload))
                     elif event.kind in ("done", "failed"):
                         program, inputs, lock, staging, started = running.pop(event.task_id)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_project
+from project_copy import copy_project
 from ptebuild import cli
 from ptebuild.runtime import read_ptd
 

@@ -122,6 +122,10 @@ def describe_validation_error(exc, display: str, model: type, prefix: tuple = ()
         )
     elif kind == "missing":
         message = f"{display}: missing required key {loc[-1]!r}"
+    elif kind in ("dict_type", "model_type", "model_attributes_type"):
+        message = f"{display}: expected a table (got {first.get('input')!r})"
+    elif kind == "list_type":
+        message = f"{display}: expected an array (got {first.get('input')!r})"
     elif kind == "value_error":
         message = f"{display}: {first['msg'].removeprefix('Value error, ')}"
     else:

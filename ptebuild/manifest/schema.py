@@ -90,6 +90,19 @@ class ModelSpec(_Strict):
     dims: dict[str, DynamicDim] = {}
     methods: dict[str, MethodSpec] = Field(min_length=1)
 
+    @field_validator("methods")
+    @classmethod
+    def _method_names(cls, value: dict[str, MethodSpec]) -> dict[str, MethodSpec]:
+        for name, method in value.items():
+            for what, candidate in (("method name", name), ("function", method.function)):
+                if candidate is None:
+                    continue
+                if not _IDENTIFIER.fullmatch(candidate):
+                    raise ValueError(f"{what} {candidate!r} is not a Python identifier")
+                if candidate.startswith("__"):
+                    raise ValueError(f"{what} {candidate!r} is a special method; name a method of the model")
+        return value
+
     @field_validator("factory")
     @classmethod
     def _factory_form(cls, value: str) -> str:

@@ -13,6 +13,9 @@ Imports torch and executorch when :func:`run_program` is called, not when import
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import statistics
 import time
 from dataclasses import dataclass
@@ -154,13 +157,12 @@ def run_program(
 
     import torch
 
-    from ptebuild.builder.check import native_stderr_silenced
     from ptebuild.builder.examples import make_inputs
     from ptebuild.builder.model_loading import build_model
     from ptebuild.runtime import load
 
-    with native_stderr_silenced():
-        # executorch's import and XNNPACK's cpuinfo print probe chatter on fd 2.
+    with _stderr_silenced():
+        # executorch's import and XNNPACK's cpuinfo print probe chatter on stderr.
         loaded = load(pte, [ptd] if ptd else [])
     model = build_model(program, Path(plan.manifest_dir), plan.manifest)
 
@@ -168,7 +170,7 @@ def run_program(
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
         eager_fn = getattr(model, spec.function)
-        with native_stderr_silenced():
+        with _stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
             actual = _flatten(loaded.run(spec.name, inputs))
         with torch.no_grad():
@@ -189,6 +191,25 @@ def run_program(
         min_cosine=program.min_cosine,
         methods=tuple(runs),
     )
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """Silence file descriptor 2, ``sys.stderr`` and logging up to warnings.
+
+    Native code writes to fd 2; executorch's pybindings log to ``sys.stderr`` and torchao's
+    import warns through torch's logging handlers, neither of which is fd 2 when the caller
+    has replaced ``sys.stderr`` (pytest's capture, an embedding application).
+    """
+    from ptebuild.builder.check import native_stderr_silenced
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with native_stderr_silenced(), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
 
 
 def _compare(program: ProgramPlan, method: str, expected: list, actual: list) -> tuple[OutputRun, ...]:

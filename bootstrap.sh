@@ -2,7 +2,7 @@
 # Set up ptebuild in ./.venv with the pinned toolchain (constraints.txt).
 #   ./bootstrap.sh          the build tool
 #   ./bootstrap.sh --test   also the test dependencies, and the Debian tools the tests use
-#                           (clang, lld, llvm for the import-library link tests; gcc, git)
+#                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -10,14 +10,14 @@ extras=""
 if [ "${1:-}" = "--test" ]; then
   extras="[test]"
   missing=""
-  for tool in clang lld-link llvm-dlltool llvm-readobj gcc git; do
+  for tool in clang lld-link llvm-dlltool llvm-dlltool-19 llvm-readobj gcc git; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
   done
   if [ -n "$missing" ]; then
     echo "bootstrap: installing Debian packages for:$missing" >&2
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang lld llvm gcc git >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang lld llvm llvm-19 gcc git >/dev/null
   fi
 fi
 

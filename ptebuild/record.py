@@ -59,10 +59,28 @@ class BuildRecord:
         }
 
     def programs_using(self, file: Path) -> list[str]:
-        """Names of programs whose ``.pte`` or ``.ptd`` is ``file`` (compared by name in the folder)."""
+        """Names of programs that wrote ``file``: same folder, same name, and the same bytes.
+
+        Comparing the content too matters: a ``.ptd`` copied over another one keeps the name
+        but is not what the record says it is.
+        """
         if file.resolve().parent != self.path.resolve().parent:
             return []
-        return [name for name, files in self.programs.items() if file.name == files.pte or file.name in files.data]
+        owners = []
+        for name, entry in sorted(self.targets.items()):
+            info = entry["outputs"].get(file.name)
+            if entry.get("kind") == "program" and info is not None and _has_bytes(file, info):
+                owners.append(name)
+        return owners
+
+
+def _has_bytes(file: Path, info: dict) -> bool:
+    from ptebuild.store.hashing import hash_file
+
+    try:
+        return file.stat().st_size == info["bytes"] and hash_file(file)[0] == info["sha256"]
+    except OSError:
+        return False
 
 
 def empty_record() -> dict:

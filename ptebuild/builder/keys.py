@@ -34,6 +34,8 @@ DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
 _PTEBUILD_ROOT = Path(__file__).resolve().parent.parent
+LOWERING_MODULES = ("lowering.py", "weightkeys.py", "model_loading.py", "examples.py")
+"""The modules of ptebuild.builder whose code decides the bytes of a lowered program."""
 
 
 def canonical_json(value) -> str:
@@ -70,9 +72,11 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
             "toolchain.ptebuild": __version__,
             "toolchain.platform": f"{sys.platform}-{platform.machine()}",
         }
-        # ptebuild's own lowering code: an edit to it must rebuild, even without a version bump.
+        # ptebuild's own code that shapes the bytes: an edit to it must rebuild, even without a
+        # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
         lowering_code = sorted(
-            list((_PTEBUILD_ROOT / "builder").glob("*.py")) + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
+            [_PTEBUILD_ROOT / "builder" / name for name in LOWERING_MODULES]
+            + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
         )
         parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]
         facts["toolchain.ptebuild-code"] = digest_text("\n".join(parts))

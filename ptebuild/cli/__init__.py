@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-    except _UsageExit as exc:
+    except (_UsageExit, PtebuildError) as exc:  # PtebuildError: from an argparse type= function
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version

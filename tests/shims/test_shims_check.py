@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import SHIPPED_DEF, require_tool
+from shim_tools import SHIPPED_DEF, require_tool
 
 from ptebuild.errors import FormatError
 from ptebuild.shims import Export, ShimList, format_def, load_shim_list, write_import_library

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHIPPED_DEF
+from shim_tools import SHIPPED_DEF
 
 from ptebuild.shims import Export, ShimList, write_import_library
 

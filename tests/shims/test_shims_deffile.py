@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SHIPPED_DEF
+from shim_tools import SHIPPED_DEF
 
 from ptebuild.errors import UsageError
 from ptebuild.shims import Export, ShimList, format_toml, load_shim_list, parse_def, parse_toml

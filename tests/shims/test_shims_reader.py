@@ -6,7 +6,7 @@ import re
 import struct
 
 import pytest
-from conftest import SHIPPED_DEF, dlltool
+from shim_tools import SHIPPED_DEF, dlltool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SHIPPED_DEF, dlltool, require_tool
+from shim_tools import SHIPPED_DEF, dlltool, require_tool
 
 from ptebuild.errors import UsageError
 from ptebuild.shims import Export, ShimList, load_shim_list, parse_def, write_import_library
@@ -40,6 +40,16 @@ def test_gnu_layout_equals_llvm_dlltool(tmp_path, text):
     assert write_import_library(shims, "gnu", keep_order=True) == expected
 
 
+@pytest.mark.parametrize("text", DEF_CASES.values(), ids=DEF_CASES.keys())
+def test_coff_layout_equals_llvm_19_dlltool(tmp_path, text):
+    """LLVM 19 writes the layout of MSVC's lib.exe (two linker members): ours is byte-identical."""
+    def_path = tmp_path / "in.def"
+    def_path.write_text(text)
+    shims = load_shim_list(def_path)
+    expected = dlltool(def_path, shims.dll, tmp_path / "ref.lib", tool="llvm-dlltool-19")
+    assert write_import_library(shims, "coff", keep_order=True) == expected
+
+
 def test_5000_exports_equal_llvm_dlltool(tmp_path):
     rng = random.Random(5000)
     lines = ["LIBRARY aoti_cuda_shims.dll", "EXPORTS"]
@@ -51,6 +61,8 @@ def test_5000_exports_equal_llvm_dlltool(tmp_path):
     expected = dlltool(def_path, "aoti_cuda_shims.dll", tmp_path / "ref.lib")
     shims = load_shim_list(def_path)
     assert write_import_library(shims, "gnu", keep_order=True) == expected
+    coff = dlltool(def_path, "aoti_cuda_shims.dll", tmp_path / "ref19.lib", tool="llvm-dlltool-19")
+    assert write_import_library(shims, "coff", keep_order=True) == coff
     # Sorted input gives llvm-dlltool's bytes for the default (sorted) mode too.
     sorted_def = tmp_path / "sorted.def"
     sorted_def.write_text("\n".join(lines[:2] + sorted(lines[2:], key=lambda l: l.split()[0])) + "\n")

@@ -263,9 +263,9 @@ def test_concurrent_builders_lower_each_program_once(tmp_path):
         assert (tmp_path / "out1" / name).read_bytes() == (tmp_path / "out0" / name).read_bytes()
         assert (tmp_path / "out2" / name).read_bytes() == (tmp_path / "out0" / name).read_bytes()
     stats = ptebuild("cache", "stats", "--cache", str(cache), "--json")
-    if stats.returncode == 0:
-        figures = json.loads(stats.stdout)
-        assert figures["misses"] == 2 and figures["hits"] == 4
+    assert stats.returncode == 0, stats.stderr
+    figures = json.loads(stats.stdout)
+    assert (figures["misses"], figures["hits"]) == (2, 4)
 
 
 CRASHING_MODEL = """

@@ -13,15 +13,12 @@ Imports torch and executorch when :func:`run_program` is called, not when import
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.errors import CheckError, LoadError, UsageError
+from ptebuild.errors import LoadError, UsageError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan
 from ptebuild.manifest.typos import did_you_mean
 
@@ -157,11 +154,12 @@ def run_program(
 
     import torch
 
+    from ptebuild.builder.check import flatten_outputs, native_stderr_silenced
     from ptebuild.builder.examples import make_inputs
     from ptebuild.builder.model_loading import build_model
     from ptebuild.runtime import load
 
-    with _stderr_silenced():
+    with native_stderr_silenced():
         # executorch's import and XNNPACK's cpuinfo print probe chatter on stderr.
         loaded = load(pte, [ptd] if ptd else [])
     model = build_model(program, Path(plan.manifest_dir), plan.manifest)
@@ -170,11 +168,11 @@ def run_program(
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
         eager_fn = getattr(model, spec.function)
-        with _stderr_silenced():
+        with native_stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
-            actual = _flatten(loaded.run(spec.name, inputs))
+            actual = flatten_outputs(loaded.run(spec.name, inputs))
         with torch.no_grad():
-            expected = _flatten(eager_fn(*inputs))
+            expected = flatten_outputs(eager_fn(*inputs))
         outputs = _compare(program, spec.name, expected, actual)
         latency = _median_time(lambda: loaded.run(spec.name, inputs), iters)
         with torch.no_grad():
@@ -193,43 +191,11 @@ def run_program(
     )
 
 
-@contextlib.contextmanager
-def _stderr_silenced():
-    """Silence file descriptor 2, ``sys.stderr`` and logging up to warnings.
-
-    Native code writes to fd 2; executorch's pybindings log to ``sys.stderr`` and torchao's
-    import warns through torch's logging handlers, neither of which is fd 2 when the caller
-    has replaced ``sys.stderr`` (pytest's capture, an embedding application).
-    """
-    from ptebuild.builder.check import native_stderr_silenced
-
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with native_stderr_silenced(), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        logging.disable(previous)
-
-
 def _compare(program: ProgramPlan, method: str, expected: list, actual: list) -> tuple[OutputRun, ...]:
-    from ptebuild.builder.check import compare
+    from ptebuild.builder.check import compare_outputs
 
-    if len(expected) != len(actual):
-        raise CheckError(
-            f"programs.{program.name}: method {method!r} returned {len(actual)} outputs, "
-            f"eager PyTorch {len(expected)}"
-        )
-    outputs = []
-    for index, (e, a) in enumerate(zip(expected, actual)):
-        if tuple(e.shape) != tuple(a.shape):
-            raise CheckError(
-                f"programs.{program.name}: method {method!r} output {index}: shape {tuple(a.shape)}, "
-                f"eager PyTorch {tuple(e.shape)}"
-            )
-        max_abs, cosine = compare(e, a)
-        outputs.append(OutputRun(index, tuple(e.shape), max_abs, cosine))
-    return tuple(outputs)
+    figures = compare_outputs(program.name, f"method {method!r}", expected, actual)
+    return tuple(OutputRun(index, tuple(e.shape), max_abs, cosine) for (index, max_abs, cosine), e in zip(figures, expected))
 
 
 def _median_time(call, iters: int) -> float:
@@ -241,15 +207,3 @@ def _median_time(call, iters: int) -> float:
         call()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
-
-
-def _flatten(value) -> list:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _flatten(item)]
-    if isinstance(value, dict):
-        return [t for key in sorted(value) for t in _flatten(value[key])]
-    return []

@@ -25,7 +25,7 @@ from pathlib import Path
 from ptebuild.builder import keys
 from ptebuild.record import update_record, write_atomically
 from ptebuild.errors import CorruptObject, DataNameError, StoreError
-from ptebuild.manifest.plan import RECORD_NAME, BuildPlan, ProgramPlan, ShimPlan
+from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.names import case_key
 
 STAGING_DIR = ".ptebuild-staging"

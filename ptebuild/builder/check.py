@@ -7,6 +7,8 @@ is compared with the eager model's: max absolute error and cosine similarity. Ru
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,16 +38,25 @@ class OutputFigures:
 
 @contextlib.contextmanager
 def native_stderr_silenced():
-    """Point file descriptor 2 at /dev/null while native code prints what nobody needs."""
+    """Silence what nobody needs: file descriptor 2, ``sys.stderr`` and logging below errors.
+
+    Native code (XNNPACK's cpuinfo, torchao) writes to fd 2; executorch's pybindings write to
+    ``sys.stderr`` and torchao's import warns through logging, neither of which is fd 2 when the
+    caller has replaced ``sys.stderr`` (pytest's capture, an embedding application).
+    """
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
     os.dup2(devnull, 2)
     try:
-        yield
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+        logging.disable(previous)
 
 
 def compare(expected, actual) -> tuple[float, float]:
@@ -65,16 +76,37 @@ def compare(expected, actual) -> tuple[float, float]:
     return max_abs, cosine
 
 
-def _flatten(value) -> list:
+def flatten_outputs(value) -> list:
+    """The tensors of a method's result, in a stable order (nested lists, tuples and dicts)."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _flatten(item)]
+        return [t for item in value for t in flatten_outputs(item)]
     if isinstance(value, dict):
-        return [t for key in sorted(value) for t in _flatten(value[key])]
+        return [t for key in sorted(value) for t in flatten_outputs(value[key])]
     return []
+
+
+def compare_outputs(program_name: str, where: str, expected: list, actual: list) -> list[tuple[int, float, float]]:
+    """(index, max abs error, cosine) of each output; CheckError if counts or shapes differ.
+
+    ``where`` names the method (and sizes) in messages, e.g. ``method 'forward' at {'batch': 2}``.
+    """
+    if len(expected) != len(actual):
+        raise CheckError(
+            f"programs.{program_name}: {where} returned {len(actual)} outputs, eager PyTorch {len(expected)}"
+        )
+    figures = []
+    for index, (e, a) in enumerate(zip(expected, actual)):
+        if tuple(e.shape) != tuple(a.shape):
+            raise CheckError(
+                f"programs.{program_name}: {where} output {index}: shape {tuple(a.shape)}, "
+                f"eager PyTorch {tuple(e.shape)}"
+            )
+        figures.append((index, *compare(e, a)))
+    return figures
 
 
 def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> list[OutputFigures]:
@@ -99,26 +131,15 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
         for sizes in check_sizes(method):
             inputs = make_inputs(method, program.seed, sizes)
             with torch.no_grad():
-                expected = _flatten(getattr(model, method.function)(*inputs))
-            actual = _flatten(list(executable.execute(list(inputs))))
-            if len(expected) != len(actual):
-                raise CheckError(
-                    f"programs.{program.name}: method {method.name!r} returned {len(actual)} outputs, "
-                    f"eager PyTorch {len(expected)}"
-                )
-            for index, (e, a) in enumerate(zip(expected, actual)):
-                if tuple(e.shape) != tuple(a.shape):
-                    raise CheckError(
-                        f"programs.{program.name}: method {method.name!r} output {index} at {sizes}: "
-                        f"shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}"
-                    )
-                max_abs, cosine = compare(e, a)
+                expected = flatten_outputs(getattr(model, method.function)(*inputs))
+            actual = flatten_outputs(list(executable.execute(list(inputs))))
+            where = f"method {method.name!r} at {sizes}"
+            for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
                 figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
                 if not (max_abs <= program.atol and cosine >= program.min_cosine):
                     raise CheckError(
-                        f"programs.{program.name}: method {method.name!r} output {index} at {sizes} "
-                        f"differs from eager PyTorch: max abs error {max_abs:.3g} (atol {program.atol:g}), "
-                        f"cosine {cosine:.6f} (min {program.min_cosine:g}); fix the model or loosen "
-                        f"programs.{program.name}.check"
+                        f"programs.{program.name}: {where} output {index} differs from eager PyTorch: "
+                        f"max abs error {max_abs:.3g} (atol {program.atol:g}), cosine {cosine:.6f} "
+                        f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check"
                     )
     return figures

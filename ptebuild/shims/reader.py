@@ -25,8 +25,6 @@ from ptebuild.shims.coff import (
     MEMBER_HEADER_END,
     MEMBER_HEADER_SIZE,
     SHORT_IMPORT_HEADER,
-    SHORT_IMPORT_SIG2,
-    U16_LE,
     U32_BE,
     U32_LE,
 )

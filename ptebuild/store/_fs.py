@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from ptebuild.errors import StoreError
@@ -87,3 +88,21 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, what: str 
             unlink_quietly(tmp)
         raise store_error(exc, what, path) from None
 
+
+
+def sharded_files(root: Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """Every regular file in ``root/<2 chars>/`` folders, as ``(shard name, entry)``, sorted."""
+    try:
+        shards = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return
+    for shard in shards:
+        if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+            continue
+        try:
+            entries = sorted(os.scandir(shard.path), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                yield shard.name, entry

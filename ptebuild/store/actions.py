@@ -204,23 +204,7 @@ class ActionCache:
 
     def __iter__(self) -> Iterator[tuple[str, Path]]:
         """Every record file as ``(key, path)``; temporary files are skipped."""
-        try:
-            shards = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except OSError:
-            return
-        for shard in shards:
-            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
-                continue
-            try:
-                entries = sorted(os.scandir(shard.path), key=lambda e: e.name)
-            except OSError:
-                continue
-            for entry in entries:
-                key = entry.name[:-5]
-                if (
-                    entry.name.endswith(".json")
-                    and _KEY_RE.fullmatch(key)
-                    and key.startswith(shard.name)
-                    and entry.is_file(follow_symlinks=False)
-                ):
-                    yield key, Path(entry.path)
+        for shard, entry in _fs.sharded_files(self.root):
+            key = entry.name[:-5]
+            if entry.name.endswith(".json") and _KEY_RE.fullmatch(key) and key.startswith(shard):
+                yield key, Path(entry.path)

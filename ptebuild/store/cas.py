@@ -76,21 +76,10 @@ class CAS:
 
     def __iter__(self) -> Iterator[tuple[str, Path]]:
         """Every stored blob as ``(digest, path)``; temporary files and strays are skipped."""
-        try:
-            shards = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except OSError:
-            return
-        for shard in shards:
-            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
-                continue
-            try:
-                entries = sorted(os.scandir(shard.path), key=lambda e: e.name)
-            except OSError:
-                continue
-            for entry in entries:
-                digest = shard.name + entry.name
-                if hashing.is_digest(digest) and entry.is_file(follow_symlinks=False):
-                    yield digest, Path(entry.path)
+        for shard, entry in _fs.sharded_files(self.root):
+            digest = shard + entry.name
+            if hashing.is_digest(digest):
+                yield digest, Path(entry.path)
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -143,31 +143,52 @@ class Builder:
 
         return hash_file(path)
 
+    def _in_place(self, name: str, info: dict) -> bool:
+        """True if the output folder already has ``name`` with the recorded bytes (stat-cached)."""
+        path = self.out_dir / name
+        try:
+            return path.stat().st_size == info["bytes"] and self.digest_file(path)[0] == info["sha256"]
+        except OSError:
+            return False
+
     def _restore(self, result: TargetResult, record: dict) -> bool:
-        """Put a cached record's outputs in place; False if a blob is corrupt or missing."""
+        """Put a cached record's outputs in place; False if a blob is corrupt or missing.
+
+        Outputs not already in place are restored into the staging folder first and published
+        together, so a corrupt blob never leaves a program half restored.
+        """
         outputs = record.get("outputs")
         if not isinstance(outputs, dict) or not outputs:
             return False
-        kept = 0
         try:
-            for name, info in sorted(outputs.items()):
-                if not self.store.cas.restore(info["sha256"], self.out_dir / name):
-                    kept += 1
-        except CorruptObject as exc:
-            self.report(result.name, "warning", f"{exc}; rebuilding")
-            return False
+            missing = {name: info for name, info in outputs.items() if not self._in_place(name, info)}
         except (KeyError, TypeError):
             return False
-        except StoreError as exc:
-            self._store_failed(exc)
-            return False
+        if missing:
+            staging = Path(tempfile.mkdtemp(dir=self._staging_root(), prefix=f"{result.name}.restore."))
+            try:
+                staged = {}
+                for name, info in sorted(missing.items()):
+                    self.store.cas.restore(info["sha256"], staging / name)
+                    staged[name] = staging / name
+                self._publish(staged)
+            except CorruptObject as exc:
+                self.report(result.name, "warning", f"{exc}; rebuilding")
+                return False
+            except (KeyError, TypeError):
+                return False
+            except StoreError as exc:
+                self._store_failed(exc)
+                return False
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         result.status = "cached"
         result.outputs = [
             {"path": str(self.out_dir / name), "sha256": info["sha256"], "bytes": info["bytes"]}
             for name, info in sorted(outputs.items())
         ]
         result.figures = record.get("figures", [])
-        result.explain = ["up to date" if kept == len(outputs) else "restored from the cache"]
+        result.explain = ["restored from the cache" if missing else "up to date"]
         return True
 
     def _lookup(self, result: TargetResult) -> bool:

@@ -368,3 +368,65 @@ backend = "portable"
     x = torch.randn(3, 6)
     actual = loaded.load_method("forward").execute([x])[0]
     assert torch.allclose(actual, expected(x), atol=1e-5)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.update(int(child) for child in text)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
+    """SIGKILL the builder after its first program is stored, while the second is lowering: its
+    workers die with it, the cache verifies clean, nothing half-written is published, and the
+    next build restores the first program and builds the second."""
+    import signal
+    import time
+
+    manifest = copy_project(tmp_path / "project")
+    cache = tmp_path / "cache"
+    out = manifest.parent / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--cache", str(cache), "--jobs", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV,
+    )
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.rstrip().endswith(": built"):
+            break
+    else:
+        raise AssertionError("the build ended before a program was built:\n" + "".join(seen))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("exporting" in l for l in seen[-3:]):
+        seen.append(process.stderr.readline())  # the second program is being lowered now
+    workers = _children(process.pid)
+    assert workers, "the builder should have a worker process"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "workers outlived the killed builder"
+
+    verify = ptebuild("cache", "verify", "--cache", str(cache))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    visible = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert visible in (["tiny_portable.pte", "tiny_portable_weights.ptd"],
+                       ["tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"])
+
+    code, document = build_json(str(manifest), "--cache", str(cache), "--jobs", "1")
+    assert code == 0
+    assert sorted(p["status"] for p in document["programs"]) == ["built", "cached"]
+    assert not (out / ".ptebuild-staging").exists()
+    assert ptebuild("verify", str(out)).returncode == 0

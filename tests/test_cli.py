@@ -112,3 +112,44 @@ def test_unusable_cache_warns_once_and_builds_without_it(tmp_path, capsys):
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "cache disabled for this build" in warnings[0], err
     assert (tmp_path / "out" / "aoti_cuda_shims.lib").is_file()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real 256 KiB filesystem (tmpfs; needs root, as CI has)."""
+    import subprocess
+    import uuid
+
+    mnt = tmp_path / f"mnt-{uuid.uuid4().hex[:8]}"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_full_or_read_only_cache_warns_once_and_builds(tmp_path, small_tmpfs, capsys, fault):
+    import subprocess
+
+    from ptebuild.shims import load_shim_list, write_import_library
+
+    exports = "\n".join(f"  aoti_shim_number_{i:05d}" for i in range(5000))
+    (tmp_path / "shims.def").write_text(f"LIBRARY aoti_cuda_shims.dll\nEXPORTS\n{exports}\n")
+    manifest = tmp_path / "shims.toml"
+    manifest.write_text(SHIMS_MANIFEST)
+    cache = small_tmpfs / "cache"
+    if fault == "read-only":
+        cache.mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    assert main(["build", str(manifest), "--cache", str(cache)]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "cache disabled for this build" in warnings[0], err
+    expected = "no space left" if fault == "full" else "read-only"
+    assert expected in warnings[0].lower(), warnings[0]
+    lib = tmp_path / "out" / "aoti_cuda_shims.lib"
+    assert lib.read_bytes() == write_import_library(load_shim_list(tmp_path / "shims.def"))

@@ -148,14 +148,15 @@ class WorkerPool:
             _remove(worker.log_path)
         return events
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
+        """Stop the workers: politely after a build, at once after an error or Ctrl-C."""
         for worker in self._workers:
             try:
                 worker.conn.send(("stop",))
             except (OSError, BrokenPipeError):
                 pass
         for worker in self._workers:
-            worker.process.join(timeout=5)
+            worker.process.join(timeout=5 if graceful else 0.1)
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
@@ -165,5 +166,5 @@ class WorkerPool:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, traceback):
+        self.close(graceful=exc_type is None)

@@ -430,3 +430,26 @@ def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
     assert sorted(p["status"] for p in document["programs"]) == ["built", "cached"]
     assert not (out / ".ptebuild-staging").exists()
     assert ptebuild("verify", str(out)).returncode == 0
+
+
+def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path):
+    import signal
+
+    manifest = copy_project(tmp_path / "project")
+    out = manifest.parent / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--no-cache", "--jobs", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV,
+    )
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if "exporting" in line:
+            break
+    workers = _children(process.pid)
+    process.send_signal(signal.SIGINT)
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130
+    assert rest.strip().splitlines()[-1] == "error: interrupted"
+    assert not any(_alive(w) for w in workers)
+    assert list(out.iterdir()) == []

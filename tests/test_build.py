@@ -434,6 +434,7 @@ def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
 
 def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path):
     import signal
+    import time
 
     manifest = copy_project(tmp_path / "project")
     out = manifest.parent / "out"
@@ -451,5 +452,57 @@ def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path):
     rest = process.stderr.read()
     assert process.wait(timeout=60) == 130
     assert rest.strip().splitlines()[-1] == "error: interrupted"
+    # A worker still starting when Ctrl-C came is not in the pool yet: it dies with its parent.
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not any(_alive(w) for w in workers)
     assert list(out.iterdir()) == []
+
+
+QUANTIZED = """
+[models.tiny]
+factory = "tinymodels.tiny:make_tiny"
+kwargs = { width = 64 }
+seed = 1
+dims = { batch = { min = 1, max = 4 } }
+[models.tiny.methods.forward]
+inputs = [{ name = "x", shape = ["batch", 6] }]
+
+[programs.int8_dynamic]
+model = "tiny"
+backend = "xnnpack"
+data_name = "int8_dynamic_weights"
+options = { quantize = "int8-dynamic" }
+
+[programs.int8_static]
+model = "tiny"
+backend = "xnnpack"
+data_name = "int8_static_weights"
+options = { quantize = "int8" }
+
+[programs.float]
+model = "tiny"
+backend = "xnnpack"
+data_name = "float_weights"
+"""
+
+
+def test_quantized_xnnpack_programs(tiny_project):
+    """int8 programs are smaller, checked against eager with their own tolerances, and their
+    quantization scales in the .ptd are keyed by SHA-256 like every other weight."""
+    from ptebuild.runtime import read_ptd
+    from ptebuild.runtime.keys import sha256_in_key
+
+    tiny_project.write_text(QUANTIZED)
+    code, document = build_json(str(tiny_project), "--no-cache")
+    assert code == 0, document
+    programs = {p["name"]: p for p in document["programs"]}
+    size = {name: next(o["bytes"] for o in p["outputs"] if o["path"].endswith(".ptd")) for name, p in programs.items()}
+    assert size["int8_dynamic"] < size["float"] / 2 and size["int8_static"] < size["float"] / 2
+    assert all(f["cosine"] >= 0.995 for f in programs["int8_dynamic"]["check"])
+    out = tiny_project.parent / "out"
+    keys = read_ptd(out / "int8_static_weights.ptd").keys
+    assert any(k.startswith("scale_") for k in keys)
+    assert all(sha256_in_key(k) for k in keys)
+    assert ptebuild("verify", str(out), "--bytes").returncode == 0

@@ -6,9 +6,11 @@ A backend module defines a ``BACKEND`` object with:
 - ``Options``: a frozen pydantic model of its ``options`` table (validated when the manifest is
   loaded, before anything is imported from torch);
 - ``keeps_data_in_pte``: True for a backend that cannot write a ``.ptd`` (it refuses ``data_name``);
-- ``default_check``: the tolerances a program is checked against eager PyTorch with;
-- ``prepare(exported_program, data_name, options, export)``: a hook run on each method's exported program
-  before lowering (returns the program to lower);
+- ``default_check`` and ``check_defaults(options)``: the tolerances a program is checked against
+  eager PyTorch with;
+- ``prepare(exported_program, data_name, options, export, calibration)``: a hook run on each
+  method's exported program before lowering (returns the program to lower): quantization,
+  tagging weights for the ``.ptd``;
 - ``partitioners(options)``: the partitioners handed to ``to_edge_transform_and_lower``.
 
 Only ``prepare`` and ``partitioners`` may import torch or executorch, and only inside the

@@ -26,11 +26,16 @@ class Backend:
     keeps_data_in_pte: bool
     default_check: CheckTolerances
 
-    def prepare(self, exported_program, data_name, options, export):
+    def check_defaults(self, options) -> CheckTolerances:
+        """The tolerances for a program with these options (quantized programs need looser ones)."""
+        return self.default_check
+
+    def prepare(self, exported_program, data_name, options, export, calibration):
         """Return the exported program to lower (default: unchanged).
 
         ``export(module)`` exports ``module`` again with the method's example inputs and dynamic
-        shapes, for backends that tag the unlifted graph.
+        shapes, for backends that rewrite or tag the unlifted graph; ``calibration`` is a list of
+        input tuples for backends that quantize.
         """
         return exported_program
 

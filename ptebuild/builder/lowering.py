@@ -89,7 +89,29 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
         ) from exc
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
-    return backend.prepare(exported, program.data_name, options, export)
+    if getattr(options, "quantize", "none") != "none":
+        progress(f"quantizing {method.name} ({options.quantize})")
+    try:
+        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
+    except Exception as exc:
+        raise BuildError(
+            f"programs.{program.name}: preparing method {method.name!r} for {program.backend} failed: "
+            f"{type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
+
+
+CALIBRATION_DRAWS = 4
+
+
+def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple]:
+    """Inputs to calibrate quantization with: each check size, several seeded draws each."""
+    from ptebuild.builder.examples import check_sizes, make_inputs
+
+    return [
+        make_inputs(method, program.seed + 1 + draw, sizes)
+        for sizes in check_sizes(method)
+        for draw in range(CALIBRATION_DRAWS)
+    ]
 
 
 def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, progress: Progress) -> LoweredProgram:

@@ -9,7 +9,8 @@ weight's bytes, and a ``.pte`` only finds its own weights:
   ``layers.0.weight@sha256:9f86…``. The FQN stays for people and tools reading the file,
   and it keeps two tensors with equal bytes but different shapes or dtypes (say, two zero
   biases) on separate keys, each with its own tensor layout in the ``.ptd``.
-- XNNPACK delegate constants, keyed by ExecuTorch itself: ``<64 hex>``, the bare digest.
+- XNNPACK delegate constants, keyed by ExecuTorch itself: ``<64 hex>``, the bare digest, and
+  for the per-channel scales of quantized weights ``scale_<64 hex>``, the digest of the scales.
 
 This module imports neither torch nor executorch.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 
 SHA256_MARKER = "@sha256:"
+XNNPACK_SCALE_PREFIX = "scale_"
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -33,6 +35,8 @@ def sha256_in_key(key: str) -> str | None:
     """Returns the hex SHA-256 a key promises for its bytes, or None if it carries none."""
     if _HEX_DIGEST.fullmatch(key):
         return key
+    if key.startswith(XNNPACK_SCALE_PREFIX) and _HEX_DIGEST.fullmatch(key[len(XNNPACK_SCALE_PREFIX):]):
+        return key[len(XNNPACK_SCALE_PREFIX):]
     _, marker, digest = key.rpartition(SHA256_MARKER)
     if marker and _HEX_DIGEST.fullmatch(digest):
         return digest

@@ -207,6 +207,15 @@ class Builder:
             pass
         return True
 
+    def _restored(self, result: TargetResult, inputs: dict, started: float) -> bool:
+        """Key the target by its inputs and restore it from the cache if the key is known."""
+        result.key = keys.action_key(inputs)
+        if not self._lookup(result):
+            return False
+        result.seconds = time.monotonic() - started
+        self.report(result.name, "done", result.status)
+        return True
+
     def _save(self, result: TargetResult, inputs: dict, files: dict[str, Path], extra: dict) -> None:
         """Move built files into the CAS (if any) and compute their digests."""
         outputs = {}
@@ -261,10 +270,7 @@ class Builder:
         result = self.results[shim.name]
         started = time.monotonic()
         inputs = keys.shim_inputs(shim, self.plan, self.digest_file)
-        result.key = keys.action_key(inputs)
-        if self._lookup(result):
-            result.seconds = time.monotonic() - started
-            self.report(shim.name, "done", result.status)
+        if self._restored(result, inputs, started):
             return
         self._explain_rebuild(result, inputs)
         from ptebuild.shims import load_shim_list, write_import_library
@@ -312,10 +318,7 @@ class Builder:
             result = self.results[program.name]
             started = time.monotonic()
             inputs = keys.program_inputs(program, self.plan, self.digest_file)
-            result.key = keys.action_key(inputs)
-            if self._lookup(result):
-                result.seconds = time.monotonic() - started
-                self.report(program.name, "done", result.status)
+            if self._restored(result, inputs, started):
                 self._record_program(program, result)
             else:
                 todo.append((program, inputs))

@@ -15,6 +15,7 @@ Everything lands in one folder, as a build would leave it:
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,3 +188,10 @@ def build_all(folder: Path) -> Programs:
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def patched(raw: bytes, offset: int, fmt: str, value) -> bytes:
+    """``raw`` with ``value`` packed at ``offset`` in struct format ``fmt`` (for bad-header tables)."""
+    out = bytearray(raw)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import struct
 
 import pytest
+from runtime_programs import patched
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, read_ptd
@@ -48,22 +48,16 @@ def test_every_flipped_flatbuffer_byte_is_read_or_refused(programs, tmp_path):
             pass
 
 
-def _patched(raw: bytes, offset: int, fmt: str, value) -> bytes:
-    out = bytearray(raw)
-    struct.pack_into(fmt, out, offset, value)
-    return bytes(out)
-
-
 BAD_HEADERS = [
-    ("identifier", lambda raw: _patched(raw, 4, "4s", b"XX01"),
+    ("identifier", lambda raw: patched(raw, 4, "4s", b"XX01"),
      r"not a \.ptd file: identifier b'XX01' at offset 4, expected b'FT01'"),
-    ("magic", lambda raw: _patched(raw, 8, "4s", b"FH99"),
+    ("magic", lambda raw: patched(raw, 8, "4s", b"FH99"),
      r"bad FlatTensor header at offset 8: magic b'FH99' length 40"),
-    ("length", lambda raw: _patched(raw, 12, "<I", 8),
+    ("length", lambda raw: patched(raw, 12, "<I", 8),
      r"bad FlatTensor header at offset 8: magic b'FH01' length 8"),
-    ("segment data past end", lambda raw: _patched(raw, 40, "<Q", 1 << 40),
+    ("segment data past end", lambda raw: patched(raw, 40, "<Q", 1 << 40),
      r"truncated: segment data ends at offset \d+, file has \d+ bytes"),
-    ("flatbuffer past end", lambda raw: _patched(raw, 24, "<Q", 1 << 20),
+    ("flatbuffer past end", lambda raw: patched(raw, 24, "<Q", 1 << 20),
      r"truncated: cannot read FlatTensor flatbuffer \(\d+ bytes\) at offset 0"),
     ("empty", lambda raw: b"",
      r"truncated: cannot read FlatTensor header \(48 bytes\) at offset 0, file has 0 bytes"),

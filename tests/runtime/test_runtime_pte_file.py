@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import struct
 import subprocess
 import sys
 
 import pytest
+from runtime_programs import patched
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime.ptd_file import read_ptd
@@ -63,20 +63,14 @@ def test_every_flipped_byte_is_read_or_refused(programs, tmp_path, name):
             pass
 
 
-def _patched(raw: bytes, offset: int, fmt: str, value) -> bytes:
-    out = bytearray(raw)
-    struct.pack_into(fmt, out, offset, value)
-    return bytes(out)
-
-
 BAD_HEADERS = [
-    ("identifier", lambda raw: _patched(raw, 4, "4s", b"ET11"),
+    ("identifier", lambda raw: patched(raw, 4, "4s", b"ET11"),
      r"not a \.pte file: identifier b'ET11' at offset 4, expected b'ET12'"),
-    ("header length", lambda raw: _patched(raw, 12, "<I", 8),
+    ("header length", lambda raw: patched(raw, 12, "<I", 8),
      r"bad extended header at offset 8: length 8"),
-    ("program past end", lambda raw: _patched(raw, 16, "<Q", 1 << 40),
+    ("program past end", lambda raw: patched(raw, 16, "<Q", 1 << 40),
      r"truncated: header promises \d+ bytes of program"),
-    ("root offset past end", lambda raw: _patched(raw, 0, "<I", 1 << 30),
+    ("root offset past end", lambda raw: patched(raw, 0, "<I", 1 << 30),
      r"truncated or corrupt: cannot read Program vtable offset \(4 bytes\) at offset \d+"),
     ("empty", lambda raw: b"", r"truncated: 0 bytes, too short for a \.pte"),
 ]

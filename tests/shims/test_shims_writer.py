@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 from shim_tools import SHIPPED_DEF, dlltool, require_tool

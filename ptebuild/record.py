@@ -7,13 +7,16 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
     {"format": "ptebuild-record", "version": 1,
      "manifest": "manifests/robot.toml",
      "targets": {"policy_xnnpack": {"kind": "program", "backend": "xnnpack", "key": "...",
+                                    "manifest": "../../manifests/robot.toml",
                                     "data_name": "policy_xnnpack_weights",
                                     "methods": ["encode_observation", "predict_actions"],
                                     "outputs": {"policy_xnnpack.pte": {"sha256": "...", "bytes": 75040},
                                                 "policy_xnnpack_weights.ptd": {...}}},
                  "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
 
-File names are relative to the record's folder. A build updates the entries of the targets it
+File names are relative to the record's folder; a target's ``manifest`` is the path of the
+manifest that built it, relative to the folder (so two manifests cannot silently overwrite each
+other's files there). A build updates the entries of the targets it
 built and keeps the others, so ``--only`` does not forget the rest of the folder. The record is
 written atomically (temporary file, fsync, rename).
 """
@@ -164,6 +167,14 @@ def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) 
     before = json.dumps(document, sort_keys=True)
     if manifest is not None:
         document["manifest"] = manifest
+    # An entry whose files were just rewritten by another target is stale (a renamed program).
+    written = {name for entry in entries.values() for name in entry["outputs"]}
+    for owner in [t for t in document["targets"] if t not in entries]:
+        outputs = document["targets"][owner]["outputs"]
+        for name in written & set(outputs):
+            del outputs[name]
+        if not outputs:
+            del document["targets"][owner]
     document["targets"].update(entries)
     if json.dumps(document, sort_keys=True) == before and (folder / RECORD_NAME).is_file():
         return  # a no-op build rewrites nothing

@@ -506,3 +506,26 @@ def test_quantized_xnnpack_programs(tiny_project):
     assert any(k.startswith("scale_") for k in keys)
     assert all(sha256_in_key(k) for k in keys)
     assert ptebuild("verify", str(out), "--bytes").returncode == 0
+
+
+def test_second_manifest_cannot_overwrite_the_first_ones_weights(tmp_path):
+    """Two manifests exporting into one folder, same data name: the second is refused before
+    lowering; renaming a program inside one manifest is not a conflict."""
+    first = copy_project(tmp_path / "first")
+    second = copy_project(tmp_path / "second")
+    second.write_text(second.read_text().replace("[programs.tiny_portable]", "[programs.other_portable]"))
+    out = tmp_path / "shared-out"
+    assert ptebuild("build", str(first), "--no-cache", "--out", str(out), "--only", "tiny_portable").returncode == 0
+    result = ptebuild("build", str(second), "--no-cache", "--out", str(out), "--only", "other_portable")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {second}: program 'other_portable' writes 'tiny_portable_weights.ptd', but {out} has the "
+        "'tiny_portable_weights.ptd' that 'tiny_portable' of ../first/tiny.toml built (per ptebuild.json); "
+        "give one of them another name or output folder, or delete 'tiny_portable_weights.ptd'"
+    ]
+    # The same manifest renaming its program takes its own file over.
+    first.write_text(first.read_text().replace("[programs.tiny_portable]", "[programs.renamed_portable]"))
+    assert ptebuild("build", str(first), "--no-cache", "--out", str(out), "--only", "renamed_portable").returncode == 0
+    record = json.loads((out / "ptebuild.json").read_text())
+    assert record["targets"]["renamed_portable"]["outputs"].keys() == {"renamed_portable.pte", "tiny_portable_weights.ptd"}
+    assert record["targets"]["tiny_portable"]["outputs"].keys() == {"tiny_portable.pte"}

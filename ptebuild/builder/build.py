@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.builder import keys
-from ptebuild.record import update_record, write_atomically
-from ptebuild.errors import CorruptObject, DataNameError, StoreError
+from ptebuild.record import RECORD_NAME, read_build_record, update_record, write_atomically
+from ptebuild.errors import CorruptObject, DataNameError, FormatError, StoreError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.names import case_key
 
@@ -96,12 +96,30 @@ def _method_specs(program: ProgramPlan) -> list[dict]:
     ]
 
 
+def manifest_id(plan: BuildPlan, out_dir: Path) -> str:
+    """How the build record names a manifest: its path relative to the output folder, so that a
+    checkout moved as a whole keeps its identity."""
+    manifest = Path(plan.manifest_dir, Path(plan.manifest).name)
+    return Path(os.path.relpath(manifest, out_dir.resolve())).as_posix()
+
+
 def check_output_folder(plan: BuildPlan, out_dir: Path) -> None:
-    """Refuse an output whose name equals, but for case, a file already in the output folder."""
+    """Refuse to write over what another manifest built into the output folder, and any output
+    whose name equals, but for case, a file already there."""
     try:
         existing = {case_key(name): name for name in os.listdir(out_dir)}
     except FileNotFoundError:
         return
+    try:
+        record = read_build_record(out_dir)
+    except FormatError:
+        record = None  # rewritten by this build
+    this_manifest = manifest_id(plan, out_dir)
+    owners = {}
+    if record is not None:
+        for owner, entry in record.targets.items():
+            for file_name in entry["outputs"]:
+                owners[file_name] = (owner, entry.get("manifest"))
     for target in list(plan.programs) + list(plan.shims):
         kind = "program" if isinstance(target, ProgramPlan) else "shim library"
         for name in target.output_names:
@@ -111,6 +129,13 @@ def check_output_folder(plan: BuildPlan, out_dir: Path) -> None:
                     f"{plan.manifest}: {kind} {target.name!r} writes {name!r}, but {out_dir} already has "
                     f"{other!r}, one file on macOS and Windows; choose names that differ in more than "
                     f"case, or remove {other!r}"
+                )
+            owner, owner_manifest = owners.get(name, (None, None))
+            if other == name and owner is not None and owner_manifest not in (None, this_manifest):
+                raise DataNameError(
+                    f"{plan.manifest}: {kind} {target.name!r} writes {name!r}, but {out_dir} has the "
+                    f"{name!r} that {owner!r} of {owner_manifest} built (per {RECORD_NAME}); give one of "
+                    f"them another name or output folder, or delete {name!r}"
                 )
 
 
@@ -435,6 +460,7 @@ class Builder:
     def _record_program(self, program: ProgramPlan, result: TargetResult) -> None:
         self.record_entries[program.name] = {
             "kind": "program",
+            "manifest": manifest_id(self.plan, self.out_dir),
             "backend": program.backend,
             "key": result.key,
             "data_name": program.data_name,
@@ -460,6 +486,7 @@ class Builder:
                 self.build_shims(shim)
                 self.record_entries[shim.name] = {
                     "kind": "shims",
+                    "manifest": manifest_id(self.plan, self.out_dir),
                     "key": self.results[shim.name].key,
                     "outputs": {
                         Path(o["path"]).name: {"sha256": o["sha256"], "bytes": o["bytes"]}

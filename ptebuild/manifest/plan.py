@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-RECORD_NAME = "ptebuild.json"
-"""The build record ptebuild writes into every output folder (see :mod:`ptebuild.record`)."""
+from ptebuild.record import RECORD_NAME  # noqa: F401 - the build record's name, re-exported
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ class _UsageExit(Exception):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only that subcommand is registered (its module alone is
+    imported, which keeps a no-op ``ptebuild build`` fast)."""
     from ptebuild import __version__
 
     parser = _Parser(
@@ -52,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
-    for module_name in SUBCOMMANDS.values():
-        module = importlib.import_module(f"ptebuild.cli.{module_name}")
+    names = [command] if command in SUBCOMMANDS else list(SUBCOMMANDS)
+    for name in names:
+        module = importlib.import_module(f"ptebuild.cli.{SUBCOMMANDS[name]}")
         module.register(subparsers)
     return parser
 
@@ -63,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        parser = build_parser()
+        command = next((a for a in argv if not a.startswith("-")), None)
+        parser = build_parser(command)
         args = parser.parse_args(argv)
     except (_UsageExit, PtebuildError) as exc:  # PtebuildError: from an argparse type= function
         print(f"error: {exc}", file=sys.stderr)

@@ -158,8 +158,26 @@ def write_atomically(path: Path, data: bytes) -> None:
 def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) -> None:
     """Merge ``entries`` (target name -> entry) into the record in ``folder``.
 
-    An unreadable record is replaced: it describes files this build is rewriting anyway.
+    Builders sharing a folder serialise their updates with an flock on the folder itself, so
+    none loses another's entries. An unreadable record is replaced: it describes files this
+    build is rewriting anyway. A no-op build writes nothing.
     """
+    if _merged(folder, manifest, entries)[1] is None:
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        document, text = _merged(folder, manifest, entries)
+        if text is not None:
+            write_atomically(folder / RECORD_NAME, text.encode())
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _merged(folder: Path, manifest: str | None, entries: dict[str, dict]) -> tuple[dict, str | None]:
+    """The record with ``entries`` merged in, and its text, or None for the text if unchanged."""
     try:
         document = read_record_document(folder) or empty_record()
     except FormatError:
@@ -177,6 +195,5 @@ def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) 
             del document["targets"][owner]
     document["targets"].update(entries)
     if json.dumps(document, sort_keys=True) == before and (folder / RECORD_NAME).is_file():
-        return  # a no-op build rewrites nothing
-    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
-    write_atomically(folder / RECORD_NAME, text.encode())
+        return document, None
+    return document, json.dumps(document, sort_keys=True, indent=1) + "\n"

@@ -149,6 +149,7 @@ class Builder:
         self._warned_store = False
         self.results: dict[str, TargetResult] = {}
         self.record_entries: dict[str, dict] = {}
+        self._staging: Path | None = None
 
     # -- the cache, which may turn itself off ------------------------------------------------
 
@@ -315,9 +316,33 @@ class Builder:
         self.report(shim.name, "done", result.status)
 
     def _staging_root(self) -> Path:
+        """This process's staging folder: ``<out>/.ptebuild-staging/<pid>-<random>/``.
+
+        Per process, so that builders sharing an output folder never remove each other's work.
+        """
+        if self._staging is None:
+            root = self.out_dir / STAGING_DIR
+            root.mkdir(exist_ok=True)
+            self._staging = Path(tempfile.mkdtemp(dir=root, prefix=f"{os.getpid()}-"))
+        return self._staging
+
+    def _clean_staging(self) -> None:
+        """Remove this process's staging folder, those of processes that died, and the root if empty."""
         root = self.out_dir / STAGING_DIR
-        root.mkdir(exist_ok=True)
-        return root
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        try:
+            leftovers = list(root.iterdir())
+        except OSError:
+            return
+        for folder in leftovers:
+            pid = folder.name.split("-", 1)[0]
+            if not pid.isdigit() or not _process_alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+        try:
+            root.rmdir()
+        except OSError:
+            pass  # another build is still staging there
 
     # -- programs -----------------------------------------------------------------------------
 
@@ -495,14 +520,24 @@ class Builder:
                 }
             self.build_programs(list(self.plan.programs))
         finally:
-            staging_root = self.out_dir / STAGING_DIR
-            if staging_root.is_dir():
-                shutil.rmtree(staging_root, ignore_errors=True)
+            self._clean_staging()
             if self.record_entries:
                 update_record(self.out_dir, self.plan.manifest, self.record_entries)
             if self.store is not None:
                 self.store.close()
         return [self.results[name] for name in self.results]
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class _NoLock:

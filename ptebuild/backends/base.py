@@ -1,8 +1,16 @@
-"""What every backend shares: check tolerances and the options base model."""
+"""What every backend shares: the options base model, check tolerances and the hooks with defaults.
+
+A backend is a :class:`Backend` (or a subclass overriding some hooks). Hooks that run in a worker
+(``prepare``, ``partitioners``, ``emit_config``, ``data_files``, ``check``) may import torch and
+executorch inside the function; the others (``toolchain_facts``, ``can_build``,
+``can_execute``, ``resources``, ``check_defaults``) run in the builder and must stay cheap.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +38,27 @@ class Backend:
         """The tolerances for a program with these options (quantized programs need looser ones)."""
         return self.default_check
 
+    # -- in the builder: cheap, no torch -------------------------------------------------------
+
+    def toolchain_facts(self, options) -> dict[str, str]:
+        """Extra facts for the action key (``toolchain.<name>`` -> value): what changes this
+        backend's code beyond Python, torch and executorch (CUDA and Triton versions, GPU arch)."""
+        return {}
+
+    def can_build(self) -> str | None:
+        """None if this machine can lower programs for the backend, else why not (one line)."""
+        return None
+
+    def can_execute(self) -> str | None:
+        """None if this machine can run the backend's programs (for the check), else why not."""
+        return None
+
+    def resources(self, options) -> dict[str, Any]:
+        """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
+        return {}
+
+    # -- in a worker: may import torch and executorch -------------------------------------------
+
     def prepare(self, exported_program, data_name, options, export, calibration):
         """Return the exported program to lower (default: unchanged).
 
@@ -39,5 +68,46 @@ class Backend:
         """
         return exported_program
 
-    def partitioners(self, options) -> list:
+    def partitioners(self, options, program=None) -> list:
+        """The partitioners for ``to_edge_transform_and_lower`` (``program`` gives method names)."""
         return []
+
+    def emit_config(self, data_name: str | None, options):
+        """The ``ExecutorchBackendConfig`` for ``to_executorch``: weights into ``data_name``."""
+        from executorch.exir import ExecutorchBackendConfig
+
+        return ExecutorchBackendConfig(external_constants=(lambda _node: data_name) if data_name else False)
+
+    def data_files(self, manager, data_name: str | None, program_name: str) -> dict[str, Any]:
+        """The data files a lowering wrote, by the ``.ptd`` stem they are published as.
+
+        ``manager._tensor_data`` maps file stems to Cords; by default every weight went into
+        ``data_name`` (or nowhere). Backends whose delegate names its own file rename it here.
+        """
+        from ptebuild.errors import BuildError
+
+        data = dict(manager._tensor_data or {})
+        if data_name is None:
+            if data:
+                raise BuildError(
+                    f"programs.{program_name}: lowering wrote data files {sorted(data)} with no data_name"
+                )
+            return {}
+        unexpected = sorted(set(data) - {data_name})
+        if unexpected:
+            raise BuildError(f"programs.{program_name}: lowering wrote data files {unexpected} besides {data_name!r}")
+        if data_name not in data:
+            raise BuildError(f"programs.{program_name}: lowering wrote no weights into '{data_name}.ptd'")
+        return {data_name: data[data_name]}
+
+    def rewrite_keys(self, manager, config) -> None:
+        """Key the program's external weights by SHA-256 (default: portable constants)."""
+        from ptebuild.builder import weightkeys
+
+        weightkeys.key_constants_by_sha256(manager, config)
+
+    def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+        """Run the built program against eager PyTorch; return (figures, name of the check)."""
+        from ptebuild.builder.check import check_program
+
+        return check_program(model, program, pte, ptd), "executorch-runtime"

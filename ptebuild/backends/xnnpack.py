@@ -50,7 +50,7 @@ class XnnpackBackend(Backend):
         delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda _node: data_name)
         return export(module)
 
-    def partitioners(self, options) -> list:
+    def partitioners(self, options, program=None) -> list:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         return [XnnpackPartitioner(per_op_mode=options.per_op_mode)]

@@ -116,9 +116,7 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple]:
 
 def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, progress: Progress) -> LoweredProgram:
     """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
-
-    from ptebuild.builder import weightkeys
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
@@ -127,19 +125,17 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
         for method in program.methods
     }
     progress(f"lowering for {program.backend}")
+    data_name = program.data_name
     try:
         edge = to_edge_transform_and_lower(
             exported,
-            partitioner=backend.partitioners(options),
+            partitioner=backend.partitioners(options, program),
             compile_config=EdgeCompileConfig(_check_ir_validity=False),
         )
-        data_name = program.data_name
-        config = ExecutorchBackendConfig(
-            external_constants=(lambda _node: data_name) if data_name else False,
-        )
+        config = backend.emit_config(data_name, options)
         progress("emitting the program")
         executorch_program = edge.to_executorch(config)
-        weightkeys.key_constants_by_sha256(executorch_program, config)
+        backend.rewrite_keys(executorch_program, config)
     except BuildError:
         raise
     except Exception as exc:
@@ -153,22 +149,11 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
     with open(pte_path, "wb") as out:
         executorch_program.write_to_file(out)
     files[program.pte_name] = pte_path
-    # ExecutorchProgramManager serialises on construction; its data files are Cords by file stem.
-    data_files = dict(executorch_program._tensor_data or {})
-    if data_name:
-        unexpected = sorted(set(data_files) - {data_name})
-        if unexpected:
-            raise BuildError(
-                f"programs.{program.name}: lowering wrote data files {unexpected} besides {data_name!r}"
-            )
-        ptd_path = staging / program.ptd_name
-        if data_name not in data_files:
-            raise BuildError(f"programs.{program.name}: lowering wrote no weights into {program.ptd_name!r}")
+    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
+        ptd_path = staging / f"{stem}.ptd"
         with open(ptd_path, "wb") as out:
-            data_files[data_name].write_to_file(out)
-        files[program.ptd_name] = ptd_path
-    elif data_files:
-        raise BuildError(f"programs.{program.name}: lowering wrote data files {sorted(data_files)} with no data_name")
+            cord.write_to_file(out)
+        files[ptd_path.name] = ptd_path
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }

@@ -39,7 +39,7 @@ def _quiet_imports() -> None:
 
 
 def run_task(task: dict, progress) -> dict:
-    from ptebuild.builder.check import check_program
+    from ptebuild.backends import get_backend
     from ptebuild.builder.examples import make_inputs
     from ptebuild.builder.lowering import lower
     from ptebuild.builder.model_loading import build_model
@@ -58,7 +58,9 @@ def run_task(task: dict, progress) -> dict:
     if program.check_enabled:
         progress("checking against eager PyTorch")
         ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-        figures = [f.to_json() for f in check_program(model, program, lowered.files[program.pte_name], ptd)]
+        backend = get_backend(program.backend)
+        checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
+        figures = [f.to_json() for f in checked]
     return {
         "files": {name: str(path) for name, path in lowered.files.items()},
         "figures": figures,

@@ -1,0 +1,44 @@
+"""Executors: where the build loop's tasks run.
+
+An executor takes :class:`~ptebuild.builder.tasks.Task` values and reports
+:class:`~ptebuild.builder.tasks.Event` values (progress, done with a
+:class:`~ptebuild.builder.tasks.TaskResult`, failed). The build loop (:mod:`ptebuild.builder.schedule`)
+knows nothing else about them. A new executor is one module here with a class implementing
+:class:`Executor` and one line in :data:`EXECUTOR_MODULES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from ptebuild.builder.tasks import Event, Task
+
+#: ``--executor`` name -> "module:class" under ptebuild.builder.executors.
+EXECUTOR_MODULES = {
+    "local": "ptebuild.builder.executors.local:LocalExecutor",
+}
+
+
+class Executor(Protocol):
+    name: str
+
+    def capacity(self) -> int:
+        """How many more tasks it takes now."""
+
+    def submit(self, task: Task) -> None: ...
+
+    def poll(self, timeout: float) -> list[Event]:
+        """Wait up to ``timeout`` seconds for news of the submitted tasks."""
+
+    def cancel(self, task_id: str) -> None:
+        """Stop a task (best effort); its FAILED event may still arrive."""
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop everything: politely after a build, at once after an error or Ctrl-C."""
+
+
+def open_executor(name: str, **options) -> Executor:
+    """The executor registered as ``name``, with ``options`` (``jobs``, ``address``...)."""
+    module_name, _, class_name = EXECUTOR_MODULES[name].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(**options)

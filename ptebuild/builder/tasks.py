@@ -1,0 +1,162 @@
+"""Tasks and events: what the build loop hands an executor, and what comes back.
+
+A :class:`Task` carries everything a lowering needs as data: the plan (JSON), the program's
+name, its action key and the files its key lists, each by name and SHA-256. An executor on the
+builder's own machine reads those files where they are (``manifest_dir``); one on another machine
+ships them (:func:`read_bundle`) and recreates the folder there (:func:`materialize`), so a node
+needs ptebuild and the toolchain, not the user's checkout.
+
+A :class:`TaskResult` returns the outputs as content: each file's name, SHA-256 and size, with
+the bytes either in a staging folder of the builder's machine (``staging``, local executors) or
+inline (``data``, executors on other machines). Publishing into the output folder is always the
+builder's job, after it checked the digests.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptebuild.results import Dependencies, FailureKind, OutputFile
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A file a task needs: its name relative to the manifest's folder, and its SHA-256."""
+
+    name: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    """Unique within a build: the program's name."""
+    key: str
+    program: str
+    backend: str
+    plan_json: str
+    manifest: str
+    """The manifest as the user named it (for messages)."""
+    manifest_dir: str
+    """The manifest's folder on the builder's machine."""
+    files: tuple[TaskFile, ...] = ()
+    """The model's sources and weights (the static inputs of the key), relative to manifest_dir."""
+    staging: str | None = None
+    """A folder of the builder's machine to write outputs into; None: return them inline."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """Resource requests for schedulers (``num_gpus``, ``memory``...), from the backend and manifest."""
+    debug: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "key": self.key,
+            "program": self.program,
+            "backend": self.backend,
+            "plan_json": self.plan_json,
+            "manifest": self.manifest,
+            "manifest_dir": self.manifest_dir,
+            "files": [[f.name, f.sha256] for f in self.files],
+            "staging": self.staging,
+            "resources": dict(self.resources),
+            "debug": self.debug,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Task":
+        return cls(
+            task_id=data["task_id"],
+            key=data["key"],
+            program=data["program"],
+            backend=data["backend"],
+            plan_json=data["plan_json"],
+            manifest=data["manifest"],
+            manifest_dir=data["manifest_dir"],
+            files=tuple(TaskFile(n, d) for n, d in data.get("files", ())),
+            staging=data.get("staging"),
+            resources=dict(data.get("resources") or {}),
+            debug=bool(data.get("debug")),
+        )
+
+
+def read_bundle(task: Task) -> dict[str, bytes]:
+    """The bytes of the task's files keyed by SHA-256, read from ``manifest_dir`` and checked."""
+    bundle: dict[str, bytes] = {}
+    for f in task.files:
+        data = Path(task.manifest_dir, f.name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != f.sha256:
+            raise OSError(f"{f.name} changed while the build was running")
+        bundle[f.sha256] = data
+    return bundle
+
+
+def materialize(task: Task, bundle: dict[str, bytes], dest: Path) -> Task:
+    """Recreate the task's files under ``dest`` from ``bundle``; return the task pointed there."""
+    from dataclasses import replace
+
+    for f in task.files:
+        path = dest / f.name
+        if ".." in Path(f.name).parts or Path(f.name).is_absolute():
+            raise ValueError(f"unsafe file name in a task: {f.name!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = bundle[f.sha256]
+        if hashlib.sha256(data).hexdigest() != f.sha256:
+            raise ValueError(f"{f.name}: the bundle's bytes do not match their digest")
+        path.write_bytes(data)
+    return replace(task, manifest_dir=str(dest))
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A finished lowering, by content."""
+
+    outputs: tuple[OutputFile, ...]
+    staging: str | None = None
+    """The folder the files are in (local executors), or None when ``data`` holds them."""
+    data: dict[str, bytes] | None = None
+    figures: tuple[dict[str, Any], ...] = ()
+    check: str = ""
+    delegates: dict[str, int] = field(default_factory=dict)
+    deps: Dependencies = field(default_factory=Dependencies)
+    lower_seconds: float = 0.0
+    check_seconds: float = 0.0
+    node: str = ""
+    """Which machine built it (host name), for reports."""
+
+    def files_into(self, folder: Path) -> dict[str, Path]:
+        """The output files as paths, writing inline data into ``folder`` first."""
+        if self.data is None:
+            return {o.name: Path(self.staging or folder, o.name) for o in self.outputs}
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for o in self.outputs:
+            path = folder / o.name
+            with open(path, "wb") as out:
+                out.write(self.data[o.name])
+                out.flush()
+                os.fsync(out.fileno())
+            paths[o.name] = path
+        return paths
+
+
+class EventKind(str, enum.Enum):
+    STARTED = "started"
+    """The task reached a worker that is ready to run it."""
+    PROGRESS = "progress"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Event:
+    task_id: str
+    kind: EventKind
+    text: str = ""
+    """Progress text, or the failure's one-line message."""
+    result: TaskResult | None = None
+    failure: FailureKind = FailureKind.BUILD

@@ -1,0 +1,172 @@
+"""Typed values that cross the seams: what an action produced, and what a build did with it.
+
+These are frozen dataclasses with ``to_json``/``from_json`` (plain, JSON-able dicts), so that the
+same value travels between a worker and the builder, a local and a remote cache tier, and into
+the build record, without dicts of strings in between. Nothing here imports torch, executorch or
+pydantic.
+
+An action result as a JSON document (what a cache tier stores under the action key)::
+
+    {"format": "ptebuild-action", "version": 2, "key": "<xxh3-128 hex>",
+     "target": "policy_xnnpack", "kind": "program", "backend": "xnnpack",
+     "outputs": [{"name": "policy_xnnpack.pte", "sha256": "...", "bytes": 75040}, ...],
+     "inputs": {"manifest.model.factory": "...", "source:models/robot_policy.py": "<sha256>", ...},
+     "deps": {"sources": {"layers/blocks.py": "<sha256>"}, "dists": {"torchao": "0.18.0"}},
+     "figures": [{"method": ..., "sizes": {...}, "output": 0, "max_abs_error": ..., "cosine": ...}],
+     "check": "executorch-runtime", "delegates": {"forward": 1}, "lower_seconds": 12.3,
+     "built_on": "host-name"}
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+ACTION_FORMAT = "ptebuild-action"
+ACTION_VERSION = 2
+
+
+class Status(str, enum.Enum):
+    """What happened to one target in one build."""
+
+    BUILT = "built"
+    CACHED = "cached"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    NEEDS_GPU = "needs-gpu"
+    """A program that only a machine with a CUDA GPU can build, and that no cache had."""
+    PENDING = "pending"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class FailureKind(str, enum.Enum):
+    """Whom a failure is for: the user's manifest or model code (exit 2), or the build (exit 1)."""
+
+    MANIFEST = "manifest"
+    BUILD = "build"
+
+
+class Source(str, enum.Enum):
+    """Where a cached result came from."""
+
+    LOCAL = "local"
+    REMOTE = "remote"
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One output file as content: its name in the output folder, SHA-256 and size."""
+
+    name: str
+    sha256: str
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, "bytes": self.size}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "OutputFile":
+        name, sha256, size = data["name"], data["sha256"], data["bytes"]
+        if not isinstance(name, str) or not isinstance(sha256, str) or not isinstance(size, int):
+            raise TypeError("output needs a name, a sha256 and a size in bytes")
+        return cls(name, sha256, size)
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """What a lowering was found to use, beyond the static inputs of its key.
+
+    ``sources``: source file name (relative to the ``sys.path`` entry it was imported from, or
+    to the manifest's folder, ``/``-separated) -> SHA-256. ``dists``: installed distribution
+    (normalised name) -> version.
+    """
+
+    sources: tuple[tuple[str, str], ...] = ()
+    dists: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {"sources": dict(self.sources), "dists": dict(self.dists)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Dependencies":
+        data = data or {}
+        sources = data.get("sources") or {}
+        dists = data.get("dists") or {}
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in {**sources, **dists}.items()):
+            raise TypeError("dependencies must map names to strings")
+        return cls(tuple(sorted(sources.items())), tuple(sorted(dists.items())))
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action (a program's lowering, a shim library's writing) produced: by content."""
+
+    key: str
+    target: str
+    kind: str
+    """``"program"`` or ``"shims"``."""
+    outputs: tuple[OutputFile, ...]
+    inputs: dict[str, str] = field(default_factory=dict)
+    """The breakdown the key was computed from (for --explain, the lockfile and provenance)."""
+    deps: Dependencies = field(default_factory=Dependencies)
+    backend: str | None = None
+    figures: tuple[dict[str, Any], ...] = ()
+    check: str = ""
+    """Which check the program passed (``executorch-runtime``, ``aoti-runner-cuda``...); empty: none."""
+    delegates: dict[str, int] = field(default_factory=dict)
+    lower_seconds: float = 0.0
+    built_on: str = ""
+
+    @property
+    def digests(self) -> list[str]:
+        return sorted({o.sha256 for o in self.outputs})
+
+    def output(self, name: str) -> OutputFile | None:
+        return next((o for o in self.outputs if o.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": ACTION_FORMAT,
+            "version": ACTION_VERSION,
+            "key": self.key,
+            "target": self.target,
+            "kind": self.kind,
+            "backend": self.backend,
+            "outputs": [o.to_json() for o in self.outputs],
+            "inputs": dict(self.inputs),
+            "deps": self.deps.to_json(),
+            "figures": list(self.figures),
+            "check": self.check,
+            "delegates": dict(self.delegates),
+            "lower_seconds": round(self.lower_seconds, 3),
+            "built_on": self.built_on,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ActionResult":
+        """Raise TypeError, KeyError or ValueError if ``data`` is not an action result."""
+        if data.get("format") != ACTION_FORMAT or data.get("version") != ACTION_VERSION:
+            raise ValueError("not a ptebuild action result of this version")
+        outputs = tuple(OutputFile.from_json(o) for o in data["outputs"])
+        if not outputs:
+            raise ValueError("an action result names at least one output")
+        inputs = data.get("inputs") or {}
+        if not isinstance(inputs, dict):
+            raise TypeError("inputs must be an object")
+        return cls(
+            key=str(data["key"]),
+            target=str(data["target"]),
+            kind=str(data["kind"]),
+            outputs=outputs,
+            inputs={str(k): str(v) for k, v in inputs.items()},
+            deps=Dependencies.from_json(data.get("deps")),
+            backend=data.get("backend"),
+            figures=tuple(data.get("figures") or ()),
+            check=str(data.get("check") or ""),
+            delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
+            lower_seconds=float(data.get("lower_seconds") or 0.0),
+            built_on=str(data.get("built_on") or ""),
+        )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.builder import keys
-from ptebuild.record import RECORD_NAME, read_build_record, update_record, write_atomically
+from ptebuild.runtime.record import RECORD_NAME, read_build_record, update_record, write_atomically
 from ptebuild.errors import CorruptObject, DataNameError, FormatError, StoreError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.names import case_key

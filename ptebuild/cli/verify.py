@@ -1,6 +1,6 @@
 """``ptebuild verify``: check a build's output folder against its build record.
 
-Imports neither torch nor executorch (see :mod:`ptebuild.verify`).
+Imports neither torch nor executorch (see :mod:`ptebuild.runtime.verify`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
 
 
 def verify_command(args) -> int:
-    from ptebuild.verify import verify_folder
+    from ptebuild.runtime.verify import verify_folder
 
     report = verify_folder(args.out_dir, verify_bytes=args.bytes)
     if args.json:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild.record import RECORD_NAME  # noqa: F401 - the build record's name, re-exported
+from ptebuild.runtime.record import RECORD_NAME  # noqa: F401 - the build record's name, re-exported
 
 
 @dataclass(frozen=True)

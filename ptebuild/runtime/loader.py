@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import LoadError
-from ptebuild.record import read_build_record
+from ptebuild.runtime.record import read_build_record
 from ptebuild.runtime.keys import sha256_in_key
 from ptebuild.runtime.ptd_file import PtdFile, read_ptd
 from ptebuild.runtime.pte_file import PteFile, read_pte

@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.record import update_record
+from ptebuild.runtime.record import update_record
 
 import torch
 

@@ -1,6 +1,6 @@
 """Check a build's output folder against its build record, without executing anything.
 
-For every target in ``ptebuild.json`` (see :mod:`ptebuild.record`):
+For every target in ``ptebuild.json`` (see :mod:`ptebuild.runtime.record`):
 
 - every output file must exist and have the size and SHA-256 the record gives it (a file
   that differs was changed, cut or replaced after the build);
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.errors import FormatError, LoadError, UsageError
-from ptebuild.record import RECORD_NAME, read_build_record
+from ptebuild.runtime.record import RECORD_NAME, read_build_record
 
 _CHUNK = 1 << 20
 

@@ -21,7 +21,7 @@ from ptebuild.manifest.plan import (
     ShimPlan,
 )
 from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
-from ptebuild.manifest.load import dotted, describe_validation_error
+from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.typos import did_you_mean
 from ptebuild.names import case_key, name_problem

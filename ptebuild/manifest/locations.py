@@ -1,0 +1,109 @@
+"""Where in a manifest a validation error is: dotted locations and one-line messages.
+
+Shared by :mod:`ptebuild.manifest.load` (the manifest's tables) and
+:mod:`ptebuild.manifest.resolve` (a backend's options), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+from ptebuild.manifest.typos import did_you_mean
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def dotted(loc: tuple[Any, ...]) -> str:
+    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``, keys quoted as TOML does."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            key = str(part) if _BARE_KEY.fullmatch(str(part)) else '"' + str(part).replace('"', '\\"') + '"'
+            out += ("." if out else "") + key
+    return out
+
+
+def _fields_at(model: type, loc: tuple[Any, ...]) -> set[str]:
+    """The keys allowed in the table at ``loc`` (a path into ``model``), for suggestions."""
+    from pydantic import BaseModel
+
+    current: Any = model
+    for part in loc:
+        origin = typing.get_origin(current)
+        if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+            current = next(a for a in typing.get_args(current) if a is not type(None))
+            origin = typing.get_origin(current)
+        if origin is typing.Annotated:
+            current = typing.get_args(current)[0]
+            origin = typing.get_origin(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return set()
+            current = field.annotation
+        elif origin is dict:
+            current = typing.get_args(current)[1]
+        elif origin is list:
+            current = typing.get_args(current)[0]
+        else:
+            return set()
+    origin = typing.get_origin(current)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        current = next(a for a in typing.get_args(current) if a is not type(None))
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return set(current.model_fields)
+    return set()
+
+
+# Tags pydantic appends to a location for the member of a union or a validator, not manifest keys.
+_UNION_TAG = re.compile(r"(constrained-\w+|function-.*|int|str|float|bool|.*\[.*\])")
+
+
+def _clean_loc(loc) -> tuple:
+    return tuple(p for p in loc if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
+
+
+def describe_validation_error(exc, display: str, model: type, prefix: tuple = ()) -> str:
+    """One line for the first error of a pydantic ValidationError, located in the manifest."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = prefix + _clean_loc(first["loc"])
+    errors = [e for e in errors if _clean_loc(e["loc"]) != _clean_loc(first["loc"])]
+    errors.insert(0, first)
+    kind = first["type"]
+    where = dotted(loc)
+    display = f"{display}: {where}" if where else display
+    if kind == "extra_forbidden":
+        key = loc[-1]
+        hint = did_you_mean(str(key), _fields_at(model, loc[len(prefix):-1]))
+        if not hint:
+            allowed = sorted(_fields_at(model, loc[len(prefix):-1]))
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else "; this table takes no keys"
+        message = f"{display}: unknown key {key!r}{hint}"
+    elif kind == "literal_error":
+        expected = re.findall(r"'([^']*)'", first["ctx"]["expected"])
+        what = "backend" if loc and loc[-1] == "backend" else "value"
+        message = (
+            f"{display}: unknown {what} {first['input']!r}"
+            f"{did_you_mean(str(first['input']), expected)}; expected one of {', '.join(map(repr, expected))}"
+        )
+    elif kind == "missing":
+        message = f"{display}: missing required key {loc[-1]!r}"
+    elif kind in ("dict_type", "model_type", "model_attributes_type"):
+        message = f"{display}: expected a table (got {first.get('input')!r})"
+    elif kind == "list_type":
+        message = f"{display}: expected an array (got {first.get('input')!r})"
+    elif kind == "value_error":
+        message = f"{display}: {first['msg'].removeprefix('Value error, ')}"
+    else:
+        given = first.get("input")
+        shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
+        message = f"{display}: {first['msg'].lower()}{shown}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return message

@@ -25,6 +25,9 @@ SUBCOMMANDS = {
     "run": "run",
     "cache": "cache",
     "shims": "shims",
+    "pack": "pack",
+    "inspect": "inspect",
+    "diff": "diff",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -1,38 +1,56 @@
-"""``ptebuild verify``: check a build's output folder against its build record.
+"""``ptebuild verify``: check a build's output folder against its build record, or a release bundle.
 
-Imports neither torch nor executorch (see :mod:`ptebuild.runtime.verify`).
+Imports neither torch nor executorch (see :mod:`ptebuild.runtime.verify` and
+:mod:`ptebuild.release.bundle`).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "verify",
-        help="check a build's outputs against its build record and each .pte against its .ptd",
+        help="check a build's outputs (or a bundle) against its build record and each .pte against its .ptd",
         description=(
             "Check every file listed in OUT_DIR/ptebuild.json (present, size, sha256) and every "
-            ".pte against its .ptd (every named-data key present). Exit 0 if all is well, 1 if "
-            "anything is wrong, 2 if OUT_DIR has no readable build record."
+            ".pte against its .ptd (every named-data key present). Given a bundle (.tar.gz, .tgz, "
+            ".zip) written by `ptebuild pack`, check it without unpacking: unsafe entries, "
+            "SHA256SUMS, provenance subjects, the lock, then the same checks with every blob rehashed. "
+            "Exit 0 if all is well, 1 if anything is wrong, 2 if OUT_DIR has no readable build record "
+            "or the bundle cannot be read."
         ),
     )
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="the output folder of a build")
+    parser.add_argument("out_dir", metavar="OUT_DIR|BUNDLE", help="the output folder of a build, or a bundle")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument(
-        "--bytes", action="store_true", help="also hash every blob of every .ptd and compare it with its key"
+        "--bytes", action="store_true", help="also hash every blob of every .ptd and compare it with its key (always on for bundles)"
     )
     parser.set_defaults(handler=verify_command)
 
 
 def verify_command(args) -> int:
-    from ptebuild.runtime.verify import verify_folder
+    from ptebuild.release.bundle import is_bundle_path
 
-    report = verify_folder(args.out_dir, verify_bytes=args.bytes)
+    if is_bundle_path(args.out_dir) and not Path(args.out_dir).is_dir():
+        from ptebuild.release.bundle import verify_bundle
+
+        report = verify_bundle(args.out_dir)
+        where = str(report.path)
+        verify_bytes = True
+    else:
+        from ptebuild.runtime.verify import verify_folder
+
+        report = verify_folder(args.out_dir, verify_bytes=args.bytes)
+        where = str(report.folder)
+        verify_bytes = report.verify_bytes
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1
+    for problem in getattr(report, "problems", ()):
+        print(problem)
     width = max((len(t.name) for t in report.targets), default=0)
     for target in report.targets:
         status = "ok" if target.ok else "FAILED: " + "; ".join(target.problems)
@@ -42,6 +60,8 @@ def verify_command(args) -> int:
     files = sum(len(t.files) for t in report.targets)
     keys = sum(t.keys_checked for t in report.targets)
     verdict = "all ok" if report.ok else f"{len(report.failed)} failed"
-    checked = f"{files} files, {keys} keys checked" + (", blobs rehashed" if report.verify_bytes else "")
-    print(f"{len(report.targets)} targets: {verdict} ({checked}) -> {report.folder}")
+    checked = f"{files} files, {keys} keys checked" + (", blobs rehashed" if verify_bytes else "")
+    problems = getattr(report, "problems", ())
+    extra = f", {len(problems)} problems with the bundle" if problems else ""
+    print(f"{len(report.targets)} targets: {verdict} ({checked}{extra}) -> {where}")
     return 0 if report.ok else 1

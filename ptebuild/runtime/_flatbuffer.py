@@ -113,6 +113,13 @@ class Table:
             return None
         return bytes(self.view.buf[start : start + count])
 
+    def scalars(self, index: int, name: str, fmt: struct.Struct) -> list:
+        """Reads a vector-of-scalars field (``[int]``, ``[long]``, ``[double]``...), empty when absent."""
+        start, count = self._vector(index, name, fmt.size)
+        if start is None:
+            return []
+        return [value for (value,) in fmt.iter_unpack(self.view.buf[start : start + count * fmt.size])]
+
     def table(self, index: int, name: str) -> Table | None:
         """Reads sub-table field ``index``, or None when absent."""
         target = self._target(index, name)

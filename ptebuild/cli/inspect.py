@@ -1,0 +1,39 @@
+"""``ptebuild inspect``: what a ``.pte`` or ``.ptd`` holds (see :mod:`ptebuild.runtime.inspect`).
+
+Imports neither torch nor executorch.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="show a .pte's methods, delegates, segments and needed keys, or a .ptd's keys",
+        description=(
+            "Describe FILE without executing it: for a .pte its header, each method's inputs and "
+            "outputs (dtype and sizes), operators and delegates, its segments, named data and the "
+            "keys it needs from a .ptd; for a .ptd its keys with their sizes. Exit 2 if FILE is "
+            "neither or is corrupt."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="a .pte or .ptd file")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser.set_defaults(handler=inspect_command)
+
+
+def inspect_command(args) -> int:
+    from ptebuild.errors import UsageError
+    from ptebuild.runtime.inspect import describe, inspect
+
+    try:
+        result = inspect(args.file)
+    except OSError as exc:
+        raise UsageError(f"{args.file}: cannot read: {exc.strerror}") from None
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print("\n".join(describe(result)))
+    return 0

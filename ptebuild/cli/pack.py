@@ -1,0 +1,65 @@
+"""``ptebuild pack``: a verified build packed into a reproducible release bundle.
+
+Imports neither torch nor executorch (see :mod:`ptebuild.release.pack`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pack",
+        help="pack a verified build into a reproducible .tar.gz or .zip with checksums and provenance",
+        description=(
+            "Verify the build of MANIFEST, then write a byte-for-byte reproducible archive holding every "
+            "output, SHA256SUMS, the manifest, the lock (when there is one), the build record and an "
+            "in-toto/SLSA provenance statement, all in one folder named after the archive. "
+            "SOURCE_DATE_EPOCH sets the files' time. Exit 0 when written, 1 if the build fails "
+            "verification or the cache lacks programs, 2 on bad input."
+        ),
+    )
+    parser.add_argument("manifest", metavar="MANIFEST", help="the manifest whose build to pack")
+    parser.add_argument("-o", "--output", required=True, metavar="NAME.tar.gz", help="the archive to write (.tar.gz, .tgz or .zip)")
+    parser.add_argument("--out", metavar="DIR", help="the build's output folder (default: the manifest's defaults.out)")
+    parser.add_argument(
+        "--lock", metavar="FILE", help="the lockfile to pack and check against (default: ptebuild.lock beside the manifest, if any)"
+    )
+    parser.add_argument(
+        "--from-cache", action="store_true", help="assemble from the cache by the lock's digests instead of an output folder"
+    )
+    parser.add_argument("--cache", metavar="DIR", help="the cache for --from-cache (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser.set_defaults(handler=pack_command)
+
+
+def pack_command(args) -> int:
+    from ptebuild.errors import UsageError
+    from ptebuild.release.lock import LOCK_NAME
+    from ptebuild.release.pack import pack, pack_from_cache
+
+    manifest = Path(args.manifest)
+    lock = Path(args.lock) if args.lock else manifest.parent / LOCK_NAME
+    if args.from_cache:
+        if args.out:
+            raise UsageError("pack: --out and --from-cache exclude each other (--from-cache reads no output folder)")
+        from ptebuild.store import default_cache_dir
+
+        cache = Path(args.cache) if args.cache else default_cache_dir()
+        result = pack_from_cache(lock, cache, args.output, manifest_path=manifest)
+    else:
+        if args.cache:
+            raise UsageError("pack: --cache only goes with --from-cache")
+        result = pack(args.out, manifest, lock if (args.lock or lock.is_file()) else None, args.output)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    for name in result.files:
+        print(f"  {result.folder}/{name}")
+    print(
+        f"{len(result.targets)} targets, {len(result.files)} files -> {result.archive.path} "
+        f"({result.archive.size} bytes, sha256 {result.archive.sha256})"
+    )
+    return 0

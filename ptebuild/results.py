@@ -170,3 +170,69 @@ class ActionResult:
             lower_seconds=float(data.get("lower_seconds") or 0.0),
             built_on=str(data.get("built_on") or ""),
         )
+
+
+@dataclass
+class TargetResult:
+    """What one build did with one program or shim library (the JSON report's entries).
+
+    Mutable while the build runs (one object per target, filled in as events arrive); the JSON
+    form is what ``ptebuild build --json`` prints.
+    """
+
+    name: str
+    kind: str
+    backend: str | None
+    out_dir: str = ""
+    status: Status = Status.PENDING
+    seconds: float = 0.0
+    outputs: tuple[OutputFile, ...] = ()
+    figures: tuple[dict[str, Any], ...] = ()
+    check: str = ""
+    methods: tuple[dict[str, Any], ...] = ()
+    message: str = ""
+    explain: list[str] = field(default_factory=list)
+    failure: FailureKind = FailureKind.BUILD
+    key: str = ""
+    source: Source | None = None
+    """Where a cached result came from (local or remote cache)."""
+    node: str = ""
+    """Which machine built it (executors that run elsewhere)."""
+
+    def take(self, result: ActionResult) -> None:
+        """Fill in the outputs and check figures of ``result``."""
+        self.outputs = result.outputs
+        self.figures = result.figures
+        self.check = result.check
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "backend": self.backend,
+            "status": self.status.value,
+            "seconds": round(self.seconds, 3),
+            "methods": list(self.methods),
+            "outputs": [
+                {"path": str(_join(self.out_dir, o.name)), "sha256": o.sha256, "bytes": o.size}
+                for o in self.outputs
+            ],
+            "check": list(self.figures),
+            "check_kind": self.check,
+            "key": self.key,
+        }
+        if self.source is not None:
+            data["source"] = self.source.value
+        if self.node:
+            data["node"] = self.node
+        if self.message:
+            data["error"] = self.message
+        if self.explain:
+            data["explain"] = list(self.explain)
+        return data
+
+
+def _join(folder: str, name: str):
+    from pathlib import Path
+
+    return Path(folder, name)

@@ -8,17 +8,18 @@ executorch inside the function; the others (``toolchain_facts``, ``can_build``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 
+def __getattr__(name: str):  # BackendOptions needs pydantic: imported only when asked for
+    if name == "BackendOptions":
+        from ptebuild.backends.options import BackendOptions
 
-class BackendOptions(BaseModel):
-    """Base of each backend's ``options`` table: frozen, unknown keys refused."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+        return BackendOptions
+    raise AttributeError(f"module 'ptebuild.backends.base' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,16 @@ class CheckTolerances:
 @dataclass(frozen=True)
 class Backend:
     name: str
-    options_model: type[BackendOptions]
+    options_factory: Callable[[], type]
+    """Returns the backend's options model (a pydantic model: defined when first needed, so that
+    the builder's cheap hooks never pay for importing pydantic)."""
     keeps_data_in_pte: bool
     default_check: CheckTolerances
+
+    @property
+    def options_model(self) -> type:
+        model = self.options_factory()
+        return model
 
     def check_defaults(self, options) -> CheckTolerances:
         """The tolerances for a program with these options (quantized programs need looser ones)."""

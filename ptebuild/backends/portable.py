@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from ptebuild.backends.base import Backend, BackendOptions, CheckTolerances
+import functools
+
+from ptebuild.backends.base import Backend, CheckTolerances
 
 
-class PortableOptions(BackendOptions):
-    """The portable backend takes no options."""
+@functools.cache
+def options_model() -> type:
+    from ptebuild.backends.options import BackendOptions
+
+    class PortableOptions(BackendOptions):
+        """The portable backend takes no options."""
+
+    return PortableOptions
 
 
 BACKEND = Backend(
     name="portable",
-    options_model=PortableOptions,
+    options_factory=options_model,
     keeps_data_in_pte=False,
     default_check=CheckTolerances(atol=1e-4, min_cosine=0.99999),
 )

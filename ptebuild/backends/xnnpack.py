@@ -15,15 +15,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ptebuild.backends.base import Backend, BackendOptions, CheckTolerances
+import functools
+
+from ptebuild.backends.base import Backend, CheckTolerances
 
 
-class XnnpackOptions(BackendOptions):
-    per_op_mode: bool = False
-    """Delegate each operator on its own instead of the largest partitions (slower, for debugging)."""
-    quantize: Literal["none", "int8-dynamic", "int8"] = "none"
-    """``int8-dynamic``: int8 per-channel weights, activations quantized at run time;
-    ``int8``: int8 weights and activations, calibrated on generated inputs."""
+@functools.cache
+def options_model() -> type:
+    from ptebuild.backends.options import BackendOptions
+
+    class XnnpackOptions(BackendOptions):
+        per_op_mode: bool = False
+        """Delegate each operator on its own instead of the largest partitions (slower, for debugging)."""
+        quantize: Literal["none", "int8-dynamic", "int8"] = "none"
+        """``int8-dynamic``: int8 per-channel weights, activations quantized at run time;
+        ``int8``: int8 weights and activations, calibrated on generated inputs."""
+
+    return XnnpackOptions
 
 
 QUANTIZED_CHECK = {
@@ -72,7 +80,7 @@ def _quantized(module, scheme: str, calibration):
 
 BACKEND = XnnpackBackend(
     name="xnnpack",
-    options_model=XnnpackOptions,
+    options_factory=options_model,
     keeps_data_in_pte=False,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
 )

@@ -122,8 +122,11 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
     return sources
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
-    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value."""
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend=None) -> dict[str, str]:
+    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value.
+
+    ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
+    """
     manifest_dir = Path(plan.manifest_dir)
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
     _flatten_entry("manifest.model", program.model_entry, inputs)
@@ -139,6 +142,9 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
                 f"{plan.manifest}: models.{program.model}.weights: no such file {program.weights!r}"
             ) from None
     inputs.update(toolchain_facts(digest_file))
+    if backend is not None:
+        for name, value in backend.toolchain_facts(program.options).items():
+            inputs[f"toolchain.{name}"] = str(value)
     return inputs
 
 

@@ -1,8 +1,8 @@
 """Skip manifest validation when the manifest's bytes have not changed.
 
 Validating a manifest needs pydantic, whose import alone costs about as much as the whole
-budget of a no-op build. The resolved :class:`BuildPlan` is therefore kept in the store's action
-cache under a key over the manifest's bytes and ptebuild's version: an unchanged manifest is
+budget of a no-op build. The resolved :class:`BuildPlan` is therefore kept in the local cache (a
+memo of the cache front end) under a key over the manifest's bytes and ptebuild's version: an unchanged manifest is
 read back as plain JSON. Anything else (a missing store, a damaged entry) validates as usual.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptebuild.errors import ManifestError, StoreError
+from ptebuild.errors import ManifestError
 from ptebuild.manifest.plan import BuildPlan
 
 SCHEMA = b"ptebuild-plan-cache 1\0"
@@ -28,33 +28,28 @@ def _key(manifest_bytes: bytes, manifest_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def load_plan(manifest: str, store) -> BuildPlan:
-    """The plan of ``manifest``, from the store when its bytes are unchanged."""
+def load_plan(manifest: str, cache) -> BuildPlan:
+    """The plan of ``manifest``, from the cache (a :class:`~ptebuild.store.frontend.Cache`)
+    when its bytes are unchanged."""
     from ptebuild.manifest import load_manifest
 
     path = Path(manifest)
     manifest_dir = path.resolve().parent
-    if store is None:
+    if cache is None:
         return load_manifest(manifest)
     try:
         data = path.read_bytes()
     except OSError:
         return load_manifest(manifest)  # reports the problem in the usual words
     key = _key(data, manifest_dir)
-    try:
-        record = store.actions.get(key)
-    except StoreError:
-        record = None
+    record = cache.memo_get(key)
     if record is not None and isinstance(record.get("plan"), str):
         try:
             return BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir))
         except (KeyError, TypeError, ValueError):
             pass
     plan = load_manifest(manifest)
-    try:
-        store.actions.put(key, "manifest-plans", {"plan": plan.to_json()})
-    except StoreError:
-        pass
+    cache.memo_put(key, {"plan": plan.to_json()})
     return plan
 
 

@@ -2,11 +2,14 @@
 
 Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
 
-- parent -> worker: ``("lower", task)`` with ``task`` a dict (plan JSON, program name, staging
-  folder), or ``("stop",)``;
+- parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.builder.tasks.Task` as
+  JSON, or ``("stop",)``;
 - worker -> parent: ``("ready",)`` once imports are done; ``("progress", text)`` while working;
-  ``("done", result)`` or ``("failed", kind, message)`` at the end of each task, where ``kind`` is
-  ``"manifest"`` (the user must fix the manifest or the model code) or ``"build"``.
+  ``("done", TaskResult)`` or ``("failed", kind, message)`` at the end of each task, where ``kind``
+  is ``"manifest"`` (the user must fix the manifest or the model code) or ``"build"``.
+
+:func:`prepare_worker`, :func:`run_task` and :func:`execute` are the worker side of every
+executor (a local pool, a warm server, a Ray task).
 
 A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
 parent fails the one task it was running.
@@ -19,13 +22,20 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
+from ptebuild.builder.tasks import Task, TaskResult
 from ptebuild.errors import ManifestError, PtebuildError
+from ptebuild.results import OutputFile
 
 
-def _quiet_imports() -> None:
-    """Import torch and executorch once, with their import-time chatter silenced."""
+_baseline: frozenset[str] = frozenset()
+
+
+def prepare_worker() -> None:
+    """Import torch and executorch once, quietly, and remember which modules a task starts with."""
+    global _baseline
     warnings.filterwarnings("ignore")
     import logging
 
@@ -36,38 +46,102 @@ def _quiet_imports() -> None:
         import torch  # noqa: F401
         import executorch.exir  # noqa: F401
         import executorch.runtime  # noqa: F401
+    import ptebuild.backends.portable  # noqa: F401
+    import ptebuild.backends.xnnpack  # noqa: F401
+    import ptebuild.builder.lowering  # noqa: F401
+
+    _baseline = frozenset(sys.modules)
 
 
-def run_task(task: dict, progress) -> dict:
+def _user_modules() -> list[str]:
+    """Modules imported since :func:`prepare_worker` that are the user's code, not installed ones."""
+    from ptebuild.builder.deps import _dist_dirs, _entries, _stdlib_dirs
+
+    installed = _stdlib_dirs() + _dist_dirs(_entries(sys.path))
+    out = []
+    for name, module in list(sys.modules.items()):
+        if name in _baseline or name.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and any(os.path.abspath(file).startswith(p + os.sep) for p in installed):
+            continue
+        out.append(name)
+    return out
+
+
+def fresh_state(seed: int = 0) -> None:
+    """Isolate a task from the ones before it in this process.
+
+    The user's modules are dropped from ``sys.modules`` so that edited model code is imported
+    again (a warm interpreter must never lower stale code), and torch's global state is reset.
+    """
+    import importlib
+
+    import torch
+
+    for name in _user_modules():
+        sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+    torch.manual_seed(seed)
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+
+
+def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
+    """Lower and check one program in this process; return its outputs by content."""
+    import shutil
+    import socket
+    import tempfile
+
     from ptebuild.backends import get_backend
+    from ptebuild.builder.deps import discover
     from ptebuild.builder.examples import make_inputs
     from ptebuild.builder.lowering import lower
     from ptebuild.builder.model_loading import build_model
     from ptebuild.manifest.plan import BuildPlan
+    from ptebuild.store.hashing import hash_file
 
+    fresh_state()
     started = time.monotonic()
-    plan = BuildPlan.from_json(task["plan"], manifest=task["manifest"], manifest_dir=task["manifest_dir"])
-    program = next(p for p in plan.programs if p.name == task["program"])
+    plan = BuildPlan.from_json(task.plan_json, manifest=task.manifest, manifest_dir=task.manifest_dir)
+    program = next(p for p in plan.programs if p.name == task.program)
     manifest_dir = Path(plan.manifest_dir)
-    progress("building the model")
-    model = build_model(program, manifest_dir, plan.manifest)
-    inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-    lowered = lower(model, program, inputs, Path(task["staging"]), progress)
-    lowered_at = time.monotonic()
-    figures = []
-    if program.check_enabled:
-        progress("checking against eager PyTorch")
-        ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-        backend = get_backend(program.backend)
-        checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
-        figures = [f.to_json() for f in checked]
-    return {
-        "files": {name: str(path) for name, path in lowered.files.items()},
-        "figures": figures,
-        "delegates": lowered.delegated,
-        "lower_seconds": lowered_at - started,
-        "check_seconds": time.monotonic() - lowered_at,
-    }
+    staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
+    try:
+        progress("building the model")
+        model = build_model(program, manifest_dir, plan.manifest)
+        inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
+        lowered = lower(model, program, inputs, staging, progress)
+        lowered_at = time.monotonic()
+        figures, check_name = [], ""
+        if program.check_enabled:
+            progress("checking against eager PyTorch")
+            ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
+            checked, check_name = get_backend(program.backend).check(
+                model, program, lowered.files[program.pte_name], ptd
+            )
+            figures = [f.to_json() for f in checked]
+        deps = discover(manifest_dir, hash_file)
+        outputs = []
+        for name, path in sorted(lowered.files.items()):
+            digest, size = hash_file(path)
+            outputs.append(OutputFile(name, digest, size))
+        data = None if task.staging else {o.name: (staging / o.name).read_bytes() for o in outputs}
+        return TaskResult(
+            outputs=tuple(outputs),
+            staging=task.staging,
+            data=data,
+            figures=tuple(figures),
+            check=check_name,
+            delegates=dict(lowered.delegated),
+            deps=deps,
+            lower_seconds=lowered_at - started,
+            check_seconds=time.monotonic() - lowered_at,
+            node=socket.gethostname(),
+        )
+    finally:
+        if not task.staging:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _redirect_output(log_path: str) -> None:
@@ -102,12 +176,12 @@ def _die_with_parent() -> None:
 
 
 def worker_main(conn, log_path: str | None = None) -> None:
-    """Entry point of a worker process."""
+    """Entry point of a worker process of the local executor."""
     _die_with_parent()
     if log_path:
         _redirect_output(log_path)
     try:
-        _quiet_imports()
+        prepare_worker()
     except BaseException as exc:  # report, then die: the parent fails the task
         conn.send(("failed", "build", f"the worker cannot import torch/executorch: {exc}"))
         return
@@ -119,15 +193,20 @@ def worker_main(conn, log_path: str | None = None) -> None:
             return
         if message[0] == "stop":
             return
-        task = message[1]
-        try:
-            result = run_task(task, lambda text: conn.send(("progress", text)))
-        except ManifestError as exc:
-            conn.send(("failed", "manifest", str(exc)))
-        except PtebuildError as exc:
-            conn.send(("failed", "build", str(exc)))
-        except Exception as exc:  # the model's code or the toolchain: keep the worker alive
-            detail = traceback.format_exc() if task.get("debug") else ""
-            conn.send(("failed", "build", f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else "")))
-        else:
-            conn.send(("done", result))
+        task = Task.from_json(message[1])
+        kind, payload = execute(task, lambda text: conn.send(("progress", text)))
+        conn.send((kind, *payload))
+
+
+def execute(task: Task, progress: Callable[[str], None]) -> tuple[str, tuple]:
+    """Run a task and turn any failure into a message: ``("done", (result,))`` or
+    ``("failed", (kind, message))``. Shared by every executor's worker side."""
+    try:
+        return "done", (run_task(task, progress),)
+    except ManifestError as exc:
+        return "failed", ("manifest", str(exc))
+    except PtebuildError as exc:
+        return "failed", ("build", str(exc))
+    except Exception as exc:  # the model's code or the toolchain: keep the worker alive
+        detail = traceback.format_exc() if task.debug else ""
+        return "failed", ("build", f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else ""))

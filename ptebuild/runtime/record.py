@@ -72,16 +72,20 @@ class BuildRecord:
         owners = []
         for name, entry in sorted(self.targets.items()):
             info = entry["outputs"].get(file.name)
-            if entry.get("kind") == "program" and info is not None and _has_bytes(file, info):
+            if entry.get("kind") == "program" and info is not None and file_matches(file, info["sha256"], info["bytes"]):
                 owners.append(name)
         return owners
 
 
-def _has_bytes(file: Path, info: dict) -> bool:
-    from ptebuild.store.hashing import hash_file
+def file_matches(file: Path, sha256: str, size: int, digest_file=None) -> bool:
+    """True if ``file`` exists with exactly ``size`` bytes hashing to ``sha256``.
 
+    ``digest_file`` (path -> (sha256, size)) may be a stat-cached digest; the default reads the file.
+    """
+    if digest_file is None:
+        from ptebuild.store.hashing import hash_file as digest_file
     try:
-        return file.stat().st_size == info["bytes"] and hash_file(file)[0] == info["sha256"]
+        return file.stat().st_size == size and digest_file(file)[0] == sha256
     except OSError:
         return False
 

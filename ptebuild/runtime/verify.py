@@ -19,15 +19,14 @@ wrong with the artifacts themselves is returned in the :class:`VerifyReport`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.errors import FormatError, LoadError, UsageError
 from ptebuild.runtime.record import RECORD_NAME, read_build_record
+from ptebuild.store.hashing import hash_file
 
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,7 @@ def _check_file(path: Path, info: dict) -> str | None:
     if size != info["bytes"]:
         return f"{path.name}: {size} bytes, the record says {info['bytes']} (changed after the build)"
     try:
-        digest = _sha256(path)
+        digest = hash_file(path)[0]
     except OSError as exc:
         return f"{path.name}: cannot read: {exc.strerror}"
     if digest != info["sha256"]:
@@ -155,14 +154,6 @@ def _check_file(path: Path, info: dict) -> str | None:
             f"{info['sha256'][:12]}... (changed after the build)"
         )
     return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _check_keys(folder: Path, pte: str, data: tuple[str, ...], verify_bytes: bool) -> tuple[int, tuple[str, ...]]:

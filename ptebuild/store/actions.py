@@ -155,9 +155,10 @@ class ActionCache:
         return body["record"]
 
     def put(
-        self, key: str, program_id: str, record: dict, refs: list[str] | None = None
+        self, key: str, program_id: str | None, record: dict, refs: list[str] | None = None
     ) -> None:
-        """Store ``record`` for ``key`` atomically and make it ``program_id``'s last record.
+        """Store ``record`` for ``key`` atomically and (with a ``program_id``) make it that
+        program's last record.
 
         ``refs`` are the blob digests the record needs (default: :func:`default_refs`).
         Raises StoreError if the record cannot be encoded or the cache cannot be written.
@@ -168,7 +169,7 @@ class ActionCache:
                 raise StoreError(f"action {key}: not a SHA-256 hex digest in refs: {r!r}")
         body = {
             "key": check_key(key),
-            "program": program_id,
+            "program": program_id if program_id is not None else record.get("target", ""),
             "record": record,
             "refs": refs,
             "stored": round(time.time(), 3),
@@ -178,9 +179,14 @@ class ActionCache:
         except (TypeError, ValueError) as exc:
             raise StoreError(f"action {key}: the record is not JSON-serialisable: {exc}") from None
         _fs.atomic_write_bytes(self.path(key), data, what="write the action record")
+        if program_id is not None:
+            self.set_last(program_id, key)
+
+    def set_last(self, program_id: str, key: str) -> None:
+        """Make ``key``'s record the last one of ``program_id`` (for --explain)."""
         pointer = self.last_root / f"{program_file_name(program_id)}.key"
         _fs.atomic_write_bytes(
-            pointer, f"{key} {program_id}\n".encode(), what="write the last-record pointer"
+            pointer, f"{check_key(key)} {program_id}\n".encode(), what="write the last-record pointer"
         )
 
     def last_for(self, program_id: str) -> dict | None:
@@ -194,7 +200,7 @@ class ActionCache:
         if rest != program_id or not _KEY_RE.fullmatch(key):
             return None
         body = self.read(key)
-        if body is None or body.get("program") != program_id:
+        if body is None:
             return None
         return body["record"]
 

@@ -17,6 +17,8 @@ from ptebuild.builder.tasks import Event, Task
 #: ``--executor`` name -> "module:class" under ptebuild.builder.executors.
 EXECUTOR_MODULES = {
     "local": "ptebuild.builder.executors.local:LocalExecutor",
+    "daemon": "ptebuild.builder.executors.daemon:DaemonExecutor",
+    "ray": "ptebuild.builder.executors.ray:RayExecutor",
 }
 
 

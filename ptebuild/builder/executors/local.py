@@ -1,4 +1,4 @@
-"""A pool of worker processes that survives its workers' crashes.
+"""The local executor: a pool of worker processes that survives its workers' crashes.
 
 Unlike :class:`concurrent.futures.ProcessPoolExecutor`, whose every pending future breaks when one
 worker dies, a crash here fails only the task that worker was running; the pool starts a new
@@ -14,7 +14,9 @@ import tempfile
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
+from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.builder.worker import worker_main
+from ptebuild.results import FailureKind
 
 
 @dataclass
@@ -25,16 +27,6 @@ class _Worker:
     task_id: str | None = None
     ready: bool = False
     queued: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Event:
-    task_id: str
-    kind: str
-    """``"started"`` (the worker finished its imports and took the task), ``"progress"``,
-    ``"done"`` or ``"failed"``."""
-    payload: object = None
-    failure_kind: str = "build"
 
 
 def _last_words(log_path: str) -> str:
@@ -69,9 +61,13 @@ def _describe_exit(code: int | None) -> str:
     return f"the worker process exited with code {code}"
 
 
-class WorkerPool:
-    def __init__(self, size: int):
-        self.size = max(1, size)
+class LocalExecutor:
+    """``--executor local``: ``jobs`` spawned worker processes on this machine."""
+
+    name = "local"
+
+    def __init__(self, jobs: int = 1, **_options):
+        self.size = max(1, jobs)
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
 
@@ -88,11 +84,13 @@ class WorkerPool:
         self._workers.append(worker)
         return worker
 
-    def idle_slots(self) -> int:
+    def capacity(self) -> int:
         busy = sum(1 for w in self._workers if w.task_id is not None)
         return self.size - busy
 
-    def submit(self, task_id: str, task: dict) -> None:
+    def submit(self, task: Task) -> None:
+        task_id = task.task_id
+        payload = task.to_json()
         worker = next((w for w in self._workers if w.task_id is None), None)
         if worker is None:
             if len(self._workers) >= self.size:
@@ -100,9 +98,9 @@ class WorkerPool:
             worker = self._start_worker()
         worker.task_id = task_id
         if worker.ready:
-            worker.conn.send(("lower", task))
+            worker.conn.send(("lower", payload))
         else:
-            worker.queued.append(task)
+            worker.queued.append(payload)
 
     def poll(self, timeout: float) -> list[Event]:
         """Wait up to ``timeout`` seconds for news from the workers."""
@@ -128,14 +126,14 @@ class WorkerPool:
                     worker.ready = True
                     if worker.queued:
                         worker.conn.send(("lower", worker.queued.pop()))
-                        events.append(Event(worker.task_id, "started"))
+                        events.append(Event(worker.task_id, EventKind.STARTED))
                 elif kind == "progress":
-                    events.append(Event(worker.task_id, "progress", message[1]))
+                    events.append(Event(worker.task_id, EventKind.PROGRESS, str(message[1])))
                 elif kind == "done":
-                    events.append(Event(worker.task_id, "done", message[1]))
+                    events.append(Event(worker.task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
                 elif kind == "failed":
-                    events.append(Event(worker.task_id, "failed", message[2], failure_kind=message[1]))
+                    events.append(Event(worker.task_id, EventKind.FAILED, message[2], failure=FailureKind(message[1])))
                     worker.task_id = None
         except (EOFError, OSError):
             pass
@@ -143,10 +141,16 @@ class WorkerPool:
             worker.process.join(timeout=1)
             if worker.task_id is not None:
                 message = _describe_exit(worker.process.exitcode) + _last_words(worker.log_path)
-                events.append(Event(worker.task_id, "failed", message))
+                events.append(Event(worker.task_id, EventKind.FAILED, message))
             self._workers.remove(worker)
             _remove(worker.log_path)
         return events
+
+    def cancel(self, task_id: str) -> None:
+        """Kill the worker running ``task_id``; its FAILED event follows from the next poll."""
+        for worker in self._workers:
+            if worker.task_id == task_id and worker.process.is_alive():
+                worker.process.kill()
 
     def close(self, graceful: bool = True) -> None:
         """Stop the workers: politely after a build, at once after an error or Ctrl-C."""

@@ -1,0 +1,201 @@
+"""Discovered dependencies: what a lowering really used, recorded like ninja's depfiles.
+
+An action key covers the static inputs of a program (its manifest entries, the factory's package,
+the weights, the toolchain). Model code reaches further: a sibling package next to the manifest
+(``from layers.blocks import activation``), or an installed library (transformers, timm,
+torchao). After a worker has built, exported, lowered and checked a program, :func:`discover`
+walks ``sys.modules`` and maps every module that has a file to either
+
+- a **source file** (anything outside the stdlib and outside installed distributions), named
+  relative to the ``sys.path`` entry it was imported from (the manifest's folder comes first), and
+  hashed with SHA-256; or
+- an **installed distribution** (through ``importlib.metadata.packages_distributions``), with its
+  version read from its ``<name>-<version>.dist-info`` folder name.
+
+The result is stored with the action result. The next build finds the result by its static key
+and calls :meth:`DependencyCheck.changes`: every source file is digested again through the
+stat cache (no read of an unchanged file) and every distribution's version is read from the
+folder names of the ``sys.path`` entries (one ``listdir`` each per build, no
+``importlib.metadata``, no torch). Any difference is a miss, and the lines it returns name it
+for ``--explain``: ``source file layers/blocks.py changed``,
+``distribution transformers changed (5.23.0 -> 5.24.0)``.
+
+ptebuild's own modules are left out (their lowering code is in the key already); so are the
+stdlib and modules without a file (builtins, namespace packages).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ptebuild.results import Dependencies
+
+DigestFile = Callable[[Path], tuple[str, int]]
+
+_NOT_DEPENDENCIES = frozenset({"ptebuild", "__main__", "__mp_main__"})
+"""ptebuild itself (its lowering code is in the key) and the entry script."""
+
+_DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist-info|egg-info)$")
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _entries(path: Iterable[str]) -> list[str]:
+    seen, out = set(), []
+    for entry in path:
+        real = os.path.abspath(entry or ".")
+        if real not in seen:
+            seen.add(real)
+            out.append(real)
+    return out
+
+
+def installed_versions(path: Iterable[str] | None = None) -> dict[str, str]:
+    """Normalised distribution name -> version, from the dist-info folders on ``path``.
+
+    The first entry that has a distribution wins, as for imports. Two versions of one
+    distribution in one folder (a ``pip install --target`` leaves the old dist-info) read as
+    both, ``"1.0|1.1"``, so that any change to either is seen. No metadata file is read.
+    """
+    versions: dict[str, str] = {}
+    for entry in _entries(sys.path if path is None else path):
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue
+        here: dict[str, list[str]] = {}
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                match = _DIST_INFO.match(name)
+                if match:
+                    here.setdefault(normalize(match["name"]), []).append(match["version"])
+        for dist, found in here.items():
+            versions.setdefault(dist, "|".join(sorted(set(found))))
+    return versions
+
+
+def _under(path: str, folders: list[str]) -> str | None:
+    for folder in folders:
+        if path.startswith(folder + os.sep):
+            return folder
+    return None
+
+
+def _stdlib_dirs() -> list[str]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return _entries({paths["stdlib"], paths["platstdlib"]})
+
+
+def _dist_dirs(path: list[str]) -> list[str]:
+    """The entries of ``path`` that hold installed distributions (site-packages, --target folders)."""
+    out = []
+    for entry in path:
+        try:
+            if any(n.endswith((".dist-info", ".egg-info")) for n in os.listdir(entry)):
+                out.append(entry)
+        except OSError:
+            continue
+    return out
+
+
+def discover(manifest_dir: Path, hash_file: Callable[[Path], tuple[str, int]]) -> Dependencies:
+    """What the modules in ``sys.modules`` say this process used (run in a worker, after the work)."""
+    from importlib import metadata
+
+    search = _entries([str(manifest_dir)] + sys.path)
+    dist_dirs = _dist_dirs(search)
+    stdlib = _stdlib_dirs()
+    top_to_dists = metadata.packages_distributions()
+    versions = installed_versions(search)
+    sources: dict[str, str] = {}
+    dists: dict[str, str] = {}
+    for name, module in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if top in sys.stdlib_module_names or top in _NOT_DEPENDENCIES or top.startswith("__editable__"):
+            continue
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not os.path.isfile(file):
+            continue
+        file = os.path.abspath(file)
+        if _under(file, stdlib) and not _under(file, dist_dirs):
+            continue
+        dist_dir = _under(file, dist_dirs)
+        if dist_dir is not None and dist_dir != os.path.abspath(manifest_dir):
+            for dist in top_to_dists.get(top, ()):
+                version = versions.get(normalize(dist))
+                if version is not None:
+                    dists[normalize(dist)] = version
+            if top in top_to_dists:
+                continue
+        sources[source_name(file, search)] = hash_file(Path(file))[0]
+    return Dependencies(tuple(sorted(sources.items())), tuple(sorted(dists.items())))
+
+
+def source_name(file: str, search: list[str]) -> str:
+    """``file`` relative to the first search-path entry holding it (``/``-separated), else absolute."""
+    folder = _under(file, search)
+    if folder is None:
+        return Path(file).as_posix()
+    return Path(os.path.relpath(file, folder)).as_posix()
+
+
+class DependencyCheck:
+    """Checks recorded dependencies against this machine, now. One per build (it caches)."""
+
+    def __init__(self, manifest_dir: Path, digest_file: DigestFile) -> None:
+        self.search = _entries([str(manifest_dir)] + sys.path)
+        self.digest_file = digest_file
+        self._versions: dict[str, str] | None = None
+        self._paths: dict[str, Path | None] = {}
+
+    def versions(self) -> dict[str, str]:
+        if self._versions is None:
+            self._versions = installed_versions(self.search)
+        return self._versions
+
+    def _resolve(self, name: str) -> Path | None:
+        if name not in self._paths:
+            found = None
+            if os.path.isabs(name):
+                found = Path(name) if os.path.isfile(name) else None
+            else:
+                for entry in self.search:
+                    candidate = os.path.join(entry, name)
+                    if os.path.isfile(candidate):
+                        found = Path(candidate)
+                        break
+            self._paths[name] = found
+        return self._paths[name]
+
+    def changes(self, deps: Dependencies) -> list[str]:
+        """What differs between ``deps`` and this machine: one line each (empty: nothing)."""
+        lines = []
+        for name, digest in deps.sources:
+            path = self._resolve(name)
+            if path is None:
+                lines.append(f"source file {name} removed")
+                continue
+            try:
+                now = self.digest_file(path)[0]
+            except OSError:
+                lines.append(f"source file {name} unreadable")
+                continue
+            if now != digest:
+                lines.append(f"source file {name} changed")
+        versions = self.versions()
+        for dist, version in deps.dists:
+            now = versions.get(dist)
+            if now is None:
+                lines.append(f"distribution {dist} removed (was {version})")
+            elif now != version:
+                lines.append(f"distribution {dist} changed ({version} -> {now})")
+        return lines

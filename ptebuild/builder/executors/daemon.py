@@ -1,0 +1,274 @@
+"""The ``daemon`` executor: hands tasks to the warm worker server of this toolchain.
+
+The server (:mod:`ptebuild.daemon.server`) keeps torch and executorch imported between builds and
+forks a fresh child per task, so a rebuild after an edit skips the 10-odd seconds of imports.
+This client finds it at ``<cache>/workers/<toolchain-id>.sock``; if none answers, it starts one
+(detached; at most one per socket, however many builds start at once) and waits for it, while
+:meth:`DaemonExecutor.poll` keeps the build loop alive. Nothing here imports torch.
+
+If the server dies with tasks running (``kill -9``, out of memory), each task is retried once on
+a new server; a task whose second server dies too fails with one line naming the server's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from ptebuild.builder.tasks import Event, EventKind, Task
+from ptebuild.daemon import protocol
+from ptebuild.results import FailureKind
+
+START_SECONDS = 180.0
+"""How long a new server may take to import the toolchain and listen."""
+ATTEMPTS = 2
+"""A task is tried on at most this many servers (the first one, and a new one after a crash)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+class DaemonExecutor:
+    """Runs tasks on the warm worker server of this toolchain (see the module's docstring)."""
+
+    name = "daemon"
+
+    def __init__(self, jobs: int = 1, cache_dir: Path | None = None, report: Callable[[str], None] | None = None,
+                 idle: float | None = None, **_options):
+        from ptebuild.store import default_cache_dir
+
+        self.jobs = max(1, jobs)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.report = report or (lambda _text: None)
+        self.idle = idle
+        self.sock_path = protocol.socket_path(self.cache_dir)
+        self.log_path = protocol.sibling(self.sock_path, ".log")
+        self._sock: socket.socket | None = None
+        self._reader = protocol.Reader()
+        self._waiting: deque[Task] = deque()
+        """Submitted, not yet handed to a server."""
+        self._sent: dict[str, Task] = {}
+        self._attempts: dict[str, int] = {}
+        self._start_lock: int | None = None
+        self._start_deadline = 0.0
+        self._server_pid = 0
+        self._announced = False
+
+    # -- the protocol's methods -----------------------------------------------------------------
+
+    def capacity(self) -> int:
+        return self.jobs - len(self._waiting) - len(self._sent)
+
+    def submit(self, task: Task) -> None:
+        self._attempts[task.task_id] = self._attempts.get(task.task_id, 0) + 1
+        self._waiting.append(task)
+
+    def poll(self, timeout: float) -> list[Event]:
+        deadline = time.monotonic() + max(0.0, timeout)
+        events: list[Event] = []
+        if not self._waiting and not self._sent:
+            time.sleep(max(0.0, timeout))
+            return events
+        if self._sock is None:
+            self._connect(events)
+        if self._sock is not None:
+            self._send_waiting(events)
+        if self._sock is None:
+            if not events:
+                time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
+            return events
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            ready, _, _ = select.select([self._sock], [], [], 0 if events else remaining)
+            if ready:
+                data = self._sock.recv(1 << 20)
+                if not data:
+                    raise ConnectionResetError("the worker server hung up")
+                for message in self._reader.feed(data):
+                    event = self._event(message)
+                    if event is not None:
+                        events.append(event)
+        except OSError as exc:
+            self._lost(events, exc)
+        return events
+
+    def cancel(self, task_id: str) -> None:
+        for task in [t for t in self._waiting if t.task_id == task_id]:
+            self._waiting.remove(task)
+        if task_id in self._sent and self._sock is not None:
+            with contextlib.suppress(OSError):
+                protocol.send(self._sock, {"op": "cancel", "task_id": task_id})
+
+    def close(self, graceful: bool = True) -> None:
+        """Hang up: the server kills whatever this client still had running, and stays warm."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+        self._release_start_lock()
+        self._waiting.clear()
+        self._sent.clear()
+
+    # -- connecting -----------------------------------------------------------------------------
+
+    def _try_connect(self) -> socket.socket | None:
+        try:
+            sock = protocol.connect(self.sock_path, timeout=5)
+        except OSError:
+            return None
+        try:
+            protocol.hello(sock, timeout=10)
+        except OSError:
+            sock.close()
+            return None
+        sock.setblocking(True)
+        sock.settimeout(30)
+        return sock
+
+    def _connect(self, events: list[Event]) -> None:
+        """Connect to the server, starting one if none answers; never waits long."""
+        sock = self._try_connect()
+        if sock is None:
+            self._start_or_wait(events)
+            return
+        self._sock = sock
+        self._reader = protocol.Reader()
+        self._release_start_lock()
+
+    def _start_or_wait(self, events: list[Event]) -> None:
+        now = time.monotonic()
+        if self._start_lock is None:
+            self.sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(protocol.sibling(self.sock_path, ".start"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)  # another build is starting it: wait for the socket
+                if not self._announced:
+                    self._announced = True
+                    self._progress(events, "waiting for the warm worker server another build is starting")
+                if self._start_deadline == 0.0:
+                    self._start_deadline = now + START_SECONDS
+                elif now > self._start_deadline:
+                    self._fail_waiting(events, "the warm worker server did not start in time")
+                return
+            self._start_lock = fd
+            sock = self._try_connect()  # it may have come up while we took the lock
+            if sock is not None:
+                self._sock = sock
+                self._release_start_lock()
+                return
+            from ptebuild.daemon.server import start_detached
+
+            try:
+                start_detached(self.sock_path, self.idle)
+            except (OSError, ValueError) as exc:
+                self._fail_waiting(events, f"cannot start the warm worker server: {exc}")
+                return
+            self._start_deadline = now + START_SECONDS
+            self._server_pid = 0
+            self._progress(events, "starting the warm worker server (imports torch once)")
+            return
+        if not self._server_pid:
+            with contextlib.suppress(OSError, ValueError):
+                self._server_pid = int(protocol.sibling(self.sock_path, ".pid").read_text().strip())
+        if self._server_pid and not _pid_alive(self._server_pid):
+            self._fail_waiting(events, "the warm worker server exited while starting")
+        elif now > self._start_deadline:
+            self._fail_waiting(events, f"the warm worker server did not listen within {START_SECONDS:.0f}s")
+
+    def _release_start_lock(self) -> None:
+        if self._start_lock is not None:
+            os.close(self._start_lock)
+            self._start_lock = None
+        self._start_deadline = 0.0
+        self._announced = False
+
+    def _fail_waiting(self, events: list[Event], why: str) -> None:
+        last = _last_line(self.log_path)
+        message = f"{why} (log: {self.log_path}{'; it last printed: ' + last if last else ''}); build with --no-daemon"
+        for task in self._waiting:
+            events.append(Event(task.task_id, EventKind.FAILED, message))
+        self._waiting.clear()
+        self._release_start_lock()
+
+    def _progress(self, events: list[Event], text: str) -> None:
+        for task in self._waiting:
+            events.append(Event(task.task_id, EventKind.PROGRESS, text))
+
+    # -- talking --------------------------------------------------------------------------------
+
+    def _send_waiting(self, events: list[Event]) -> None:
+        try:
+            while self._waiting:
+                task = self._waiting[0]
+                protocol.send(self._sock, {"op": "submit", "task": task.to_json()})
+                self._sent[task.task_id] = self._waiting.popleft()
+        except OSError as exc:
+            self._lost(events, exc)
+
+    def _event(self, message: dict) -> Event | None:
+        task_id = message.get("task_id")
+        if task_id not in self._sent:
+            return None
+        op = message["op"]
+        if op == "started":
+            return Event(task_id, EventKind.STARTED)
+        if op == "progress":
+            return Event(task_id, EventKind.PROGRESS, str(message.get("text", "")))
+        if op == "done":
+            del self._sent[task_id]
+            try:
+                result = protocol.result_from_json(message["result"])
+            except (KeyError, TypeError, ValueError) as exc:
+                return Event(task_id, EventKind.FAILED, f"the warm worker server sent a bad result: {exc}")
+            return Event(task_id, EventKind.DONE, result=result)
+        if op == "failed":
+            del self._sent[task_id]
+            kind = FailureKind.MANIFEST if message.get("kind") == "manifest" else FailureKind.BUILD
+            return Event(task_id, EventKind.FAILED, str(message.get("message", "")), failure=kind)
+        return None
+
+    def _lost(self, events: list[Event], exc: BaseException) -> None:
+        """The server went away: retry its tasks once on a new server, fail those already retried."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        self._sock = None
+        for task_id, task in list(self._sent.items()):
+            del self._sent[task_id]
+            if self._attempts.get(task_id, 1) < ATTEMPTS:
+                self._attempts[task_id] = self._attempts.get(task_id, 1) + 1
+                self._waiting.append(task)
+                self.report(f"{task_id}: the warm worker server died while building it ({exc}); retrying once")
+                events.append(Event(task_id, EventKind.PROGRESS, "the warm worker server died; retrying on a new one"))
+            else:
+                events.append(Event(
+                    task_id, EventKind.FAILED,
+                    f"the warm worker server died while building it, twice (killed, or out of memory?); "
+                    f"see {self.log_path}, or build with --no-daemon",
+                ))

@@ -1,0 +1,224 @@
+"""The ``ray`` executor: each program is a Ray task, on whichever node has the resources.
+
+``--executor ray`` connects to the cluster at ``--ray-address`` (else ``$RAY_ADDRESS``), or starts
+a local Ray instance for the build (``num_cpus`` = ``--jobs``, no dashboard, on loopback). Ray is
+an optional extra (``pip install ptebuild[ray]``) imported only here, only when a task is
+submitted.
+
+A task ships as data: the plan, and the model's sources and weights by digest (each file put in
+Ray's object store once per build, however many programs use it). The node recreates them in a
+temporary folder (:func:`~ptebuild.builder.tasks.materialize`), imports torch and executorch once
+per Ray worker process (:func:`~ptebuild.builder.worker.prepare_worker`), lowers and checks the
+program, and returns the outputs' bytes inline with the node's name; the driver checks digests
+and publishes, as for any executor. A node needs ptebuild and the toolchain installed, not the
+user's checkout.
+
+Resources (:func:`ray_options`): a task whose resources ask for a GPU (``num_gpus``, or the
+``cuda`` backend) gets ``num_gpus`` and so lands only on nodes that declare GPUs; every task asks
+for ``num_cpus`` (default 1) and, if the manifest gives one, ``memory``. Ray retries a task whose
+worker process or node died up to ``max_retries`` times (default 2); after that only that program
+fails. An error in the model or the lowering is not retried. Ctrl-C cancels the tasks
+(``ray.cancel(force=True)``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ptebuild.builder.tasks import Event, EventKind, Task
+from ptebuild.results import FailureKind
+
+MAX_RETRIES = 2
+
+
+def _memory_bytes(value: Any) -> int:
+    if isinstance(value, (int, float)):
+        return int(value)
+    from ptebuild.daemon.server import parse_size
+
+    return parse_size(str(value))
+
+
+def ray_options(task: Task, max_retries: int = MAX_RETRIES) -> dict[str, Any]:
+    """The ``.options(...)`` of a task's Ray remote call, from its resources."""
+    resources = task.resources
+    gpus = resources.get("num_gpus")
+    if gpus is None and (resources.get("cuda") or task.backend == "cuda"):
+        gpus = 1
+    options: dict[str, Any] = {
+        "num_cpus": resources.get("num_cpus", 1),
+        "max_retries": max_retries,
+        "retry_exceptions": False,
+    }
+    if gpus:
+        options["num_gpus"] = gpus
+    if resources.get("memory"):
+        options["memory"] = _memory_bytes(resources["memory"])
+    return options
+
+
+_prepared = False
+
+
+def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
+    """The Ray task: recreate the task's files here, lower, return ``("done", TaskResult)`` or
+    ``("failed", kind, message)``."""
+    global _prepared
+    import shutil
+    import socket
+    import sys
+    import tempfile
+    from dataclasses import replace
+
+    import ray
+
+    from ptebuild.builder.tasks import materialize
+    from ptebuild.builder.worker import execute, prepare_worker
+
+    if not _prepared:
+        prepare_worker()
+        _prepared = True
+    digests = list(bundle_refs)
+    bundle = dict(zip(digests, ray.get([bundle_refs[d] for d in digests]))) if digests else {}
+    folder = Path(tempfile.mkdtemp(prefix="ptebuild-ray-"))
+    try:
+        task = materialize(Task.from_json(task_json), bundle, folder)
+        kind, payload = execute(replace(task, staging=None), lambda _text: None)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        while str(folder) in sys.path:  # the model loader put the manifest's folder there
+            sys.path.remove(str(folder))
+    if kind == "done":
+        node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
+        return ("done", replace(payload[0], staging=None, node=node))
+    return ("failed", *payload)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}".strip().rstrip(":")
+
+
+class RayExecutor:
+    """Runs tasks as Ray tasks (see the module's docstring)."""
+
+    name = "ray"
+
+    def __init__(self, jobs: int = 1, cache_dir: Path | None = None, report: Callable[[str], None] | None = None,
+                 address: str | None = None, remote_cache: dict | None = None, max_retries: int = MAX_RETRIES,
+                 **_options):
+        self.jobs = max(1, jobs)
+        self.report = report or (lambda _text: None)
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.max_retries = max_retries
+        self._ray = None
+        self._remote = None
+        self._owns_ray = False
+        self._refs: dict[Any, str] = {}  # ObjectRef -> task_id
+        self._cancelled: set[str] = set()
+        self._bundle: dict[str, Any] = {}  # sha256 -> ObjectRef of the file's bytes
+        self._news: list[Event] = []
+
+    def _init(self):
+        if self._ray is not None:
+            return self._ray
+        try:
+            import ray
+        except ImportError:
+            from ptebuild.errors import UsageError
+
+            raise UsageError("--executor ray needs Ray: pip install 'ptebuild[ray]'") from None
+        if not ray.is_initialized():
+            quiet = {"configure_logging": False, "log_to_driver": False, "logging_level": "error"}
+            if self.address:
+                ray.init(address=self.address, **quiet)
+            else:
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                ray.init(num_cpus=self.jobs, include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+            self._owns_ray = True
+        self._ray = ray
+        self._remote = ray.remote(run_on_node)
+        return ray
+
+    # -- the protocol's methods -----------------------------------------------------------------
+
+    def capacity(self) -> int:
+        # Ray queues what the cluster cannot run yet; keep a window of work in flight.
+        return max(self.jobs, 1) * 2 - len(self._refs)
+
+    def submit(self, task: Task) -> None:
+        from ptebuild.builder.tasks import read_bundle
+
+        ray = self._init()
+        refs = {}
+        missing = [f for f in task.files if f.sha256 not in self._bundle]
+        if missing:
+            data = read_bundle(task)
+            for f in missing:
+                self._bundle[f.sha256] = ray.put(data[f.sha256])
+        for f in task.files:
+            refs[f.sha256] = self._bundle[f.sha256]
+        options = ray_options(task, self.max_retries)
+        ref = self._remote.options(**options).remote(task.to_json(), refs)
+        self._refs[ref] = task.task_id
+        wants = f"{options['num_cpus']} CPU" + (f", {options['num_gpus']} GPU" if options.get("num_gpus") else "")
+        self._news.append(Event(task.task_id, EventKind.PROGRESS, f"queued on Ray ({wants})"))
+
+    def poll(self, timeout: float) -> list[Event]:
+        events, self._news = self._news, []
+        if not self._refs:
+            if not events:
+                time.sleep(max(0.0, timeout))
+            return events
+        ray = self._ray
+        refs = list(self._refs)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=0 if events else max(0.0, timeout))
+        if ready:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            task_id = self._refs.pop(ref)
+            events.append(self._finished(ray, ref, task_id))
+        return events
+
+    def _finished(self, ray, ref, task_id: str) -> Event:
+        try:
+            outcome = ray.get(ref, timeout=60)
+        except ray.exceptions.TaskCancelledError:
+            return Event(task_id, EventKind.FAILED, "cancelled")
+        except ray.exceptions.RayError as exc:
+            if task_id in self._cancelled:
+                return Event(task_id, EventKind.FAILED, "cancelled")
+            if isinstance(exc, ray.exceptions.RayTaskError):
+                return Event(task_id, EventKind.FAILED, f"on Ray: {_one_line(exc)}")
+            return Event(task_id, EventKind.FAILED,
+                         f"the Ray worker or node running it was lost, {self.max_retries + 1} times "
+                         f"(tried, then retried {self.max_retries}): {_one_line(exc)}")
+        if outcome[0] == "done":
+            return Event(task_id, EventKind.DONE, result=outcome[1])
+        kind = FailureKind.MANIFEST if outcome[1] == "manifest" else FailureKind.BUILD
+        return Event(task_id, EventKind.FAILED, str(outcome[2]), failure=kind)
+
+    def cancel(self, task_id: str) -> None:
+        for ref, owner in self._refs.items():
+            if owner == task_id:
+                self._cancelled.add(task_id)
+                try:
+                    self._ray.cancel(ref, force=True)
+                except Exception:  # already finished, or the cluster is gone: nothing to stop
+                    pass
+
+    def close(self, graceful: bool = True) -> None:
+        if self._ray is None:
+            return
+        if not graceful:
+            for task_id in list(self._refs.values()):
+                self.cancel(task_id)
+        self._refs.clear()
+        self._bundle.clear()
+        if self._owns_ray:
+            self._ray.shutdown()
+        self._ray = None

@@ -1,0 +1,119 @@
+"""The scheduling loop: hand tasks to an executor, one lowering per key across processes.
+
+For each job the loop takes the key's lock in the local cache without waiting (another
+ptebuild process holding it is lowering the same program: the job is retried a little later,
+and usually finds that process's result), asks ``ready(job)`` whether the cache has it by now,
+and otherwise submits its task. Events come back from the executor; ``finished(job, event)``
+is called for each DONE or FAILED one. Long work shows life: a program silent for
+:data:`HEARTBEAT_SECONDS` gets a "still ..." line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ptebuild.builder.executors import Executor
+from ptebuild.builder.tasks import Event, EventKind, Task
+
+LOCK_RETRY_SECONDS = 0.25
+HEARTBEAT_SECONDS = 15.0
+
+
+@dataclass
+class Job:
+    name: str
+    key: str
+    make_task: Callable[[], Task]
+    """Builds the task when it is submitted (stages a folder, reads files)."""
+    data: Any = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        executor: Executor,
+        cache,
+        report: Callable[[str, str, str], None],
+        *,
+        ready: Callable[[Job], bool],
+        started: Callable[[Job], None],
+        finished: Callable[[Job, Event], bool],
+    ) -> None:
+        """``ready(job)``: True if the job is done already (restored); ``finished(job, event)``:
+        True if the build goes on after it (False stops submitting: a failure without --keep-going)."""
+        self.executor = executor
+        self.cache = cache
+        self.report = report
+        self.ready = ready
+        self.started = started
+        self.finished = finished
+
+    def run(self, jobs: list[Job]) -> list[Job]:
+        """Run ``jobs``; return those never started (after a failure without --keep-going)."""
+        todo = deque(jobs)
+        deferred: list[tuple[float, Job]] = []
+        running: dict[str, tuple[Job, Any]] = {}
+        heartbeat: dict[str, tuple[float, str, float]] = {}
+        stopping = False
+        while todo or deferred or running:
+            now = time.monotonic()
+            for item in [d for d in deferred if d[0] <= now]:
+                deferred.remove(item)
+                todo.append(item[1])
+            while todo and not stopping and self.executor.capacity() > 0:
+                job = todo.popleft()
+                lock = self.cache.try_lock(job.key) if self.cache is not None else _NoLock()
+                if lock is None:
+                    if not any(d[1] is job for d in deferred):
+                        self.report(job.name, "progress", "waiting for another ptebuild process")
+                    deferred.append((now + LOCK_RETRY_SECONDS, job))
+                    continue
+                try:
+                    done = self.ready(job)
+                except BaseException:
+                    lock.release()
+                    raise
+                if done:
+                    lock.release()
+                    continue
+                self.executor.submit(job.make_task())
+                self.started(job)
+                running[job.name] = (job, lock)
+                heartbeat[job.name] = (time.monotonic(), "starting a worker", time.monotonic())
+            if stopping and not running:
+                break
+            if not running and not todo and deferred:
+                time.sleep(max(0.0, min(d[0] for d in deferred) - time.monotonic()))
+                continue
+            for name, (began, stage, last) in list(heartbeat.items()):
+                if name in running and now - last >= HEARTBEAT_SECONDS:
+                    self.report(name, "progress", f"still {stage} ({now - began:.0f}s)")
+                    heartbeat[name] = (began, stage, now)
+            for event in self.executor.poll(0.2):
+                if event.task_id not in running:
+                    continue
+                if event.kind is EventKind.PROGRESS:
+                    began = heartbeat.get(event.task_id, (time.monotonic(),))[0]
+                    heartbeat[event.task_id] = (began, event.text, time.monotonic())
+                    self.report(event.task_id, "progress", event.text)
+                elif event.kind in (EventKind.DONE, EventKind.FAILED):
+                    job, lock = running.pop(event.task_id)
+                    heartbeat.pop(event.task_id, None)
+                    try:
+                        go_on = self.finished(job, event)
+                    finally:
+                        lock.release()
+                    if not go_on:
+                        stopping = True
+            if stopping and not running:
+                break
+        return list(todo) + [job for _when, job in deferred]
+
+
+class _NoLock:
+    def release(self) -> None:
+        pass

@@ -1,0 +1,313 @@
+"""The cache front end: the one object the builder talks to.
+
+Verbs: :meth:`Cache.lookup` (is there a result for this key whose recorded dependencies still
+hold?), :meth:`Cache.restore` (put a hit's files here, verified), :meth:`Cache.save` (store a
+new result: blobs first, then the action entry, in every writable tier), :meth:`Cache.try_lock`
+(one lowering of a key across processes sharing the local cache), and the ``--explain`` history.
+
+Behind it are tiers (:mod:`ptebuild.store.tiers`): the local folder first, then a remote server.
+A remote hit is verified blob by blob (every SHA-256 checked while it streams) and copied into
+the local tier before it is used, so the next build on that machine is local; a wrong or
+truncated blob makes the lookup a miss, reported once, and nothing of it is kept. A tier that
+raises :class:`~ptebuild.errors.StoreError` is switched off for the rest of the build, alone:
+a broken remote leaves the local cache working, and a read-only local cache leaves the remote.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import CorruptObject, StoreError
+from ptebuild.results import ActionResult, Source
+from ptebuild.store.tiers import Tier, Warn
+
+DependencyCheck = Callable[[ActionResult], list[str]]
+"""(result) -> what differs between the result's recorded dependencies and this machine now."""
+
+
+@dataclass
+class Hit:
+    result: ActionResult
+    source: Source
+    blobs: dict[str, Path] = field(default_factory=dict)
+    """Verified blobs in a temporary folder, when no local tier could take them."""
+
+
+@dataclass
+class Lookup:
+    hit: Hit | None
+    stale: list[str] = field(default_factory=list)
+    """Why an existing entry was not used (its dependencies changed), for --explain."""
+
+
+class _NoLock:
+    def release(self) -> None:
+        pass
+
+
+class Cache:
+    def __init__(self, tiers: list[Tier], warn: Warn, *, local_root: Path | None = None) -> None:
+        self.tiers = list(tiers)
+        self._all = list(tiers)
+        self._temps: list[Path] = []
+        self.warn = warn
+        self.local = next((t for t in self.tiers if t.source == "local"), None)
+        self.local_root = local_root
+        self._digests: dict[str, tuple[tuple, tuple[str, int]]] = {}
+        self._temp: Path | None = None
+        self._reported: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"Cache({[t.name for t in self.tiers]})"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tiers)
+
+    def _failed(self, tier: Tier, exc: StoreError) -> None:
+        """Switch ``tier`` off for the rest of the build, with one warning."""
+        if tier in self.tiers:
+            self.tiers.remove(tier)
+            self.warn(f"{tier.name} disabled for this build: {exc}")
+        if tier is self.local:
+            self.local = None
+
+    def _remotes(self) -> list[Tier]:
+        return [t for t in self.tiers if t is not self.local]
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def digest_file(self, path: Path) -> tuple[str, int]:
+        """``(sha256, size)`` of a file: the local stat cache, memoised for this build."""
+        st = os.stat(path)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._digests.get(str(path))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        result = None
+        if self.local is not None:
+            try:
+                result = self.local.digest_file(path)
+            except StoreError as exc:
+                self._failed(self.local, exc)
+        if result is None:
+            from ptebuild.store.hashing import hash_file
+
+            result = hash_file(path)
+        self._digests[str(path)] = (stamp, result)
+        return result
+
+    # -- lookup, restore, save ------------------------------------------------------------------
+
+    def lookup(self, key: str, check: DependencyCheck | None = None) -> Lookup:
+        """The first tier's result for ``key`` whose dependencies still hold, blobs verified."""
+        stale: list[str] = []
+        for tier in list(self.tiers):
+            try:
+                document = tier.actions.get(key)
+            except StoreError as exc:
+                self._failed(tier, exc)
+                continue
+            if document is None:
+                continue
+            try:
+                result = ActionResult.from_json(document)
+            except (KeyError, TypeError, ValueError):
+                continue  # an entry of another version or shape: a miss
+            if result.key != key:
+                continue
+            changes = check(result) if check is not None else []
+            if changes:
+                stale = changes
+                continue
+            if tier is self.local:
+                return Lookup(Hit(result, Source.LOCAL))
+            hit = self._pull(tier, result)
+            if hit is not None:
+                return Lookup(hit)
+        return Lookup(None, stale)
+
+    def _pull(self, tier: Tier, result: ActionResult) -> Hit | None:
+        """Fetch and verify every blob of a remote result; keep them locally. None: a miss."""
+        temp = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._temp_root()))
+        self._temps.append(temp)
+        try:
+            wanted = [(o.sha256, temp / o.sha256) for o in result.outputs]
+            wanted = list(dict(wanted).items())
+            fetch_many = getattr(tier.blobs, "fetch_many", None)
+            if fetch_many is not None:
+                found = fetch_many(wanted)
+            else:
+                found = [tier.blobs.fetch(digest, dest) for digest, dest in wanted]
+            if not all(found):
+                return None
+        except CorruptObject as exc:
+            self._report_once(f"{tier.name}: {exc}; building instead")
+            shutil.rmtree(temp, ignore_errors=True)
+            return None
+        except StoreError as exc:
+            self._failed(tier, exc)
+            shutil.rmtree(temp, ignore_errors=True)
+            return None
+        hit = Hit(result, Source.REMOTE)
+        if self.local is not None and self.local.writable:
+            try:
+                for digest, path in wanted:
+                    self.local.blobs.put_file(path, digest)
+                self.local.actions.put(result.key, result.to_json(), result.digests)
+                shutil.rmtree(temp, ignore_errors=True)
+                return hit
+            except CorruptObject as exc:
+                self._report_once(f"{tier.name}: {exc}; building instead")
+                shutil.rmtree(temp, ignore_errors=True)
+                return None
+            except StoreError as exc:
+                self._failed(self.local, exc)
+        hit.blobs = {digest: path for digest, path in wanted}
+        return hit
+
+    def restore(self, hit: Hit, into: dict[str, Path]) -> None:
+        """Write each output named in ``into`` (file name -> new path), verified.
+
+        Raises CorruptObject (the blob is gone from the cache: build instead) or StoreError.
+        """
+        for name, dest in into.items():
+            output = hit.result.output(name)
+            if output is None:
+                raise CorruptObject(f"the cached result of {hit.result.target} has no {name}")
+            if output.sha256 in hit.blobs:
+                from ptebuild.store.hashing import hash_file
+
+                shutil.copyfile(hit.blobs[output.sha256], dest)
+                if hash_file(dest)[0] != output.sha256:
+                    raise CorruptObject(f"{name}: the fetched copy changed on disk")
+                continue
+            if self.local is None:
+                raise StoreError("the local cache is disabled")
+            try:
+                if not self.local.blobs.fetch(output.sha256, dest):
+                    raise CorruptObject(f"object {output.sha256} ({name}) is missing from the cache")
+            except CorruptObject:
+                raise
+            except StoreError as exc:
+                self._failed(self.local, exc)
+                raise
+
+    def save(self, result: ActionResult, files: dict[str, Path]) -> None:
+        """Store ``files`` and then ``result`` in every writable tier (blobs before the entry)."""
+        for tier in [t for t in self.tiers if t.writable]:
+            try:
+                put_many = getattr(tier.blobs, "put_many", None)
+                pairs = [(files[o.name], o.sha256) for o in result.outputs]
+                if put_many is not None:
+                    put_many(pairs)
+                else:
+                    for path, digest in pairs:
+                        tier.blobs.put_file(path, digest)
+                tier.actions.put(result.key, result.to_json(), result.digests)
+            except CorruptObject as exc:
+                self.warn(f"{tier.name}: {exc}")
+            except StoreError as exc:
+                self._failed(tier, exc)
+
+    def count(self, hit: bool) -> None:
+        if self.local is not None:
+            self.local.count(hit)
+
+    # -- locks, history, small local documents -------------------------------------------------
+
+    def try_lock(self, key: str):
+        """The key's lock if this process got it, None if another process holds it."""
+        if self.local is None:
+            return _NoLock()
+        import filelock
+
+        try:
+            lock = self.local.lock(key)
+            lock.acquire(timeout=0)
+            return lock
+        except filelock.Timeout:
+            return None
+        except StoreError as exc:
+            self._failed(self.local, exc)
+            return _NoLock()
+
+    def last(self, history_id: str) -> ActionResult | None:
+        """The result last built or restored for ``history_id`` (a manifest's program), or None."""
+        if self.local is None:
+            return None
+        try:
+            document = self.local.last(history_id)
+            return ActionResult.from_json(document) if document else None
+        except (StoreError, KeyError, TypeError, ValueError):
+            return None
+
+    def remember(self, history_id: str, key: str) -> None:
+        if self.local is not None:
+            try:
+                self.local.set_last(history_id, key)
+            except StoreError:
+                pass
+
+    def memo_get(self, key: str) -> dict[str, Any] | None:
+        """A small document only this machine needs (a resolved manifest), or None."""
+        if self.local is None:
+            return None
+        try:
+            return self.local.actions.get(key)
+        except StoreError:
+            return None
+
+    def memo_put(self, key: str, document: dict[str, Any]) -> None:
+        if self.local is not None:
+            try:
+                self.local.actions.put(key, document, [])
+            except StoreError:
+                pass
+
+    # -- the end of a build ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Each tier's counters for this build (switched-off tiers too), by tier name."""
+        return {t.name: {"source": t.source, **t.stats()} for t in self._all}
+
+    def _report_once(self, text: str) -> None:
+        if text not in self._reported:
+            self._reported.add(text)
+            self.warn(text)
+
+    def _temp_root(self) -> str | None:
+        if self.local_root is not None:
+            try:
+                folder = self.local_root / "tmp"
+                folder.mkdir(parents=True, exist_ok=True)
+                return str(folder)
+            except OSError:
+                return None
+        return None
+
+    def close(self) -> None:
+        """Persist this build's tier counters (``ptebuild cache stats``), close every tier."""
+        if self.local_root is not None and any(t.source != "local" for t in self._all):
+            import json
+
+            from ptebuild.store import _fs
+
+            try:
+                data = json.dumps({"tiers": self.stats()}, sort_keys=True, indent=1).encode()
+                _fs.atomic_write_bytes(self.local_root / "last-build.json", data)
+            except StoreError:
+                pass
+        for tier in self._all:
+            try:
+                tier.close()
+            except Exception:  # closing must never turn a good build into a failed one
+                pass
+        for temp in self._temps:
+            shutil.rmtree(temp, ignore_errors=True)

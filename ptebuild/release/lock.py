@@ -243,7 +243,7 @@ def loads_lock(text: str, source: str) -> Lock:
     except tomllib.TOMLDecodeError as exc:
         raise FormatError(f"{source}: not valid TOML: {exc} ({_FIX})") from None
     if document.get("format") != FORMAT:
-        raise FormatError(f"{source}: format: not a ptebuild lockfile (expected format = {FORMAT!r}; {_FIX})")
+        raise FormatError(f"{source}: format: not a ptebuild lockfile, expected format = {FORMAT!r} ({_FIX})")
     if document.get("version") != VERSION:
         raise FormatError(
             f"{source}: version: lockfile version {document.get('version')!r}, this ptebuild reads {VERSION} ({_FIX})"

@@ -12,10 +12,11 @@ Layout: every file lies in one folder named after the archive (``robot-1.2.tar.g
       provenance.intoto.json  in-toto Statement v1, SLSA Provenance v1 (:mod:`.provenance`)
       robot.toml              the manifest
 
-The record in a bundle keeps only what describes the files (kind, backend, key, data name,
-methods, outputs, inputs, deps, check, delegates) and names the manifest by its file name:
-what a build record says about the machine or the folder it was built in is left out, so two
-builds in two folders pack into the same bytes. Archives are written by :mod:`.archive`.
+The record in a bundle is rebuilt from the targets' lock entries (kind, backend, action key,
+inputs, discovered deps, outputs) and names the manifest by its file name: what a build record
+says about the machine or the folder it was built in is left out, so two builds in two folders
+pack into the same bytes, and a bundle packed from the cache is byte-identical to one packed
+from the output folder. Archives are written by :mod:`.archive`.
 
 :func:`pack` packs an output folder after :func:`~ptebuild.runtime.verify.verify_folder`
 (with ``verify_bytes``) passed for every target of the manifest. :func:`pack_from_cache`
@@ -44,8 +45,6 @@ from ptebuild.runtime.record import VERSION as RECORD_VERSION
 from ptebuild.runtime.record import read_build_record
 
 SUMS_NAME = "SHA256SUMS"
-#: Fields of a record entry that a bundle's record keeps.
-RECORD_FIELDS = ("kind", "backend", "key", "data_name", "methods", "outputs", "inputs", "deps", "check", "delegates")
 _CHUNK = 1 << 20
 
 
@@ -230,7 +229,7 @@ def _write_bundle(
     reserved = {SUMS_NAME, RECORD_NAME, LOCK_NAME, PROVENANCE_NAME}
     if manifest_name in reserved or manifest_name in files:
         raise UsageError(f"{manifest_path}: a manifest named {manifest_name!r} collides with a file of the bundle (rename it)")
-    entries = {name: entry for name, entry in lock_entries_from_record(targets).items()}
+    entries = lock_entries_from_record(targets)
     subjects = [(file, info["sha256"]) for entry in targets.values() for file, info in entry["outputs"].items()]
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     from ptebuild.release.archive import reproducible_timestamp
@@ -247,10 +246,7 @@ def _write_bundle(
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "manifest": manifest_name,
-        "targets": {
-            name: {**{k: entry[k] for k in RECORD_FIELDS if k in entry}, "manifest": manifest_name}
-            for name, entry in sorted(targets.items())
-        },
+        "targets": _record_targets(entries, manifest_name),
     }
     in_memory = {
         RECORD_NAME: (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8"),

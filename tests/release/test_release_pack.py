@@ -1,0 +1,203 @@
+"""`ptebuild pack` on a real build of the tiny project: reproducible bytes, sha256sum -c, refusals, --from-cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from release_build import PROGRAMS, built_tiny, cache_dir, copy_project
+
+from ptebuild import cli
+from ptebuild.release.lock import LockEntry, lock_entries_from_record, read_lock, write_lock
+from ptebuild.release.pack import PackError, pack, pack_from_cache
+from ptebuild.results import OutputFile
+from ptebuild.runtime.record import read_build_record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Copies the project (with its out/ folder) under the umask given, then packs it.
+PACK_SCRIPT = """
+import os, shutil, sys
+src, dest, archive, umask = sys.argv[1:5]
+os.umask(int(umask, 8))
+shutil.copytree(src, dest, copy_function=shutil.copyfile)
+from ptebuild import cli
+sys.exit(cli.main(["pack", os.path.join(dest, "tiny.toml"), "-o", archive]))
+"""
+
+
+@pytest.fixture(scope="session")
+def manifest(tmp_path_factory) -> Path:
+    return built_tiny(tmp_path_factory)
+
+
+@pytest.fixture
+def project(manifest, tmp_path) -> Path:
+    """A private copy of the built project (manifest, models, out/): returns its manifest."""
+    return Path(shutil.copytree(manifest.parent, tmp_path / "project")) / "tiny.toml"
+
+
+@pytest.fixture
+def run(capsys):
+    def call(*argv) -> tuple[int, str, str]:
+        code = cli.main([*map(str, argv)])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        return code, out, err
+
+    return call
+
+
+def pack_elsewhere(manifest: Path, where: Path, archive_name: str, umask: str) -> bytes:
+    where.mkdir(parents=True)
+    (where / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(where / "tmp"), "PYTHONPATH": str(ROOT)}
+    env.pop("SOURCE_DATE_EPOCH", None)
+    archive = where / "dist" / archive_name
+    archive.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", PACK_SCRIPT, str(manifest.parent), str(where / "project"), str(archive), umask],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return archive.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["tiny-1.0.tar.gz", "tiny-1.0.zip"])
+def test_two_packs_from_two_folders_umasks_and_tmpdirs_are_byte_identical(manifest, tmp_path, name):
+    one = pack_elsewhere(manifest, tmp_path / "alice", name, "077")
+    two = pack_elsewhere(manifest, tmp_path / "bob" / "deeper", name, "002")
+    assert one == two
+
+
+def test_sha256sum_accepts_the_extracted_sums(project, tmp_path, run):
+    archive = tmp_path / "tiny-1.0.tar.gz"
+    code, out, _ = run("pack", project, "-o", archive)
+    assert code == 0 and f"-> {archive}" in out.splitlines()[-1]
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    folder = tmp_path / "x" / "tiny-1.0"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["SHA256SUMS", "provenance.intoto.json", "ptebuild.json", "tiny.toml"]
+        + [f"{p}.pte" for p in PROGRAMS] + [f"{p}_weights.ptd" for p in PROGRAMS]
+    )
+    done = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": OK\n") == 7
+    assert (folder / "tiny.toml").read_bytes() == project.read_bytes()
+    record = json.loads((folder / "ptebuild.json").read_text())
+    assert record["manifest"] == "tiny.toml" and sorted(record["targets"]) == list(PROGRAMS)
+    assert str(tmp_path) not in (folder / "ptebuild.json").read_text()
+    code, out, _ = run("verify", archive)
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"2 targets: all ok (4 files, 14 keys checked, blobs rehashed) -> {archive}"
+
+
+def test_a_second_clean_build_in_another_folder_packs_to_the_same_bytes(manifest, tmp_path, run):
+    """Two clean builds (no shared cache), two folders: one archive."""
+    first = tmp_path / "first" / "tiny.tar.gz"
+    first.parent.mkdir()
+    assert run("pack", manifest, "-o", first)[0] == 0
+    other = copy_project(tmp_path / "elsewhere" / "project")
+    code, _, err = run("build", other, "--cache", tmp_path / "fresh-cache")
+    assert code == 0, err
+    second = tmp_path / "second" / "tiny.tar.gz"
+    second.parent.mkdir()
+    assert run("pack", other, "-o", second)[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_a_damaged_output_is_not_packed(project, tmp_path, run):
+    ptd = project.parent / "out" / "tiny_portable_weights.ptd"
+    data = bytearray(ptd.read_bytes())
+    data[-1] ^= 0xFF
+    ptd.write_bytes(data)
+    archive = tmp_path / "dist" / "t.tar.gz"
+    archive.parent.mkdir()
+    code, out, err = run("pack", project, "-o", archive)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1
+    assert "tiny_portable fails verification: tiny_portable_weights.ptd: sha256 mismatch" in err
+    assert err.rstrip().endswith("nothing packed")
+    assert os.listdir(archive.parent) == []
+
+
+def test_an_unbuilt_program_is_named(project, tmp_path, run):
+    record_path = project.parent / "out" / "ptebuild.json"
+    record = json.loads(record_path.read_text())
+    del record["targets"]["tiny_xnnpack"]
+    record_path.write_text(json.dumps(record))
+    code, _, err = run("pack", project, "-o", tmp_path / "t.zip")
+    assert code == 1
+    assert f"not built: tiny_xnnpack (run `ptebuild build {project}`); nothing packed" in err
+    assert not (tmp_path / "t.zip").exists()
+
+
+def test_a_lock_beside_the_manifest_is_packed_and_checked(project, tmp_path, run):
+    record = read_build_record(project.parent / "out")
+    entries = lock_entries_from_record(record.targets)
+    write_lock(project.parent / "ptebuild.lock", entries, manifest="tiny.toml")
+    assert run("pack", project, "-o", tmp_path / "ok.tar.gz")[0] == 0
+    with tarfile.open(tmp_path / "ok.tar.gz") as tar:
+        assert tar.extractfile("ok/ptebuild.lock").read() == (project.parent / "ptebuild.lock").read_bytes()
+    pte = entries["tiny_portable"].outputs[0]
+    stale = LockEntry(**{**entries["tiny_portable"].__dict__, "outputs": (OutputFile(pte.name, "0" * 64, pte.size),) + entries["tiny_portable"].outputs[1:]})
+    write_lock(project.parent / "ptebuild.lock", {**entries, "tiny_portable": stale}, manifest="tiny.toml")
+    code, _, err = run("pack", project, "-o", tmp_path / "stale.tar.gz")
+    assert code == 1 and "program tiny_portable: output tiny_portable.pte differs from the lock" in err
+    assert not (tmp_path / "stale.tar.gz").exists()
+
+
+def test_from_cache_packs_the_same_bytes_as_from_the_folder(project, tmp_path_factory, tmp_path):
+    record = read_build_record(project.parent / "out")
+    lock = write_lock(project.parent / "ptebuild.lock", lock_entries_from_record(record.targets), manifest="tiny.toml")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    folder = pack(None, project, lock.path, tmp_path / "a" / "tiny.zip")
+    shutil.rmtree(project.parent / "out")  # nothing built here: the cache alone
+    cached = pack_from_cache(lock.path, cache_dir(tmp_path_factory), tmp_path / "b" / "tiny.zip")
+    assert cached.files == folder.files
+    assert (tmp_path / "a" / "tiny.zip").read_bytes() == (tmp_path / "b" / "tiny.zip").read_bytes()
+    assert os.listdir(tmp_path / "b") == ["tiny.zip"]  # the staging folder is gone
+
+
+def test_from_cache_names_every_missing_program_and_packs_nothing(project, tmp_path_factory, tmp_path, run):
+    record = read_build_record(project.parent / "out")
+    entries = lock_entries_from_record(record.targets)
+    for digit, name in enumerate(PROGRAMS):
+        entry = entries[name]
+        absent = OutputFile(entry.outputs[0].name, str(digit) * 64, 1)
+        entries[name] = LockEntry(**{**entry.__dict__, "outputs": (absent,) + entry.outputs[1:]})
+    write_lock(project.parent / "ptebuild.lock", entries, manifest="tiny.toml")
+    cache = cache_dir(tmp_path_factory)
+    code, out, err = run("pack", project, "-o", tmp_path / "t.tar.gz", "--from-cache", "--cache", cache)
+    assert code == 1 and out == ""
+    assert err == (
+        f"error: {cache}: not in the cache: tiny_portable (tiny_portable.pte); tiny_xnnpack (tiny_xnnpack.pte); "
+        "build them there or pack from a cache that has them; nothing packed\n"
+    )
+    assert os.listdir(tmp_path) == ["project"]
+    with pytest.raises(PackError):
+        pack_from_cache(read_lock(project.parent / "ptebuild.lock"), cache, tmp_path / "t.zip")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["-o", "t.rar"], "t.rar: unknown archive type (name it NAME.tar.gz, NAME.tgz or NAME.zip)"),
+        (["-o", "t.zip", "--from-cache", "--out", "x"], "--out and --from-cache exclude each other"),
+        (["-o", "t.zip", "--cache", "x"], "--cache only goes with --from-cache"),
+        (["-o", "t.zip", "--from-cache", "--cache", "c"], "ptebuild.lock: no lockfile (write it with `ptebuild lock MANIFEST`)"),
+    ],
+    ids=["bad-suffix", "out-and-from-cache", "cache-alone", "from-cache-without-lock"],
+)
+def test_usage_errors_exit_2_with_one_line(project, run, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("pack", project, *argv)
+    assert code == 2 and message in err and err.count("\n") == 1

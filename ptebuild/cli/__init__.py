@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "run": "run",
     "cache": "cache",
     "shims": "shims",
+    "workers": "workers",
     "pack": "pack",
     "inspect": "inspect",
     "diff": "diff",

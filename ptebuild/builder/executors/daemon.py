@@ -17,6 +17,7 @@ import fcntl
 import os
 import select
 import socket
+import subprocess
 import time
 from collections import deque
 from collections.abc import Callable
@@ -186,19 +187,21 @@ class DaemonExecutor:
             from ptebuild.daemon.server import start_detached
 
             try:
-                start_detached(self.sock_path, self.idle)
-            except (OSError, ValueError) as exc:
+                self._server_pid = start_detached(self.sock_path, self.idle)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 self._fail_waiting(events, f"cannot start the warm worker server: {exc}")
                 return
             self._start_deadline = now + START_SECONDS
-            self._server_pid = 0
             self._progress(events, "starting the warm worker server (imports torch once)")
             return
-        if not self._server_pid:
-            with contextlib.suppress(OSError, ValueError):
-                self._server_pid = int(protocol.sibling(self.sock_path, ".pid").read_text().strip())
         if self._server_pid and not _pid_alive(self._server_pid):
-            self._fail_waiting(events, "the warm worker server exited while starting")
+            holder = 0  # ours gave way to a server another build started: wait for that one
+            with contextlib.suppress(OSError, ValueError):
+                holder = int(protocol.sibling(self.sock_path, ".pid").read_text().strip())
+            if holder and holder != self._server_pid and _pid_alive(holder):
+                self._server_pid = holder
+            else:
+                self._fail_waiting(events, "the warm worker server exited while starting")
         elif now > self._start_deadline:
             self._fail_waiting(events, f"the warm worker server did not listen within {START_SECONDS:.0f}s")
 

@@ -1,0 +1,120 @@
+"""``ptebuild workers``: show or stop the warm worker servers of a cache folder.
+
+A server is found by its socket, ``<cache>/workers/<toolchain-id>.sock``
+(:mod:`ptebuild.daemon.protocol`); the one of this ptebuild's toolchain is marked ``current``,
+the others (another venv, an older ptebuild) idle out by themselves or are stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from ptebuild.errors import UsageError
+
+EXIT_OK = 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ptebuild.cli import _Parser
+
+    parser = subparsers.add_parser(
+        "workers", help="show or stop the warm worker servers",
+        description="The warm worker servers keep torch and executorch imported between builds.",
+    )
+    commands = parser.add_subparsers(dest="workers_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    commands.required = True
+    status = commands.add_parser("status", help="list the servers of the cache folder and what they run")
+    status.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    stop = commands.add_parser("stop", help="stop every server of the cache folder (running tasks fail)")
+    for sub in (status, stop):
+        sub.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
+    status.set_defaults(handler=status_command)
+    stop.set_defaults(handler=stop_command)
+
+
+def _servers(args) -> tuple[Path, list[tuple[Path, dict | None]]]:
+    """(workers folder, [(socket, status or None if nothing answers)])."""
+    from ptebuild.daemon import protocol
+    from ptebuild.store import default_cache_dir
+
+    root = Path(args.cache).expanduser() if args.cache else default_cache_dir()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--cache {root}: not a folder; pass the cache folder")
+    folder = protocol.workers_dir(root)
+    found = []
+    for sock_path in sorted(folder.glob("*.sock")):
+        try:
+            with protocol.connect(sock_path, timeout=2) as sock:
+                answer = protocol.request(sock, {"op": "status"}, timeout=5)
+        except OSError:
+            answer = None
+        found.append((sock_path, answer if answer and answer.get("op") == "status" else None))
+    return folder, found
+
+
+def _size(n: int) -> str:
+    from ptebuild.daemon.server import _size as size
+
+    return size(n)
+
+
+def status_command(args) -> int:
+    from ptebuild.daemon import protocol
+
+    folder, servers = _servers(args)
+    current = protocol.toolchain_id()
+    if args.json:
+        document = {
+            "folder": str(folder),
+            "toolchain": current,
+            "servers": [
+                {"socket": str(path), "toolchain": path.stem, "current": path.stem == current,
+                 "alive": status is not None, **({k: v for k, v in status.items() if k != "op"} if status else {})}
+                for path, status in servers
+            ],
+        }
+        print(json.dumps(document, indent=2))
+        return EXIT_OK
+    if not servers:
+        print(f"no warm worker server in {folder}")
+        return EXIT_OK
+    for path, status in servers:
+        mark = " (current toolchain)" if path.stem == current else " (another toolchain)"
+        if status is None:
+            print(f"{path.stem}{mark}: not answering (a stale socket; the next build replaces it)")
+            continue
+        print(
+            f"{path.stem}{mark}: pid {status['pid']}, up {status['uptime']:.0f}s, "
+            f"{status['clients']} client(s), {len(status['running'])} running, {status['queued']} queued, "
+            f"{status['tasks_run']} task(s) run, {_size(status['rss'])} resident, "
+            f"exits after {status['idle_timeout']:.0f}s idle"
+        )
+        for task in status["running"]:
+            print(f"  {task['task_id']}: pid {task['pid']}, {_size(task['rss'])} resident, for client pid {task['client']}")
+    return EXIT_OK
+
+
+def stop_command(args) -> int:
+    from ptebuild.daemon import protocol
+
+    folder, servers = _servers(args)
+    stopped = 0
+    for path, status in servers:
+        if status is None:
+            continue
+        try:
+            with protocol.connect(path, timeout=2) as sock:
+                protocol.request(sock, {"op": "stop"}, timeout=5)
+        except OSError:
+            continue
+        deadline = time.monotonic() + 10
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopped += 1
+        print(f"stopped {path.stem} (pid {status['pid']})")
+    if not stopped:
+        print(f"no warm worker server running in {folder}")
+    return EXIT_OK

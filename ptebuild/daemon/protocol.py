@@ -1,0 +1,269 @@
+"""The warm worker server's wire format, its toolchain id and where its socket lives.
+
+Place
+    One server per toolchain and cache folder: ``<cache>/workers/<toolchain-id>.sock`` (a Unix
+    socket; the folder is mode 0700, so only its owner can connect), beside ``<id>.log`` (the
+    server's stdout and stderr), ``<id>.pid`` and ``<id>.lock`` (an ``flock`` the server holds for
+    its whole life: a second server for the same socket exits at once). The toolchain id
+    (:func:`toolchain_id`) digests the Python executable and version, ``PYTHONPATH``, the torch,
+    executorch and ptebuild versions (from their ``.dist-info`` folder names, no import) and
+    ptebuild's own source files: any ``pip install`` of another toolchain, or an edit of
+    ptebuild, names another socket, so a stale server is never reused; it idles out.
+
+Framing
+    Every message is one JSON object (UTF-8), preceded by its length as a 4-byte big-endian
+    unsigned integer (:data:`HEADER`); at most :data:`MAX_MESSAGE` bytes. The same framing is used
+    on the client's socket and on the pipe from each task's child process to the server.
+
+Client -> server
+    ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` first, then any of
+    ``{"op": "submit", "task": Task.to_json()}``, ``{"op": "cancel", "task_id": ...}``,
+    ``{"op": "status"}``, ``{"op": "stop"}``.
+
+Server -> client
+    ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` (a different protocol or
+    toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
+    process runs it), ``{"op": "progress", "task_id", "text"}``, and one of
+    ``{"op": "done", "task_id", "result": result_to_json(TaskResult)}`` or
+    ``{"op": "failed", "task_id", "kind": "manifest"|"build", "message": ONE_LINE}``;
+    ``{"op": "status", ...}`` answers a status request (:meth:`Server.status`), ``{"op":
+    "stopping"}`` a stop request.
+
+Child -> server (a pipe)
+    ``progress``, ``done`` and ``failed`` as above, without ``task_id``. A child that dies
+    without a final message (a crash, a kill for memory) fails its task with the reason.
+
+A client that hangs up (a finished build, Ctrl-C, ``kill -9``) has its running tasks' children
+killed and its queued tasks dropped. A server that dies closes every socket: clients retry the
+task once on a new server, then fail it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from ptebuild.builder.tasks import TaskResult
+from ptebuild.results import Dependencies, OutputFile
+
+PROTOCOL = 1
+HEADER = struct.Struct(">I")
+MAX_MESSAGE = 256 << 20
+"""Results with outputs inline can be large; local clients use staging folders and stay small."""
+
+IDLE_SECONDS = 300.0
+"""A server with no client and no task for this long exits (``PTEBUILD_DAEMON_IDLE``)."""
+
+
+class ProtocolError(OSError):
+    """A peer sent something that is not a message of this protocol."""
+
+
+def encode(message: dict) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if len(body) > MAX_MESSAGE:
+        raise ProtocolError(f"message of {len(body)} bytes is over the limit of {MAX_MESSAGE}")
+    return HEADER.pack(len(body)) + body
+
+
+class Reader:
+    """Cuts a byte stream into messages: feed it what ``recv`` returned."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[dict]:
+        self._buffer += data
+        messages = []
+        while len(self._buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(self._buffer)
+            if size > MAX_MESSAGE:
+                raise ProtocolError(f"a message of {size} bytes announced, over the limit of {MAX_MESSAGE}")
+            if len(self._buffer) < HEADER.size + size:
+                break
+            body = bytes(self._buffer[HEADER.size:HEADER.size + size])
+            del self._buffer[:HEADER.size + size]
+            try:
+                message = json.loads(body)
+            except ValueError as exc:
+                raise ProtocolError(f"a message is not JSON: {exc}") from None
+            if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+                raise ProtocolError("a message is not an object with an 'op'")
+            messages.append(message)
+        return messages
+
+
+def send(sock: socket.socket, message: dict) -> None:
+    sock.sendall(encode(message))
+
+
+def request(sock: socket.socket, message: dict, timeout: float) -> dict:
+    """Send ``message`` and wait up to ``timeout`` seconds for the next message back."""
+    sock.settimeout(timeout)
+    send(sock, message)
+    reader = Reader()
+    while True:
+        data = sock.recv(1 << 16)
+        if not data:
+            raise ProtocolError("the worker server hung up")
+        messages = reader.feed(data)
+        if messages:
+            return messages[0]
+
+
+# -- place --------------------------------------------------------------------------------------
+
+
+def workers_dir(cache_dir: Path) -> Path:
+    return Path(cache_dir) / "workers"
+
+
+def _dist_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """``name -> version`` from the ``<name>-<version>.dist-info`` folders on ``sys.path``."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            listing = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for item in listing:
+            if not item.endswith(".dist-info"):
+                continue
+            name, _, version = item[: -len(".dist-info")].partition("-")
+            name = name.lower().replace("-", "_")
+            if name in names:
+                found.setdefault(name, version)
+    return found
+
+
+def _source_digest() -> str:
+    """SHA-256 over ptebuild's own ``.py`` files (names and bytes)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            pass
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+_toolchain: str | None = None
+
+
+def toolchain_id() -> str:
+    """A short digest of everything that makes a warm server's imports valid for this process."""
+    global _toolchain
+    if _toolchain is None:
+        versions = _dist_versions(("torch", "executorch", "ptebuild"))
+        parts = [
+            f"python={os.path.realpath(sys.executable)}",
+            f"version={sys.version}",
+            f"pythonpath={os.environ.get('PYTHONPATH', '')}",
+            *(f"{name}={versions.get(name, '-')}" for name in ("torch", "executorch", "ptebuild")),
+            f"source={_source_digest()}",
+        ]
+        _toolchain = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+    return _toolchain
+
+
+def socket_path(cache_dir: Path, toolchain: str | None = None) -> Path:
+    return workers_dir(cache_dir) / f"{toolchain or toolchain_id()}.sock"
+
+
+def sibling(sock_path: Path, suffix: str) -> Path:
+    """The server's ``.log``, ``.pid`` or ``.lock`` file beside its socket."""
+    return sock_path.with_suffix(suffix)
+
+
+@contextlib.contextmanager
+def _address(path: Path) -> Iterator[str]:
+    """An address for ``bind``/``connect``: a Unix socket path holds at most 107 bytes, so a
+    long one is reached through the folder's descriptor in ``/proc/self/fd``."""
+    if len(os.fsencode(str(path))) < 100 or not os.path.isdir("/proc/self/fd"):
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+def connect(path: Path, timeout: float = 5.0) -> socket.socket:
+    """A socket connected to the server at ``path``; OSError if none listens there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        with _address(path) as address:
+            sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def listen(path: Path) -> socket.socket:
+    """A listening socket at ``path`` (a stale socket file there is replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with _address(path) as address:
+        sock.bind(address)
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    return sock
+
+
+def hello(sock: socket.socket, timeout: float) -> dict:
+    """Greet the server at the other end; ProtocolError if it speaks another protocol or toolchain."""
+    answer = request(sock, {"op": "hello", "protocol": PROTOCOL, "toolchain": toolchain_id(), "pid": os.getpid()}, timeout)
+    if answer.get("op") != "hello" or answer.get("protocol") != PROTOCOL or answer.get("toolchain") != toolchain_id():
+        raise ProtocolError(f"the worker server answered {answer!r}, not a hello of this toolchain")
+    return answer
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+def result_to_json(result: TaskResult) -> dict:
+    return {
+        "outputs": [o.to_json() for o in result.outputs],
+        "staging": result.staging,
+        "data": None if result.data is None else {k: base64.b64encode(v).decode() for k, v in result.data.items()},
+        "figures": list(result.figures),
+        "check": result.check,
+        "delegates": dict(result.delegates),
+        "deps": result.deps.to_json(),
+        "lower_seconds": result.lower_seconds,
+        "check_seconds": result.check_seconds,
+        "node": result.node,
+    }
+
+
+def result_from_json(data: dict) -> TaskResult:
+    inline = data.get("data")
+    return TaskResult(
+        outputs=tuple(OutputFile.from_json(o) for o in data["outputs"]),
+        staging=data.get("staging"),
+        data=None if inline is None else {k: base64.b64decode(v) for k, v in inline.items()},
+        figures=tuple(data.get("figures") or ()),
+        check=str(data.get("check") or ""),
+        delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
+        deps=Dependencies.from_json(data.get("deps")),
+        lower_seconds=float(data.get("lower_seconds") or 0.0),
+        check_seconds=float(data.get("check_seconds") or 0.0),
+        node=str(data.get("node") or ""),
+    )

@@ -1,0 +1,520 @@
+"""The warm worker server: imports torch and executorch once, then forks a child per task.
+
+Started by the first build that needs it (:func:`start_detached`, ``python -m
+ptebuild.daemon.server --socket PATH``), it detaches (``setsid``, its output in ``<id>.log``),
+takes the ``<id>.lock`` flock (a second server for the same socket exits), imports the toolchain
+(:func:`ptebuild.builder.worker.prepare_worker`), then listens on its socket
+(:mod:`ptebuild.daemon.protocol`). It exits when it has had no client and no task for
+``--idle`` seconds (``PTEBUILD_DAEMON_IDLE``, default 300), on ``SIGTERM`` or on a stop request.
+
+Isolation: every task runs in a child ``fork()``-ed from the warm process. The child shares the
+imported toolchain copy-on-write, starts from the module cache of a process that never imported
+user code (an edited model is always imported fresh), and its crash or kill ends only that task.
+The parent never runs a torch operation, so no OpenMP pool exists to be broken by the fork (the
+idle native thread that ``import torch`` starts is the same one DataLoader workers fork over);
+:func:`fork_is_safe` refuses to fork if Python threads or CUDA were started. Children die with
+the server (``PR_SET_PDEATHSIG``). A child whose resident memory passes ``PTEBUILD_DAEMON_MAX_RSS``
+(bytes, or with K/M/G suffix; default 80% of the machine's memory) is killed and its task failed.
+
+At most ``PTEBUILD_DAEMON_JOBS`` children run at once (default: the number of cores); each client
+also keeps its own ``--jobs``. Tasks wait in one queue, first come first served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import os
+import selectors
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptebuild.daemon import protocol
+
+CHECK_SECONDS = 0.25
+"""How often memory and idle time are looked at."""
+
+
+def parse_size(text: str) -> int:
+    """``"4G"``, ``"512M"``, ``"1048576"`` -> bytes (powers of 1024)."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in "KMGT" else text
+    return int(float(number) * scale)
+
+
+def default_max_rss() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fork_is_safe() -> str | None:
+    """None if this process may fork task children, else why not."""
+    if threading.active_count() > 1:
+        return f"{threading.active_count()} Python threads are running"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised"
+    return None
+
+
+def _die_with_parent(parent: int) -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _last_words(log_path: str) -> str:
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f"; it last printed: {lines[-1][:300]}" if lines else ""
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (out of memory?)" if number == signal.SIGKILL else ""
+        return f"the worker process crashed: killed by {name}{hint}"
+    return f"the worker process exited with code {os.WEXITSTATUS(status)} without a result"
+
+
+@dataclass
+class _Client:
+    sock: socket.socket
+    reader: protocol.Reader = field(default_factory=protocol.Reader)
+    pid: int = 0
+    greeted: bool = False
+
+
+@dataclass
+class _Child:
+    pid: int
+    pipe: int
+    client: _Client
+    task_id: str
+    log_path: str
+    reader: protocol.Reader = field(default_factory=protocol.Reader)
+    finished: bool = False
+    killed_for: str = ""
+
+
+class Server:
+    def __init__(self, sock_path: Path, idle: float, jobs: int, max_rss: int, lock: int | None = None):
+        self.sock_path = sock_path
+        self.lock = lock
+        self.idle = idle
+        self.jobs = max(1, jobs)
+        self.max_rss = max_rss
+        self.started = time.time()
+        self.tasks_run = 0
+        self.selector = selectors.DefaultSelector()
+        self.clients: list[_Client] = []
+        self.children: dict[int, _Child] = {}  # pid -> child
+        self.queue: deque[tuple[_Client, dict]] = deque()
+        self.listener: socket.socket | None = None
+        self.last_busy = time.monotonic()
+        self.stopping = False
+        self.log_dir = Path(tempfile.mkdtemp(prefix="children-", dir=sock_path.parent))
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        self.listener = protocol.listen(self.sock_path)
+        self._inode = os.stat(self.sock_path).st_ino
+        self.selector.register(self.listener, selectors.EVENT_READ, ("listener", None))
+        print(f"ptebuild worker server {os.getpid()} listening on {self.sock_path}", flush=True)
+        try:
+            while not self.stopping:
+                for key, _ in self.selector.select(CHECK_SECONDS):
+                    kind, owner = key.data
+                    if kind == "listener":
+                        self._accept()
+                    elif kind == "client":
+                        self._from_client(owner)
+                    elif kind == "child":
+                        self._from_child(owner)
+                self._dispatch()
+                self._check_memory()
+                if self.clients or self.children or self.queue:
+                    self.last_busy = time.monotonic()
+                elif time.monotonic() - self.last_busy > self.idle:
+                    print(f"idle for {self.idle:.0f}s: exiting", flush=True)
+                    break
+        finally:
+            self.shutdown("the worker server was stopped")
+
+    def shutdown(self, reason: str) -> None:
+        self.stopping = True
+        for child in list(self.children.values()):
+            self._kill(child, reason)
+        for child in list(self.children.values()):
+            self._reap(child, block=True)
+        for client in list(self.clients):
+            self._drop(client)
+        if self.listener is not None:
+            with contextlib.suppress(OSError):
+                if os.stat(self.sock_path).st_ino == self._inode:
+                    os.unlink(self.sock_path)
+            self.listener.close()
+            self.listener = None
+        import shutil
+
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    # -- clients --------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return
+        sock.settimeout(30)  # a client that stops reading for this long is dropped
+        client = _Client(sock)
+        self.clients.append(client)
+        self.selector.register(sock, selectors.EVENT_READ, ("client", client))
+
+    def _send(self, client: _Client, message: dict) -> None:
+        if client not in self.clients:
+            return
+        try:
+            protocol.send(client.sock, message)
+        except OSError:
+            self._drop(client)
+
+    def _drop(self, client: _Client) -> None:
+        """A client hung up (or is hung): kill its children, drop its queued tasks."""
+        if client not in self.clients:
+            return
+        self.clients.remove(client)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(client.sock)
+        client.sock.close()
+        self.queue = deque(item for item in self.queue if item[0] is not client)
+        for child in list(self.children.values()):
+            if child.client is client:
+                self._kill(child, "the build that asked for it went away")
+
+    def _from_client(self, client: _Client) -> None:
+        try:
+            data = client.sock.recv(1 << 16)
+            messages = client.reader.feed(data) if data else None
+        except (OSError, protocol.ProtocolError):
+            messages = None
+        if messages is None:
+            self._drop(client)
+            return
+        for message in messages:
+            self._handle(client, message)
+
+    def _handle(self, client: _Client, message: dict) -> None:
+        op = message["op"]
+        if op == "hello":
+            client.pid = int(message.get("pid") or 0)
+            client.greeted = message.get("protocol") == protocol.PROTOCOL
+            self._send(client, {"op": "hello", "protocol": protocol.PROTOCOL,
+                                "toolchain": self.sock_path.stem, "pid": os.getpid()})
+        elif op == "status":
+            self._send(client, self.status())
+        elif op == "stop":
+            self._send(client, {"op": "stopping"})
+            self.stopping = True
+        elif not client.greeted:
+            self._drop(client)
+        elif op == "submit":
+            self.queue.append((client, message["task"]))
+        elif op == "cancel":
+            task_id = message.get("task_id")
+            queued = [item for item in self.queue if item[0] is client and item[1]["task_id"] == task_id]
+            for item in queued:
+                self.queue.remove(item)
+                self._send(client, {"op": "failed", "task_id": task_id, "kind": "build", "message": "cancelled"})
+            for child in list(self.children.values()):
+                if child.client is client and child.task_id == task_id:
+                    self._kill(child, "cancelled")
+
+    def status(self) -> dict:
+        return {
+            "op": "status",
+            "pid": os.getpid(),
+            "toolchain": self.sock_path.stem,
+            "python": sys.executable,
+            "started": self.started,
+            "uptime": round(time.time() - self.started, 1),
+            "idle_timeout": self.idle,
+            "jobs": self.jobs,
+            "max_rss": self.max_rss,
+            "clients": sum(1 for c in self.clients if c.greeted),
+            "running": [{"task_id": c.task_id, "pid": c.pid, "rss": rss_bytes(c.pid), "client": c.client.pid}
+                        for c in self.children.values()],
+            "queued": len(self.queue),
+            "tasks_run": self.tasks_run,
+            "rss": rss_bytes(os.getpid()),
+        }
+
+    # -- children -------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while self.queue and len(self.children) < self.jobs and not self.stopping:
+            client, task = self.queue.popleft()
+            if client not in self.clients:
+                continue
+            unsafe = fork_is_safe()
+            if unsafe:
+                self._send(client, {"op": "failed", "task_id": task["task_id"], "kind": "build",
+                                    "message": f"the warm worker server cannot fork safely ({unsafe}); "
+                                               "build with --no-daemon"})
+                continue
+            self._fork(client, task)
+
+    def _fork(self, client: _Client, task: dict) -> None:
+        fd, log_path = tempfile.mkstemp(prefix="task-", suffix=".log", dir=self.log_dir)
+        read_end, write_end = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 1
+            try:
+                os.close(read_end)
+                self._child_closes()
+                _die_with_parent(parent)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.close(fd)
+                code = _run_child(task, write_end)
+            finally:
+                os._exit(code)
+        os.close(fd)
+        os.close(write_end)
+        os.set_blocking(read_end, False)
+        child = _Child(pid=pid, pipe=read_end, client=client, task_id=task["task_id"], log_path=log_path)
+        self.children[pid] = child
+        self.tasks_run += 1
+        self.selector.register(read_end, selectors.EVENT_READ, ("child", child))
+        self._send(client, {"op": "started", "task_id": child.task_id})
+
+    def _child_closes(self) -> None:
+        """In a new child: let go of the server's sockets and signal handlers."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        with contextlib.suppress(OSError):
+            self.selector.close()
+        if self.lock is not None:
+            os.close(self.lock)  # a child must not keep the server's lock after the server died
+        if self.listener is not None:
+            self.listener.close()
+        for client in self.clients:
+            client.sock.close()
+        for child in self.children.values():
+            with contextlib.suppress(OSError):
+                os.close(child.pipe)
+
+    def _from_child(self, child: _Child) -> None:
+        try:
+            data = os.read(child.pipe, 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            try:
+                messages = child.reader.feed(data)
+            except protocol.ProtocolError as exc:
+                self._kill(child, f"the worker process sent garbage: {exc}")
+                return
+            for message in messages:
+                if child.finished:
+                    continue
+                message["task_id"] = child.task_id
+                if message["op"] in ("done", "failed"):
+                    child.finished = True
+                self._send(child.client, message)
+            return
+        self._reap(child, block=True)
+
+    def _reap(self, child: _Child, block: bool) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(child.pipe)
+        with contextlib.suppress(OSError):
+            os.close(child.pipe)
+        try:
+            _, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            status = 0
+        self.children.pop(child.pid, None)
+        if not child.finished:
+            reason = child.killed_for or (_describe_status(status) + _last_words(child.log_path))
+            self._send(child.client, {"op": "failed", "task_id": child.task_id, "kind": "build", "message": reason})
+        with contextlib.suppress(OSError):
+            os.unlink(child.log_path)
+
+    def _kill(self, child: _Child, reason: str) -> None:
+        if not child.killed_for:
+            child.killed_for = reason
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+
+    def _check_memory(self) -> None:
+        for child in list(self.children.values()):
+            rss = rss_bytes(child.pid)
+            if rss > self.max_rss and not child.killed_for:
+                self._kill(child, f"the worker process used {_size(rss)} of memory, over the limit of "
+                                  f"{_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
+
+
+def _run_child(task_json: dict, pipe: int) -> int:
+    """In a forked child: run one task, report on ``pipe``; return the exit code."""
+    from ptebuild.builder.tasks import Task
+    from ptebuild.builder.worker import execute
+
+    def write_all(message: dict) -> None:
+        data = memoryview(protocol.encode(message))
+        while data:
+            data = data[os.write(pipe, data):]
+
+    task = Task.from_json(task_json)
+    kind, payload = execute(task, lambda text: write_all({"op": "progress", "text": str(text)}))
+    if kind == "done":
+        write_all({"op": "done", "result": protocol.result_to_json(payload[0])})
+    else:
+        write_all({"op": "failed", "kind": payload[0], "message": payload[1]})
+    return 0
+
+
+# -- starting a server ---------------------------------------------------------------------------
+
+
+def start_detached(sock_path: Path, idle: float | None = None) -> int:
+    """Start a server for ``sock_path`` in its own session; return its pid once it has detached."""
+    import subprocess
+
+    sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = protocol.sibling(sock_path, ".log")
+    with contextlib.suppress(OSError):
+        if log.stat().st_size > 1 << 20:
+            log.unlink()
+    command = [sys.executable, "-m", "ptebuild.daemon.server", "--socket", str(sock_path), "--detach"]
+    if idle is not None:
+        command += ["--idle", str(idle)]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd="/", start_new_session=True, close_fds=True,
+    )
+    out, _ = process.communicate(timeout=30)  # the first process forks the server, says its pid, exits
+    try:
+        return int(out.decode().strip())
+    except ValueError:
+        raise OSError(f"the worker server did not start (exit code {process.returncode})") from None
+
+
+def _take_lock(path: Path, wait: float) -> int | None:
+    """The server's lifelong flock, waiting up to ``wait`` seconds (a killed server's children may
+    hold it for a moment); None if another server keeps it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or time.monotonic() > deadline:
+                os.close(fd)
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    return None
+                raise
+        time.sleep(0.05)
+
+
+def _redirect_output(log: Path) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ptebuild.daemon.server")
+    parser.add_argument("--socket", required=True, type=Path)
+    parser.add_argument("--idle", type=float, default=float(os.environ.get("PTEBUILD_DAEMON_IDLE") or protocol.IDLE_SECONDS))
+    parser.add_argument("--detach", action="store_true", help="fork into the background first")
+    args = parser.parse_args(argv)
+    sock_path: Path = args.socket
+    sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if args.detach:
+        pid = os.fork()
+        if pid != 0:
+            os.write(1, f"{pid}\n".encode())
+            os._exit(0)
+        _redirect_output(protocol.sibling(sock_path, ".log"))
+    lock = _take_lock(protocol.sibling(sock_path, ".lock"), wait=10)
+    if lock is None:
+        print(f"{os.getpid()}: another server holds {sock_path}: exiting", flush=True)
+        return 0
+    pid_file = protocol.sibling(sock_path, ".pid")
+    pid_file.write_text(f"{os.getpid()}\n")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(0)))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build's Ctrl-C is not for us (own session anyway)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    started = time.monotonic()
+    from ptebuild.builder.worker import prepare_worker
+
+    prepare_worker()
+    print(f"{os.getpid()}: toolchain imported in {time.monotonic() - started:.1f}s", flush=True)
+    jobs = int(os.environ.get("PTEBUILD_DAEMON_JOBS") or os.cpu_count() or 1)
+    max_rss = parse_size(os.environ["PTEBUILD_DAEMON_MAX_RSS"]) if os.environ.get("PTEBUILD_DAEMON_MAX_RSS") else default_max_rss()
+    server = Server(sock_path, idle=args.idle, jobs=jobs, max_rss=max_rss, lock=lock)
+    try:
+        server.serve()
+    except SystemExit:
+        pass  # SIGTERM: serve() has shut down on its way out
+    finally:
+        with contextlib.suppress(OSError):
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
+        os.close(lock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

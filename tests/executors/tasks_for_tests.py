@@ -1,0 +1,91 @@
+"""Tasks for a copy of the tiny project, made the way the builder makes them (no builder needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from ptebuild.builder import keys
+from ptebuild.builder.tasks import Event, EventKind, Task, TaskFile
+from ptebuild.manifest import load_manifest
+from ptebuild.store.hashing import hash_file
+
+
+def make_tasks(manifest: Path, staging_root: Path | None, resources: dict | None = None) -> dict[str, Task]:
+    """One task per program of ``manifest``; ``staging_root``: a folder per task in it, or None
+    for inline results."""
+    plan = load_manifest(str(manifest))
+    plan_json = plan.to_json()
+    tasks = {}
+    for program in plan.programs:
+        inputs = keys.program_inputs(program, plan, hash_file)
+        files = [
+            TaskFile(name, hashlib.sha256(path.read_bytes()).hexdigest())
+            for name, path in sorted(keys.model_sources(program, Path(plan.manifest_dir), plan.manifest).items())
+        ]
+        if program.weights:
+            files.append(TaskFile(program.weights, hash_file(Path(plan.manifest_dir, program.weights))[0]))
+        staging = None
+        if staging_root is not None:
+            staging = staging_root / program.name
+            staging.mkdir(parents=True, exist_ok=True)
+        tasks[program.name] = Task(
+            task_id=program.name,
+            key=keys.action_key(inputs),
+            program=program.name,
+            backend=program.backend,
+            plan_json=plan_json,
+            manifest=str(manifest),
+            manifest_dir=plan.manifest_dir,
+            files=tuple(files),
+            staging=None if staging is None else str(staging),
+            resources=dict(resources or {}),
+        )
+    return tasks
+
+
+def run_all(executor, tasks, timeout: float = 240.0, on_event=None) -> dict[str, Event]:
+    """Submit ``tasks`` as capacity allows; return each task's final event. Fails on timeout."""
+    todo = list(tasks.values())
+    final: dict[str, Event] = {}
+    deadline = time.monotonic() + timeout
+    while len(final) < len(tasks):
+        assert time.monotonic() < deadline, f"no result in {timeout}s; finished: {sorted(final)}"
+        while todo and executor.capacity() > 0:
+            executor.submit(todo.pop(0))
+        for event in executor.poll(0.2):
+            if on_event is not None:
+                on_event(event)
+            if event.kind in (EventKind.DONE, EventKind.FAILED):
+                final[event.task_id] = event
+    return final
+
+
+def slow_on_first_attempt(manifest: Path, marker: Path, seconds: float = 60.0) -> None:
+    """Make the tiny model's factory write ``marker`` and sleep on its first call, and build at
+    once on later calls: a task is then surely running while the test kills something."""
+    model = manifest.parent / "tinymodels" / "tiny.py"
+    text = model.read_text()
+    old = "def make_tiny(**kwargs) -> Tiny:\n    return Tiny(**kwargs)\n"
+    assert old in text
+    model.write_text(text.replace(old, (
+        "def make_tiny(**kwargs) -> Tiny:\n"
+        "    import os, time\n"
+        f"    marker = {str(marker)!r}\n"
+        "    if not os.path.exists(marker):\n"
+        "        with open(marker, 'w') as f:\n"
+        "            f.write(str(os.getpid()))\n"
+        f"        time.sleep({seconds})\n"
+        "    return Tiny(**kwargs)\n"
+    )))
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(interval)

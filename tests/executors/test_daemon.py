@@ -1,0 +1,305 @@
+"""The warm worker server, for real: a detached server per cache folder, tasks of the tiny project."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from project_copy import copy_project
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tasks_for_tests import make_tasks, run_all, slow_on_first_attempt, wait_for  # noqa: E402
+
+from ptebuild.builder.executors.daemon import DaemonExecutor  # noqa: E402
+from ptebuild.builder.tasks import EventKind  # noqa: E402
+from ptebuild.cli import main  # noqa: E402
+from ptebuild.daemon import protocol  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def server_status(cache: Path) -> dict | None:
+    try:
+        with protocol.connect(protocol.socket_path(cache), timeout=2) as sock:
+            return protocol.request(sock, {"op": "status"}, timeout=5)
+    except OSError:
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie is dead for our purposes
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def stop_servers(cache: Path) -> None:
+    """Stop the servers the tests started in ``cache`` (by their pid files), and wait for them."""
+    for pid_file in protocol.workers_dir(cache).glob("*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text())
+            os.kill(pid, signal.SIGTERM)
+            wait_for(lambda: not alive(pid), 15, f"server {pid} to exit")
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache folder whose warm server the module's tests share (started by the first build)."""
+    cache = tmp_path_factory.mktemp("daemon") / "cache"
+    yield cache
+    stop_servers(cache)
+
+
+def outputs(event) -> dict[str, str]:
+    assert event.kind is EventKind.DONE, event.text
+    return {o.name: o.sha256 for o in event.result.outputs}
+
+
+def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    # Two builds at once, on a cache with no server: one server is started, both are served.
+    first = DaemonExecutor(jobs=1, cache_dir=warm, idle=120)
+    second = DaemonExecutor(jobs=1, cache_dir=warm, idle=120)
+    tasks = make_tasks(manifest, tmp_path / "staging")
+    finals = {}
+    first.submit(tasks["tiny_portable"])
+    second.submit(tasks["tiny_xnnpack"])
+    deadline = time.monotonic() + 180
+    while len(finals) < 2 and time.monotonic() < deadline:
+        for executor in (first, second):
+            for event in executor.poll(0.05):
+                if event.kind in (EventKind.DONE, EventKind.FAILED):
+                    finals[event.task_id] = event
+    first.close()
+    second.close()
+    assert {name: e.kind for name, e in finals.items()} == {"tiny_portable": EventKind.DONE, "tiny_xnnpack": EventKind.DONE}
+    for name, event in finals.items():
+        for output in event.result.outputs:
+            assert (tmp_path / "staging" / name / output.name).stat().st_size == output.size
+    status = server_status(warm)
+    assert status is not None and status["tasks_run"] == 2
+    assert len(list(protocol.workers_dir(warm).glob("*.sock"))) == 1
+
+    # The next build: the same server, and its task starts without importing torch.
+    again = DaemonExecutor(jobs=1, cache_dir=warm)
+    task = make_tasks(manifest, tmp_path / "staging2")["tiny_portable"]
+    started = time.monotonic()
+    first_progress = None
+
+    def note(event):
+        nonlocal first_progress
+        if event.kind is EventKind.PROGRESS and first_progress is None:
+            first_progress = time.monotonic() - started
+
+    final = run_all(again, {task.task_id: task}, on_event=note)[task.task_id]
+    again.close()
+    assert final.kind is EventKind.DONE, final.text
+    assert server_status(warm)["pid"] == status["pid"]
+    assert first_progress is not None and first_progress < 1.5, f"first progress after {first_progress:.2f}s"
+
+
+FRESH_BUILD = """
+import json, sys
+from ptebuild.builder.tasks import Task
+from ptebuild.builder.worker import prepare_worker, run_task
+prepare_worker()
+result = run_task(Task.from_json(json.loads(sys.argv[1])), lambda text: None)
+print(json.dumps({o.name: o.sha256 for o in result.outputs}))
+"""
+
+
+def fresh_build(task) -> dict[str, str]:
+    """The task built by a new interpreter that never saw the daemon."""
+    Path(task.staging).mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", FRESH_BUILD, json.dumps(task.to_json())],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_edited_model_is_built_with_the_new_code(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    executor = DaemonExecutor(jobs=1, cache_dir=warm)
+    task = make_tasks(manifest, tmp_path / "before")["tiny_portable"]
+    before = outputs(run_all(executor, {task.task_id: task})[task.task_id])
+
+    model = manifest.parent / "tinymodels" / "tiny.py"
+    model.write_text(model.read_text().replace("nn.ReLU()", "nn.Tanh()").replace(
+        "return self.head(torch.relu(", "return self.head(torch.tanh("))
+    task = make_tasks(manifest, tmp_path / "after")["tiny_portable"]
+    after = outputs(run_all(executor, {task.task_id: task})[task.task_id])
+    executor.close()
+    assert after != before, "the warm server built the old model code"
+    assert after == fresh_build(replace(task, staging=str(tmp_path / "fresh")))
+
+
+def test_server_killed_mid_task_retries_once_then_fails_clearly(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    marker = tmp_path / "first-attempt"
+    slow_on_first_attempt(manifest, marker)
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    warnings = []
+    executor = DaemonExecutor(jobs=1, cache_dir=warm, report=warnings.append)
+    executor.submit(task)
+    wait = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < wait, "the task never started"
+        executor.poll(0.05)
+    server = server_status(warm)
+    child = server["running"][0]["pid"]
+    os.kill(server["pid"], signal.SIGKILL)
+    final = None
+    deadline = time.monotonic() + 180
+    while final is None:
+        assert time.monotonic() < deadline
+        for event in executor.poll(0.1):
+            if event.kind in (EventKind.DONE, EventKind.FAILED):
+                final = event
+    assert final.kind is EventKind.DONE, final.text  # the retry, on a new server, built it
+    assert warnings and "retrying once" in warnings[0]
+    wait_for(lambda: not alive(child), 10, "the killed server's child to die with it")
+    assert server_status(warm)["pid"] != server["pid"]
+
+    # Killed twice: the task fails, with one line that says what happened and what to do.
+    marker.unlink()
+    executor.submit(replace(task, task_id="again"))
+    kills = 0
+    final = None
+    deadline = time.monotonic() + 180
+    while final is None:
+        assert time.monotonic() < deadline
+        for event in executor.poll(0.05):
+            if event.kind in (EventKind.DONE, EventKind.FAILED):
+                final = event
+        if marker.exists() and kills < 2:
+            os.kill(server_status(warm)["pid"], signal.SIGKILL)
+            marker.unlink()
+            kills += 1
+    executor.close()
+    assert final.kind is EventKind.FAILED
+    assert "warm worker server died while building it, twice" in final.text and "--no-daemon" in final.text
+    assert "\n" not in final.text
+
+
+def test_a_client_killed_mid_task_has_its_child_killed(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    marker = tmp_path / "started"
+    slow_on_first_attempt(manifest, marker)
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    client = subprocess.Popen([sys.executable, "-c", (
+        "import json, sys, time\n"
+        "from ptebuild.builder.tasks import Task\n"
+        "from ptebuild.builder.executors.daemon import DaemonExecutor\n"
+        f"executor = DaemonExecutor(jobs=1, cache_dir={str(warm)!r})\n"
+        "executor.submit(Task.from_json(json.loads(sys.argv[1])))\n"
+        "while True:\n"
+        "    executor.poll(0.1)\n"
+    ), json.dumps(task.to_json())], cwd=ROOT)
+    try:
+        wait_for(marker.exists, 120, "the task to start")
+        running = server_status(warm)["running"]
+        assert [r["client"] for r in running] == [client.pid]
+        client.kill()  # kill -9 of a build
+        client.wait(timeout=10)
+        wait_for(lambda: not alive(running[0]["pid"]), 10, "its child to be killed")
+        wait_for(lambda: server_status(warm)["running"] == [], 10, "the server to forget the task")
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
+def test_a_server_of_another_toolchain_is_never_used(warm, tmp_path):
+    # Another interpreter setup names another socket.
+    other = subprocess.run(
+        [sys.executable, "-c", "from ptebuild.daemon import protocol; print(protocol.toolchain_id())"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.strip() != protocol.toolchain_id()
+
+    # Something answering at our socket with another toolchain's hello is hung up on and replaced.
+    cache = tmp_path / "cache"
+    path = protocol.socket_path(cache)
+    path.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(8)
+    seen = []
+
+    def impostor():
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                reader = protocol.Reader()
+                for message in reader.feed(conn.recv(1 << 16)):
+                    seen.append(message["op"])
+                    protocol.send(conn, {"op": "hello", "protocol": protocol.PROTOCOL, "toolchain": "0" * 20, "pid": 1})
+                conn.close()
+
+    thread = threading.Thread(target=impostor, daemon=True)
+    thread.start()
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    executor = DaemonExecutor(jobs=1, cache_dir=cache, idle=30)
+    try:
+        final = run_all(executor, {task.task_id: task})[task.task_id]
+    finally:
+        executor.close()
+        listener.close()
+        stop_servers(cache)
+    assert final.kind is EventKind.DONE, final.text
+    assert seen and set(seen) == {"hello"}, seen  # greeted, never given a task
+
+
+def test_memory_limit_idle_exit_and_the_workers_command(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    monkeypatch.setenv("PTEBUILD_DAEMON_MAX_RSS", "64M")  # read by the server it starts
+    executor = DaemonExecutor(jobs=1, cache_dir=cache, idle=4)
+    try:
+        final = run_all(executor, {task.task_id: task})[task.task_id]
+        assert final.kind is EventKind.FAILED
+        assert "over the limit of 64.0 MiB (PTEBUILD_DAEMON_MAX_RSS)" in final.text, final.text
+
+        assert main(["workers", "status", "--cache", str(cache), "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        [server] = document["servers"]
+        assert server["current"] and server["alive"] and server["clients"] == 1 and server["tasks_run"] == 1
+        executor.close()
+        pid = server["pid"]
+        # No client, no task: it exits by itself after its idle time.
+        wait_for(lambda: not alive(pid), 15, "the idle server to exit", interval=0.2)
+        assert not protocol.socket_path(cache).exists()
+        assert main(["workers", "status", "--cache", str(cache)]) == 0
+        assert "no warm worker server" in capsys.readouterr().out
+
+        from ptebuild.daemon.server import start_detached
+
+        start_detached(protocol.socket_path(cache), idle=60)
+        wait_for(lambda: server_status(cache), 120, "a new server")
+        assert main(["workers", "status", "--cache", str(cache)]) == 0
+        assert "(current toolchain): pid" in capsys.readouterr().out
+        pid = server_status(cache)["pid"]
+        assert main(["workers", "stop", "--cache", str(cache)]) == 0
+        assert f"(pid {pid})" in capsys.readouterr().out
+        wait_for(lambda: not alive(pid), 15, "the stopped server to exit")
+    finally:
+        executor.close()
+        stop_servers(cache)

@@ -161,7 +161,8 @@ def _tar_member(info: tarfile.TarInfo) -> _Member:
 
 
 def _zip_member(info: zipfile.ZipInfo) -> _Member:
-    mode = info.external_attr >> 16
+    # Only Unix-made entries carry a mode (with its file type) in the high 16 bits.
+    mode = info.external_attr >> 16 if info.create_system == 3 else 0
     if stat.S_ISLNK(mode):
         kind = "symlink"
     elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -170,7 +171,7 @@ def _zip_member(info: zipfile.ZipInfo) -> _Member:
         kind = "fifo"
     elif info.is_dir() or stat.S_ISDIR(mode):
         kind = "dir"
-    elif mode == 0 or stat.S_ISREG(mode):
+    elif stat.S_IFMT(mode) == 0 or stat.S_ISREG(mode):
         kind = "file"
     else:
         kind = "other"

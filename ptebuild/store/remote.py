@@ -41,12 +41,17 @@ Faults
 
 Every request has a timeout (connect and each read). A connection error, timeout, ``5xx``,
 ``429`` or truncated body is retried ``retries`` times with exponential backoff; ``404`` is a
-miss. Each operation that met a fault it recovered from, or gave up on, is reported in one line
-through ``warn``. Every failed request counts; at ``max_failures`` in one build the tier raises
-:class:`~ptebuild.errors.StoreError` (now and on every later call), and the cache front end
-switches it off. A blob whose bytes do not hash to its name raises
-:class:`~ptebuild.errors.CorruptObject` (the partial file is removed; nothing is published).
-``401``/``403`` on a read switch the tier off at once; on an upload they turn uploads off.
+miss. Each operation that met a fault it recovered from, or gave up on (a miss, or a blob not
+uploaded), is reported in one line through ``warn``, starting with the tier's :attr:`name`.
+Every failed request counts; at ``max_failures`` in one build the tier raises
+:class:`~ptebuild.errors.StoreError` (now and on every later call, without the network), and the
+cache front end switches it off. A blob whose bytes do not hash to its name raises
+:class:`~ptebuild.errors.CorruptObject` at once (it counts as a failed request; it is not retried:
+the server's bytes for a name do not change), and the partial file is removed: nothing is
+published. ``401``/``403``/``407`` on a read switch the tier off at once; on an upload they turn
+uploads off (one warning). Exception messages do not repeat the tier's name: the front end puts
+it first (``remote cache http://host:8080 disabled for this build: 3 failed requests (last: GET
+ac/<key>: connection refused)``).
 
 Credentials
 ===========
@@ -276,6 +281,7 @@ class _Client:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.lock = threading.Lock()
+        self.warn_lock = threading.Lock()
         self.counts = {k: 0 for k in ("hits", "misses", "refused", "downloads", "uploads", "errors", "bytes_down", "bytes_up")}
         self.disabled: str | None = None
         self.upload_off = False
@@ -286,7 +292,7 @@ class _Client:
             self.counts[key] += n
 
     def warn(self, message: str) -> None:
-        with self.lock:
+        with self.warn_lock:  # not self.lock: the callback may well ask for stats()
             self.warn_fn(f"{self.name}: {message}")
 
     def check_on(self) -> None:
@@ -299,8 +305,7 @@ class _Client:
             self.counts["errors"] += 1
             if self.disabled is None and self.counts["errors"] >= self.max_failures:
                 self.disabled = (
-                    f"{self.name}: {self.counts['errors']} failed requests (last: {what}: {why}); "
-                    "remote cache switched off for this build"
+                    f"{self.counts['errors']} failed requests (last: {what}: {why})"
                 )
         self.check_on()
 
@@ -341,8 +346,7 @@ class _Client:
                             self.warn(f"{what}: {fault.why}; uploads turned off for this build")
                         return False, None
                     self.switch_off(
-                        f"{self.name}: {what}: {fault.why} (check --remote-cache-header); "
-                        "remote cache switched off for this build"
+                        f"{what}: {fault.why} (check the credentials: --remote-cache-header)"
                     )
                 self.failed(what, fault.why)
                 if not fault.transient:
@@ -491,7 +495,7 @@ class HttpBlobStore:
         ok, result = self._c.call("GET", path, attempt)
         if not ok:
             if truncated:
-                raise CorruptObject(f"{self._c.name}: blob {_short(digest)} arrived truncated on every try; not used")
+                raise CorruptObject(f"blob {_short(digest)} arrived truncated on every try")
             return False
         if result is None:
             self._known(digest, False)
@@ -500,8 +504,7 @@ class HttpBlobStore:
         if got != digest:
             self._c.failed(f"GET {path}", "wrong bytes")
             raise CorruptObject(
-                f"{self._c.name}: blob {_short(digest)} has wrong bytes ({size} bytes hashing to "
-                f"{_short(got)}); not used"
+                f"blob {_short(digest)} has wrong bytes ({size} bytes hashing to {_short(got)})"
             )
         self._c.count("downloads")
         self._known(digest, True)

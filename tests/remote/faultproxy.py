@@ -8,7 +8,7 @@ keep-alive) unless a fault is armed. The control port takes JSON::
                   "code": 500}
     POST /die    {"after": N}     exit (every socket closed) after N more requests
     GET  /log                      {"requests": [[method, path, status, {header: value}], ...],
-                                    "faults": k}
+                                    "faults": k}   (status null while being answered)
     POST /reset                    no fault, empty log
 
 Fault modes, applied to the next ``times`` requests (``-1``: all) whose path contains ``match``
@@ -166,6 +166,9 @@ class ProxyHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         path = self.path
         fault = STATE.take(self.command, path)
+        entry = [self.command, path, None, dict(self.headers.items())]
+        with STATE.lock:  # logged on arrival: a client that got its answer finds its request here
+            STATE.log.append(entry)
         if fault == "reset":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -179,7 +182,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 time.sleep(STATE.delay)
             status = self._forward(fault)
         with STATE.lock:
-            STATE.log.append([self.command, path, status, dict(self.headers.items())])
+            entry[2] = status
             if STATE.die_after is not None:
                 STATE.die_after -= 1
                 if STATE.die_after <= 0:

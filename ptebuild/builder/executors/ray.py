@@ -135,6 +135,9 @@ class RayExecutor:
         if not ray.is_initialized():
             quiet = {"configure_logging": False, "log_to_driver": False, "logging_level": "error"}
             if self.address:
+                host = self.address.removeprefix("ray://").rpartition(":")[0]
+                if host in ("127.0.0.1", "localhost"):  # a cluster on loopback: stay there
+                    quiet["_node_ip_address"] = "127.0.0.1"
                 ray.init(address=self.address, **quiet)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

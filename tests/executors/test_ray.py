@@ -1,0 +1,209 @@
+"""The Ray executor on a real local Ray cluster on loopback: a head (2 CPUs) and nodes that
+declare a GPU they do not have, for placement. Only the processes these tests start are stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from project_copy import copy_project
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ptebuild[ray]')")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tasks_for_tests import make_tasks, run_all, slow_on_first_attempt, wait_for  # noqa: E402
+
+from ptebuild.builder.executors.ray import RayExecutor, ray_options  # noqa: E402
+from ptebuild.builder.tasks import EventKind  # noqa: E402
+
+RAY = str(Path(sys.executable).with_name("ray"))
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """``ray start --block`` processes, each in its own process group so that it can be killed whole."""
+
+    def __init__(self, temp_dir: str):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.temp_dir = temp_dir
+        self.env = {**os.environ, **RAY_ENV}
+        self.processes: list[subprocess.Popen] = []
+
+    def _start(self, *args: str) -> subprocess.Popen:
+        process = subprocess.Popen(
+            [RAY, "start", "--block", "--node-ip-address", "127.0.0.1", "--disable-usage-stats", *args],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        return process
+
+    def start_head(self) -> None:
+        self._start("--head", "--port", str(self.port), "--num-cpus", "2", "--include-dashboard=false",
+                    "--temp-dir", self.temp_dir)
+
+    def add_gpu_node(self) -> tuple[subprocess.Popen, str]:
+        """A node with 1 CPU and 1 (declared) GPU; returns it and its Ray node id once it is alive."""
+        known = {n["NodeID"] for n in ray.nodes()}
+        process = self._start("--address", self.address, "--num-cpus", "1", "--num-gpus", "1")
+        node = wait_for(
+            lambda: next((n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in known), None),
+            60, "the GPU node to join",
+        )
+        return process, node
+
+    def kill(self, process: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Kill the process groups these tests started, and nothing else (``ray stop`` would end
+        every Ray process of the user)."""
+        for process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # Ray's socket paths must stay short
+    cluster = Cluster(temp_dir)
+    try:
+        cluster.start_head()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ray.init(address=cluster.address, configure_logging=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+                break
+            except Exception:  # the head is not up yet
+                assert time.monotonic() < deadline, "the Ray head did not start"
+                time.sleep(0.5)
+        cluster.gpu_node = cluster.add_gpu_node()
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        cluster.stop()
+        import shutil
+
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_a_cuda_task_lands_only_on_the_node_that_declares_a_gpu(cluster, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, None)["tiny_portable"]
+    cuda = replace(task, backend="cuda", resources={"num_gpus": 1})
+    options = ray_options(cuda)
+    assert options["num_gpus"] == 1 and options["max_retries"] == 2
+
+    def where() -> str:  # defined here, so that Ray ships it by value
+        time.sleep(0.2)  # long enough that the tasks spread over the nodes, if they could
+        return ray.get_runtime_context().get_node_id()
+
+    remote = ray.remote(where)
+    gpu_nodes = ray.get([remote.options(**options).remote() for _ in range(4)])
+    assert set(gpu_nodes) == {cluster.gpu_node[1]}
+    cpu_nodes = ray.get([remote.options(**ray_options(task)).remote() for _ in range(6)])
+    assert "num_gpus" not in ray_options(task)
+    assert len(set(cpu_nodes)) >= 1
+    assert ray_options(replace(task, resources={"memory": "1GiB"}))["memory"] == 1 << 30
+
+
+def test_tasks_build_on_the_cluster_like_in_a_fresh_process(cluster, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    tasks = make_tasks(manifest, None)
+    executor = RayExecutor(jobs=2, address=cluster.address)
+    try:
+        finals = run_all(executor, tasks, timeout=180)
+    finally:
+        executor.close()
+    for name, event in finals.items():
+        assert event.kind is EventKind.DONE, event.text
+        result = event.result
+        assert result.staging is None and set(result.data) == {o.name for o in result.outputs}
+        import hashlib
+
+        for output in result.outputs:
+            assert hashlib.sha256(result.data[output.name]).hexdigest() == output.sha256
+        assert "(" in result.node
+    assert ray.is_initialized()  # the executor did not own the driver: it left it connected
+
+
+def test_a_node_killed_mid_task_is_retried_elsewhere_and_fails_only_that_program(cluster, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    marker = tmp_path / "first-attempt"
+    slow_on_first_attempt(manifest, marker)
+    tasks = make_tasks(manifest, None)
+    on_gpu = replace(tasks["tiny_portable"], resources={"num_gpus": 1})
+    executor = RayExecutor(jobs=2, address=cluster.address, max_retries=1)
+    try:
+        executor.submit(on_gpu)
+        executor.submit(tasks["tiny_xnnpack"])  # CPU: must not be disturbed
+        finals = {}
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert time.monotonic() < deadline, "the task never started"
+            for event in executor.poll(0.1):
+                if event.kind in (EventKind.DONE, EventKind.FAILED):
+                    finals[event.task_id] = event
+        process, _node = cluster.gpu_node
+        cluster.kill(process)  # the node dies with the task on it
+        cluster.gpu_node = cluster.add_gpu_node()  # somewhere for the retry to go
+        deadline = time.monotonic() + 180
+        while len(finals) < 2:
+            assert time.monotonic() < deadline, f"finished: {sorted(finals)}"
+            for event in executor.poll(0.2):
+                if event.kind in (EventKind.DONE, EventKind.FAILED):
+                    finals[event.task_id] = event
+    finally:
+        executor.close()
+    assert finals["tiny_xnnpack"].kind is EventKind.DONE, finals["tiny_xnnpack"].text
+    assert finals["tiny_portable"].kind is EventKind.DONE, finals["tiny_portable"].text
+
+    # Without retries left, only that program fails, with one line.
+    marker.unlink()
+    executor = RayExecutor(jobs=2, address=cluster.address, max_retries=0)
+    try:
+        executor.submit(on_gpu)
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert time.monotonic() < deadline, "the task never started"
+            executor.poll(0.1)
+        cluster.kill(cluster.gpu_node[0])
+        final = None
+        deadline = time.monotonic() + 120
+        while final is None:
+            assert time.monotonic() < deadline
+            final = next((e for e in executor.poll(0.2) if e.kind in (EventKind.DONE, EventKind.FAILED)), None)
+    finally:
+        executor.close()
+    assert final.kind is EventKind.FAILED
+    assert "the Ray worker or node running it was lost" in final.text and "\n" not in final.text

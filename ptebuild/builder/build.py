@@ -88,9 +88,21 @@ class Builder:
 
         return hash_file(path)
 
-    def _history(self, name: str) -> str:
-        """The --explain history of a target: per manifest and name, never per name alone."""
-        return f"{self._manifest_path}::{name}"
+    def _histories(self, name: str) -> list[str]:
+        """The --explain histories of a target, most precise first: per manifest (its path) and
+        name, never per name alone; then per manifest file name, for a checkout moved or copied."""
+        return [f"{self._manifest_path}::{name}", f"{Path(self.plan.manifest).name}::{name}"]
+
+    def _remember(self, name: str, key: str) -> None:
+        for history in self._histories(name):
+            self.cache.remember(history, key)
+
+    def _last(self, name: str):
+        for history in self._histories(name):
+            last = self.cache.last(history)
+            if last is not None:
+                return last
+        return None
 
     # -- the cache ------------------------------------------------------------------------------
 
@@ -129,14 +141,14 @@ class Builder:
         else:
             result.explain = ["up to date"]
         self.cache.count(True)
-        self.cache.remember(self._history(result.name), result.key)
+        self._remember(result.name, result.key)
         self.folder.record(result.name, hit.result, self._entry_extra(result.name))
         return hit.result
 
     def _explain_miss(self, result: TargetResult, inputs: dict[str, str], model: str = "") -> None:
         if not self.options.explain or result.explain:
             return  # a stale dependency already says why
-        last = self.cache.last(self._history(result.name)) if self.cache is not None else None
+        last = self._last(result.name) if self.cache is not None else None
         result.explain = keys.explain_changes(last.inputs if last else None, inputs, model=model, program=result.name)
 
     def _entry_extra(self, name: str) -> dict:
@@ -150,7 +162,7 @@ class Builder:
         if self.cache is not None:
             self.cache.save(action, files)
             self.cache.count(False)
-            self.cache.remember(self._history(result.name), action.key)
+            self._remember(result.name, action.key)
         self.folder.publish(files)
         result.take(action)
         result.status = Status.BUILT
@@ -179,7 +191,6 @@ class Builder:
 
     def build_programs(self, programs: list[ProgramPlan]) -> None:
         from ptebuild.backends import get_backend
-        from ptebuild.builder.schedule import Job
 
         jobs = []
         for program in programs:
@@ -207,6 +218,8 @@ class Builder:
                 self._explain_miss(result, inputs, model=program.model)
                 self.report(program.name, "done", str(result.status))
                 continue
+            from ptebuild.builder.schedule import Job
+
             jobs.append(Job(program.name, result.key, make_task=self._task_maker(program, result, inputs), data=(program, inputs)))
         if not jobs:
             return

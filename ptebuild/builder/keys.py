@@ -55,15 +55,14 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """Versions and platform facts that change lowering, read without importing torch."""
     global _toolchain_cache
     if _toolchain_cache is None:
-        from importlib import metadata
-
         from ptebuild import __version__
+        from ptebuild.builder.deps import installed_versions
+
+        # Versions from the dist-info folder names: importlib.metadata costs more than a no-op build.
+        versions = installed_versions()
 
         def version(dist: str) -> str:
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                return "not installed"
+            return versions.get(dist, "not installed")
 
         facts = {
             "toolchain.python": f"{sys.implementation.name} {platform.python_version()}",

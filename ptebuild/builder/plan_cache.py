@@ -31,7 +31,10 @@ def _key(manifest_bytes: bytes, manifest_dir: Path) -> str:
 def load_plan(manifest: str, cache) -> BuildPlan:
     """The plan of ``manifest``, from the cache (a :class:`~ptebuild.store.frontend.Cache`)
     when its bytes are unchanged."""
-    from ptebuild.manifest import load_manifest
+    def load_manifest(manifest: str) -> BuildPlan:
+        from ptebuild.manifest.load import load_manifest
+
+        return load_manifest(manifest)
 
     path = Path(manifest)
     manifest_dir = path.resolve().parent

@@ -10,9 +10,10 @@ knows nothing else about them. A new executor is one module here with a class im
 from __future__ import annotations
 
 import importlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ptebuild.builder.tasks import Event, Task
+if TYPE_CHECKING:
+    from ptebuild.builder.tasks import Event, Task
 
 #: ``--executor`` name -> "module:class" under ptebuild.builder.executors.
 EXECUTOR_MODULES = {

@@ -1,0 +1,79 @@
+"""The build loop on real tiny builds: shards, --explain history per manifest, --skip-backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from project_copy import copy_project
+from ptebuild.builder.build import in_shard
+
+
+def ptebuild(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ptebuild", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def build_json(*args: str) -> dict:
+    result = ptebuild("build", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_shards_split_by_key_and_a_final_build_restores_everything(tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    cache = str(tmp_path / "cache")
+    built: list[str] = []
+    for shard in ("1/2", "2/2"):
+        document = build_json(str(manifest), "--cache", cache, "--shard", shard)
+        assert document["shard"] == shard
+        built += [p["name"] for p in document["programs"] if p["status"] == "built"]
+        assert all(p["status"] == "built" for p in document["programs"])
+    assert sorted(built) == ["tiny_portable", "tiny_xnnpack"]  # each program lowered exactly once
+    final = build_json(str(manifest), "--cache", cache)
+    assert {p["status"] for p in final["programs"]} == {"cached"}
+
+
+def test_shard_membership_is_a_function_of_the_key_alone():
+    keys = [f"{i:032x}" for i in range(0, 2**20, 997)]
+    for count in (1, 2, 3, 7):
+        for key in keys:
+            assert sum(in_shard(key, (i, count)) for i in range(1, count + 1)) == 1
+    assert in_shard(keys[5], None)
+
+
+def test_bad_shard_is_a_usage_error(tiny_project):
+    for bad in ("0/2", "3/2", "1", "a/b", "1/0"):
+        result = ptebuild("build", str(tiny_project), "--shard", bad)
+        assert result.returncode == 2
+        assert "--shard" in result.stderr and "I/N" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_two_manifests_in_one_cache_explain_against_their_own_history(tmp_path):
+    """Same program names, two manifests, one cache: each --explain compares with its own last build."""
+    cache = str(tmp_path / "cache")
+    first = copy_project(tmp_path / "a")
+    second = copy_project(tmp_path / "b")
+    second.write_text(second.read_text().replace("width = 16", "width = 12"))
+    build_json(str(first), "--cache", cache, "--only", "tiny_portable")
+    build_json(str(second), "--cache", cache, "--only", "tiny_portable")
+    (first.parent / "tinymodels" / "__init__.py").write_text('"""edited"""\n')
+    explained = build_json(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["programs"][0]
+    # Against the other manifest's build, the width would show as changed too.
+    assert explained["explain"] == ["source file tinymodels/__init__.py changed"]
+
+
+def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
+    document = build_json(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
+    assert [p["name"] for p in document["programs"]] == ["tiny_portable"]
+    result = ptebuild("build", str(tiny_project), "--skip-backend", "xnnpak")
+    assert result.returncode == 2
+    assert "no backend 'xnnpak' (did you mean 'xnnpack'?)" in result.stderr

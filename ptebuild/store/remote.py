@@ -173,7 +173,7 @@ def _short(digest: str) -> str:
     return digest[:12]
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, timeout: float) -> str:
     """A fixed phrase for a transport exception (never its text, which may carry a URL)."""
     import requests
 
@@ -186,9 +186,9 @@ def _describe(exc: BaseException) -> str:
         node = node.__cause__ or node.__context__
     low = text.lower()
     if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return "connection timed out"
+        return f"no connection within {timeout:g} s"
     if isinstance(exc, requests.exceptions.ReadTimeout) or "read timed out" in low:
-        return "no answer within the timeout"
+        return f"no answer within {timeout:g} s"
     if "refused" in low:
         return "connection refused"
     if "incompleteread" in low or "prematurely" in low or "chunkedencodingerror" in low:
@@ -202,7 +202,7 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, requests.exceptions.SSLError):
         return "TLS error"
     if isinstance(exc, requests.exceptions.Timeout):
-        return "timed out"
+        return f"timed out ({timeout:g} s)"
     return f"transport error ({type(exc).__name__})"
 
 
@@ -332,32 +332,31 @@ class _Client:
             if i:
                 time.sleep(self.backoff * (2 ** (i - 1)) * (0.75 + 0.5 * random.random()))
                 self.check_on()
+            fault: _Fault | None = None
             try:
                 result = attempt()
-            except _Fault as fault:
-                faults.append(fault.why)
-                if fault.status in _AUTH_STATUS:
-                    self.count("errors")
-                    if upload:
-                        with self.lock:
-                            first = not self.upload_off
-                            self.upload_off = True
-                        if first:
-                            self.warn(f"{what}: {fault.why}; uploads turned off for this build")
-                        return False, None
-                    self.switch_off(
-                        f"{what}: {fault.why} (check the credentials: --remote-cache-header)"
-                    )
-                self.failed(what, fault.why)
-                if not fault.transient:
-                    break
-                continue
-            if faults:
-                tries = "1 retry" if len(faults) == 1 else f"{len(faults)} retries"
-                self.warn(f"{what}: {faults[-1]}; succeeded after {tries}")
-            return True, result
-        gave_up = "not uploaded" if upload else "treated as a miss"
-        self.warn(f"{what}: {faults[-1]}; {gave_up}")
+            except _Fault as caught:
+                fault = caught
+            if fault is None:
+                if faults:
+                    tries = "1 retry" if len(faults) == 1 else f"{len(faults)} retries"
+                    self.warn(f"{what}: {faults[-1]}; succeeded after {tries}")
+                return True, result
+            # Handled outside the except clause, so a StoreError raised here chains nothing.
+            faults.append(fault.why)
+            if fault.status in _AUTH_STATUS:
+                self.count("errors")
+                if not upload:
+                    self.switch_off(f"{what}: {fault.why} (check the credentials: --remote-cache-header)")
+                with self.lock:
+                    first, self.upload_off = not self.upload_off, True
+                if first:
+                    self.warn(f"{what}: {fault.why}; uploads turned off for this build")
+                return False, None
+            self.failed(what, fault.why)
+            if not fault.transient:
+                break
+        self.warn(f"{what}: {faults[-1]}; {'not uploaded' if upload else 'treated as a miss'}")
         return False, None
 
     def request(self, method: str, path: str, **kwargs):
@@ -373,7 +372,7 @@ class _Client:
                 **kwargs,
             )
         except requests.RequestException as exc:
-            why = _describe(exc)
+            why = _describe(exc, self.timeout)
         raise _Fault(why)
 
 
@@ -469,7 +468,7 @@ class HttpBlobStore:
                                 out.write(chunk)
                                 size += len(chunk)
                         except requests.RequestException as exc:
-                            why = _describe(exc)
+                            why = _describe(exc, self._c.timeout)
                         else:
                             why = ""
                 except BaseException:
@@ -626,7 +625,7 @@ class HttpActionStore:
                         if len(data) > MAX_ENTRY_BYTES:
                             return b""
                 except requests.RequestException as exc:
-                    why = _describe(exc)
+                    why = _describe(exc, self._c.timeout)
                 finally:
                     self._c.count("bytes_down", len(data))
             if why:  # raised here, outside the handler: no library exception rides along

@@ -318,12 +318,15 @@ class _Client:
     def url(self, path: str) -> str:
         return f"{self.base}/{quote(path)}"
 
-    def call(self, method: str, path: str, attempt: Callable[[], Any], *, upload: bool = False) -> tuple[bool, Any]:
-        """Run ``attempt`` (one request) with retries: ``(True, result)`` or ``(False, None)``.
+    def call(
+        self, method: str, path: str, attempt: Callable[[], Any], *, upload: bool = False, warn_give_up: bool = True
+    ) -> tuple[bool, Any]:
+        """Run ``attempt`` (one request) with retries: ``(True, result)``, or ``(False, why)``.
 
         ``attempt`` raises :class:`_Fault` for a failed request. Gives one warning per call that
-        met a fault (recovered or not); raises StoreError when the failure budget is spent or the
-        server refuses the credentials of a read.
+        met a fault: recovered, or given up on (unless ``warn_give_up`` is False: the caller
+        reports it another way). Raises StoreError when the failure budget is spent or the server
+        refuses the credentials of a read.
         """
         self.check_on()
         what = f"{method} {path}"
@@ -352,12 +355,13 @@ class _Client:
                     first, self.upload_off = not self.upload_off, True
                 if first:
                     self.warn(f"{what}: {fault.why}; uploads turned off for this build")
-                return False, None
+                return False, fault.why
             self.failed(what, fault.why)
             if not fault.transient:
                 break
-        self.warn(f"{what}: {faults[-1]}; {'not uploaded' if upload else 'treated as a miss'}")
-        return False, None
+        if warn_give_up:
+            self.warn(f"{what}: {faults[-1]}; {'not uploaded' if upload else 'treated as a miss'}")
+        return False, faults[-1]
 
     def request(self, method: str, path: str, **kwargs):
         """One request, no retry; transport exceptions become :class:`_Fault`."""
@@ -446,11 +450,12 @@ class HttpBlobStore:
         """
         path = f"cas/{_check_digest(digest)}"
         dest = Path(dest)
-        truncated: list[bool] = []
+        body_fault = [False]  # the last try failed while reading the body
 
         def attempt() -> tuple[str, int] | None:
             import requests
 
+            body_fault[0] = False
             resp = self._c.request("GET", path, stream=True)
             with resp:
                 if resp.status_code == 404:
@@ -478,7 +483,7 @@ class HttpBlobStore:
                     self._c.count("bytes_down", size)
                 if why:
                     _unlink(tmp)
-                    truncated.append(True)
+                    body_fault[0] = True
                     raise _Fault(why)
                 got = h.hexdigest()
                 if got != digest:
@@ -491,10 +496,13 @@ class HttpBlobStore:
                     raise
                 return digest, size
 
-        ok, result = self._c.call("GET", path, attempt)
+        ok, result = self._c.call("GET", path, attempt, warn_give_up=False)
         if not ok:
-            if truncated:
-                raise CorruptObject(f"blob {_short(digest)} arrived truncated on every try")
+            if body_fault[0]:  # reported by the exception, not by a warning too
+                raise CorruptObject(
+                    f"blob {_short(digest)} did not arrive whole in {self._c.retries + 1} tries (last: {result})"
+                )
+            self._c.warn(f"GET {path}: {result}; treated as a miss")
             return False
         if result is None:
             self._known(digest, False)

@@ -18,7 +18,9 @@ Status codes: ``200`` a hit; ``404`` absent (a miss, not an error); ``200``/``20
 stored PUT. Requests are never redirected (a ``3xx`` is an error), so headers never travel to
 another host. Blobs are uploaded and downloaded streamed (``Content-Length`` set, 1 MiB chunks)
 and never held in memory; ``Accept-Encoding: identity``. PUT always writes (no HEAD first), so an
-upload repairs a damaged blob on the server.
+upload repairs a damaged blob on the server. Connections are pooled (``jobs`` of them) and reused.
+Proxies and CA bundles come from the environment as ``requests`` reads them (``HTTPS_PROXY``,
+``NO_PROXY``, ``REQUESTS_CA_BUNDLE``); ``~/.netrc`` is not used.
 
 An action entry is not Bazel's ``ActionResult`` protobuf but ptebuild's own document: UTF-8
 canonical JSON (``sort_keys``, separators ``,`` and ``:``, no trailing newline), at most

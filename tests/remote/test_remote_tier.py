@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -366,8 +367,6 @@ def test_credentials_never_appear(space, proxy, tmp_path, closed_port):
 def test_url_userinfo_is_sent_as_basic_auth(space, proxy):
     t = tier(f"http://alice:{TOKEN}@127.0.0.1:{proxy.port}/{space.prefix}")
     t.actions.get(KEY)
-    import base64
-
     assert proxy.log()[0][3]["Authorization"] == "Basic " + base64.b64encode(f"alice:{TOKEN}".encode()).decode()
 
 

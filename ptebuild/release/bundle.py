@@ -253,7 +253,7 @@ def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read) -
     outputs = {file for entry in (record or {}).get("targets", {}).values() for file in entry["outputs"]}
     with tempfile.TemporaryDirectory(prefix="ptebuild-verify-") as scratch:
         digests = {}
-        for name, member in sorted(files.items()):
+        for name, member in files.items():  # archive order: a .tar.gz is read front to back once
             copy_to = Path(scratch, name) if name in outputs and "/" not in name else None
             with read(member) as f:
                 digests[name] = _hash_stream(f, copy_to)

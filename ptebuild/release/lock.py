@@ -375,7 +375,10 @@ def _describe_input(name: str, before: str | None, after: str | None) -> str:
     if group == "weights":
         return f"weights file {key} {_change(before, after, digest=True)}"
     if group == "toolchain":
-        what = "ptebuild's lowering code" if key == "ptebuild-code" else f"{key} version"
+        if key.endswith("-code"):
+            what = f"ptebuild's {'lowering' if key == 'ptebuild-code' else key[:-5]} code"
+        else:
+            what = key if key == "platform" else f"{key} version"
         return f"{what} {_change(before, after, digest=key.endswith('-code'))}"
     if group == "manifest":
         return f"manifest entry {key} {_change(before, after)}"

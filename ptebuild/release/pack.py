@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import CorruptObject, PtebuildError, StoreError, UsageError
-from ptebuild.release.archive import ArchiveResult, Entry, archive_format, archive_stem, write_archive
+from ptebuild.release.archive import (
+    ArchiveResult,
+    Entry,
+    archive_format,
+    archive_stem,
+    reproducible_timestamp,
+    write_archive,
+)
 from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, lock_entries_from_record, read_lock
 from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, provenance_statement
 from ptebuild.runtime.record import FORMAT as RECORD_FORMAT
@@ -232,8 +239,6 @@ def _write_bundle(
     entries = lock_entries_from_record(targets)
     subjects = [(file, info["sha256"]) for entry in targets.values() for file, info in entry["outputs"].items()]
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    from ptebuild.release.archive import reproducible_timestamp
-
     stamp = reproducible_timestamp()
     statement = provenance_statement(
         subjects,

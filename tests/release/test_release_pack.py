@@ -201,3 +201,19 @@ def test_usage_errors_exit_2_with_one_line(project, run, argv, message, tmp_path
     monkeypatch.chdir(tmp_path)
     code, _, err = run("pack", project, *argv)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_source_date_epoch_dates_the_files_and_the_provenance(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01
+    result = pack(None, project, None, tmp_path / "t.tar.gz")
+    with tarfile.open(result.archive.path) as tar:
+        assert {m.mtime for m in tar.getmembers()} == {1767225600}
+        statement = json.load(tar.extractfile("t/provenance.intoto.json"))
+    assert statement["predicate"]["runDetails"]["metadata"] == {
+        "startedOn": "2026-01-01T00:00:00Z",
+        "finishedOn": "2026-01-01T00:00:00Z",
+    }
+    subjects = {s["name"] for s in statement["subject"]}
+    assert subjects == {f"{p}.pte" for p in PROGRAMS} | {f"{p}_weights.ptd" for p in PROGRAMS}
+    deps = {d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert "source:tinymodels/tiny.py" in deps

@@ -2,7 +2,8 @@
 # Set up ptebuild in ./.venv with the pinned toolchain (constraints.txt).
 #   ./bootstrap.sh          the build tool
 #   ./bootstrap.sh --test   also the test dependencies, and the Debian tools the tests use
-#                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git)
+#                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git;
+#                           nginx for the remote-cache tests)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -13,11 +14,14 @@ if [ "${1:-}" = "--test" ]; then
   for tool in clang lld-link llvm-dlltool llvm-dlltool-19 llvm-readobj gcc git; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
   done
+  # nginx (WebDAV PUT) serves the remote-cache tests; /usr/sbin is not on every PATH.
+  [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing="$missing nginx"
   if [ -n "$missing" ]; then
     echo "bootstrap: installing Debian packages for:$missing" >&2
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang lld llvm llvm-19 gcc git >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+      clang lld llvm llvm-19 gcc git nginx >/dev/null
   fi
 fi
 

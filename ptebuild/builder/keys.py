@@ -18,12 +18,12 @@ Nothing here imports torch or executorch.
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.manifest.modules import find_module_file, module_search_path
@@ -36,10 +36,6 @@ DigestFile = Callable[[Path], tuple[str, int]]
 _PTEBUILD_ROOT = Path(__file__).resolve().parent.parent
 LOWERING_MODULES = ("lowering.py", "weightkeys.py", "model_loading.py", "examples.py")
 """The modules of ptebuild.builder whose code decides the bytes of a lowered program."""
-
-
-def canonical_json(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def digest_text(text: str) -> str:

@@ -59,21 +59,6 @@ def _shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
-def _headers(args) -> dict[str, str]:
-    items = list(args.remote_cache_header)
-    from_env = os.environ.get("PTEBUILD_REMOTE_CACHE_HEADER")
-    if from_env:
-        items.append(from_env)
-    headers = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            # Never echo the value: it is usually a credential.
-            raise UsageError("--remote-cache-header: expected NAME=VALUE")
-        headers[name.strip()] = value
-    return headers
-
-
 def open_cache(args, warn):
     """The cache front end for this build: the local folder, then the remote server if any."""
     from ptebuild.store.frontend import Cache
@@ -96,7 +81,10 @@ def open_cache(args, warn):
             if not value:
                 raise UsageError(f"--remote-secret-env: ${args.remote_secret_env} is not set")
             secret = value.encode()
-        tiers.append(open_tier("http", url, headers=_headers(args), upload=upload, secret=secret, warn=warn))
+        from ptebuild.store.remote import headers_from
+
+        headers = headers_from(getattr(args, "remote_cache_header", ()))
+        tiers.append(open_tier("http", url, headers=headers, upload=upload, secret=secret, warn=warn))
     if not tiers:
         return None
     return Cache(tiers, warn, local_root=root)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptebuild.canonical import canonical_json
 from ptebuild.runtime.record import RECORD_NAME  # noqa: F401 - the build record's name, re-exported
 
 
@@ -111,7 +112,7 @@ class BuildPlan:
         return Path(os.path.normpath(Path(self.manifest_dir, self.out)))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return canonical_json(asdict(self))
 
     @classmethod
     def from_json(cls, text: str, *, manifest: str, manifest_dir: str) -> "BuildPlan":

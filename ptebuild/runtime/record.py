@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptebuild.atomic import write_atomically  # noqa: F401 - re-exported for writers of records
 from ptebuild.errors import FormatError
 
 RECORD_NAME = "ptebuild.json"
@@ -139,24 +139,6 @@ def read_build_record(folder: Path) -> BuildRecord | None:
     if document is None:
         return None
     return BuildRecord(folder / RECORD_NAME, document["targets"])
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder (fsync + rename)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) -> None:

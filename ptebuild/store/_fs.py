@@ -68,26 +68,17 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, what: str = "write") -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, ``os.replace``.
+    """Write ``data`` to ``path`` atomically (:func:`ptebuild.atomic.write_atomically`).
 
     Readers see either the old file or the whole new one. Raises StoreError on any OSError.
     """
-    folder = path.parent
-    ensure_dir(folder)
-    tmp: Path | None = None
-    try:
-        fd, tmp = open_tmp(folder, mode=mode)
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None:
-            unlink_quietly(tmp)
-        raise store_error(exc, what, path) from None
+    from ptebuild.atomic import write_atomically
 
+    try:
+        ensure_dir(path.parent)
+        write_atomically(path, data, mode=mode)
+    except OSError as exc:
+        raise store_error(exc, what, path) from None
 
 
 def sharded_files(root: Path) -> Iterator[tuple[str, os.DirEntry]]:

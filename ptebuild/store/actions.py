@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import StoreError
 from ptebuild.store import _fs, hashing
 
@@ -48,15 +49,9 @@ def check_key(key: str) -> str:
     return key
 
 
-def _canonical(obj: Any) -> bytes:
-    import json
-
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def encode(body: dict) -> bytes:
     """The bytes of a record file for ``body``."""
-    data = _canonical(body)
+    data = canonical_bytes(body)
     header = b"%s %d %s\n" % (MAGIC, VERSION, hashlib.sha256(data).hexdigest().encode())
     return header + data + b"\n"
 

@@ -22,6 +22,7 @@ _EXPORTS = {
     "LockEntry": "lock",
     "Mismatch": "lock",
     "MismatchKind": "lock",
+    "check_locked": "lock",
     "compare_lock": "lock",
     "lock_entries_from_record": "lock",
     "lock_entry_from_result": "lock",

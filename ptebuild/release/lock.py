@@ -162,6 +162,8 @@ class MismatchKind(str, enum.Enum):
     """The lock has a target the manifest no longer declares."""
     OUTPUT = "output"
     """Same inputs, other bytes: a reproducibility regression."""
+    NO_LOCK = "no-lock"
+    """There is no lockfile at all."""
 
     def __str__(self) -> str:
         return self.value
@@ -310,6 +312,23 @@ def compare_lock(lock: Lock, entries: Mapping[str, LockEntry], subset: bool = Fa
             continue
         mismatches.extend(_compare_entry(old, new))
     return mismatches
+
+
+def check_locked(lock_path: str | Path, entries: Mapping[str, LockEntry], subset: bool = False) -> list[Mismatch]:
+    """What ``build --locked`` reports: :func:`compare_lock` against the lock at ``lock_path``.
+
+    A missing lockfile is a mismatch too (``--locked`` fails with exit 1, as Cargo's does),
+    not a usage error. Raises FormatError for a lockfile that cannot be parsed.
+    """
+    path = Path(lock_path)
+    if not path.is_file():
+        return [
+            Mismatch(
+                MismatchKind.NO_LOCK, "", str(path),
+                f"{path}: no lockfile, and --locked needs one (write it with `ptebuild lock MANIFEST` and commit it)",
+            )
+        ]
+    return compare_lock(read_lock(path), entries, subset=subset)
 
 
 def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:

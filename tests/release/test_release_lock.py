@@ -14,14 +14,16 @@ from ptebuild.release.lock import (
     Lock,
     LockEntry,
     MismatchKind,
+    check_locked,
     compare_lock,
     dumps_lock,
     lock_entries_from_record,
+    lock_entry_from_result,
     loads_lock,
     read_lock,
     write_lock,
 )
-from ptebuild.results import Dependencies, OutputFile
+from ptebuild.results import ActionResult, Dependencies, OutputFile
 
 HEX = "0123456789abcdef"
 sha = st.text(HEX, min_size=64, max_size=64)
@@ -224,3 +226,31 @@ def test_a_missing_lockfile_says_how_to_write_one(tmp_path):
 def test_loads_lock_accepts_what_dumps_lock_writes():
     lock = locked()
     assert loads_lock(dumps_lock(lock), "x").entries == lock.entries
+
+
+def test_check_locked_reports_a_missing_lock_as_a_mismatch(tmp_path):
+    [mismatch] = check_locked(tmp_path / "ptebuild.lock", locked().entries)
+    assert mismatch.kind == MismatchKind.NO_LOCK
+    assert str(mismatch) == (
+        f"{tmp_path / 'ptebuild.lock'}: no lockfile, and --locked needs one "
+        "(write it with `ptebuild lock MANIFEST` and commit it)"
+    )
+    write_lock(tmp_path / "ptebuild.lock", locked().entries)
+    assert check_locked(tmp_path / "ptebuild.lock", locked().entries) == []
+
+
+def test_entries_from_action_results():
+    result = ActionResult(
+        key="9" * 32,
+        target="p",
+        kind="program",
+        outputs=(OutputFile("p.pte", "a" * 64, 3),),
+        inputs={"toolchain.torch": "2.13.0"},
+        deps=Dependencies((("m.py", "b" * 64),), ()),
+        backend="portable",
+    )
+    entry = lock_entry_from_result(result)
+    assert (entry.name, entry.key, entry.backend, entry.outputs) == ("p", "9" * 32, "portable", result.outputs)
+    before = lock_entry_from_result(result, with_outputs=False)
+    assert before.outputs is None
+    assert compare_lock(Lock({"p": entry}), {"p": before}) == []

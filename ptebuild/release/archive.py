@@ -126,8 +126,9 @@ def write_archive(
 ) -> ArchiveResult:
     """Write ``entries`` (and the empty ``folders``, e.g. the bundle's top folder) to ``dest``.
 
-    The format comes from ``dest``'s name (:func:`archive_format`). Raises UsageError for a
-    bad name or two entries with one name, OSError if ``dest`` cannot be written.
+    The format comes from ``dest``'s name (:func:`archive_format`); missing parent folders
+    are created. Raises UsageError for a bad name, two entries with one name or a folder that
+    cannot be written; OSError if an entry's source cannot be read.
     """
     dest = Path(dest)
     fmt = archive_format(dest)
@@ -138,7 +139,15 @@ def write_archive(
         duplicate = next(n for n in names if names.count(n) > 1)
         raise UsageError(f"{dest}: two files would be packed as {duplicate!r}")
     dirs = sorted({f.rstrip("/") + "/" for f in folders})
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    if dest.is_dir():
+        raise UsageError(f"{dest}: is a folder (give the archive's file name, e.g. {dest}/bundle.tar.gz)")
+    if dest.parent.exists() and not dest.parent.is_dir():
+        raise UsageError(f"{dest}: cannot write there: {dest.parent} is not a folder")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w+b") as out:
             if fmt == "zip":

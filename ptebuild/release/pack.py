@@ -170,7 +170,10 @@ def pack_from_cache(
             f"{store.root}: not in the cache: {'; '.join(missing)}; build them there or pack from a cache "
             "that has them; nothing packed"
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
     with tempfile.TemporaryDirectory(prefix=".ptebuild-pack-", dir=dest.parent) as staging:
         folder = Path(staging)
         for name, entry in sorted(lock.entries.items()):

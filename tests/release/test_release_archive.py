@@ -113,3 +113,14 @@ def test_archive_format_and_stem(name, fmt, stem):
 def test_other_endings_are_usage_errors(name):
     with pytest.raises(UsageError, match="unknown archive type .name it NAME.tar.gz, NAME.tgz or NAME.zip"):
         archive_format(name)
+
+
+def test_missing_folders_are_made_and_unwritable_places_are_usage_errors(tmp_path):
+    result = write_archive(tmp_path / "dist" / "v1" / "b.zip", [Entry("b/x", data=b"x")])
+    assert result.path.is_file()
+    (tmp_path / "dist.zip").mkdir()
+    with pytest.raises(UsageError, match="dist.zip: is a folder"):
+        write_archive(tmp_path / "dist.zip", [Entry("b/x", data=b"x")])
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match=r"file/b.zip: cannot write there: .*/file is not a folder"):
+        write_archive(tmp_path / "file" / "b.zip", [Entry("b/x", data=b"x")])

@@ -73,8 +73,10 @@ def stats_command(args) -> int:
         s = {"root": str(store.root), "entries": 0, "blobs": 0, "bytes": 0, "blob_bytes": 0, "hits": 0, "misses": 0}
     lookups = s["hits"] + s["misses"]
     hit_rate = s["hits"] / lookups if lookups else None
+    remote = _last_build_remote(store.root)
     if args.json:
-        print(json.dumps({**s, "hit_rate": None if hit_rate is None else round(hit_rate, 4)}, indent=2))
+        document = {**s, "hit_rate": None if hit_rate is None else round(hit_rate, 4), "last_build_remote": remote}
+        print(json.dumps(document, indent=2))
         return EXIT_OK
     rows = [
         ("cache", s["root"] + ("" if exists else " (does not exist yet)")),
@@ -85,10 +87,27 @@ def stats_command(args) -> int:
         ("misses", str(s["misses"])),
         ("hit rate", "-" if hit_rate is None else f"{hit_rate:.1%}"),
     ]
+    for name, counters in remote.items():
+        figures = ", ".join(
+            f"{key.replace('_', ' ')} {format_size(value) if key.startswith('bytes') else value}"
+            for key, value in sorted(counters.items())
+            if key != "source"
+        )
+        rows.append(("last build", f"{name}: {figures}"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name.ljust(width)}  {value}")
     return EXIT_OK
+
+
+def _last_build_remote(root) -> dict[str, dict]:
+    """The remote tiers' counters of the last build that used one (``<cache>/last-build.json``)."""
+    try:
+        document = json.loads((root / "last-build.json").read_text(encoding="utf-8"))
+        tiers = document["tiers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {name: c for name, c in tiers.items() if isinstance(c, dict) and c.get("source") == "remote"}
 
 
 def gc_command(args) -> int:

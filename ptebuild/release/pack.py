@@ -240,7 +240,8 @@ def _write_bundle(
     if manifest_name in reserved or manifest_name in files:
         raise UsageError(f"{manifest_path}: a manifest named {manifest_name!r} collides with a file of the bundle (rename it)")
     entries = lock_entries_from_record(targets)
-    subjects = [(file, info["sha256"]) for entry in targets.values() for file, info in entry["outputs"].items()]
+    # A weights file shared by several programs is one subject (and one file).
+    subjects = sorted({(file, info["sha256"]) for entry in targets.values() for file, info in entry["outputs"].items()})
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     stamp = reproducible_timestamp()
     statement = provenance_statement(

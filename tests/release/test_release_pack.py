@@ -217,3 +217,21 @@ def test_source_date_epoch_dates_the_files_and_the_provenance(project, tmp_path,
     assert subjects == {f"{p}.pte" for p in PROGRAMS} | {f"{p}_weights.ptd" for p in PROGRAMS}
     deps = {d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
     assert "source:tinymodels/tiny.py" in deps
+
+
+def test_a_weights_file_shared_by_two_programs_is_packed_once(project, tmp_path):
+    """Shared data names (issue 11, part 4): the record lists one .ptd under two targets."""
+    out = project.parent / "out"
+    record_path = out / "ptebuild.json"
+    record = json.loads(record_path.read_text())
+    shared = record["targets"]["tiny_portable"]["outputs"]["tiny_portable_weights.ptd"]
+    record["targets"]["tiny_xnnpack"]["outputs"]["tiny_portable_weights.ptd"] = shared
+    record_path.write_text(json.dumps(record))
+    result = pack(out, project, None, tmp_path / "t.tar.gz")
+    with tarfile.open(result.archive.path) as tar:
+        names = tar.getnames()
+        statement = json.load(tar.extractfile("t/provenance.intoto.json"))
+        sums = tar.extractfile("t/SHA256SUMS").read().decode()
+    assert names.count("t/tiny_portable_weights.ptd") == 1
+    assert [s["name"] for s in statement["subject"]].count("tiny_portable_weights.ptd") == 1
+    assert sums.count("  tiny_portable_weights.ptd\n") == 1

@@ -10,7 +10,8 @@ Two passes over the archive:
    nothing is read further.
 2. **Contents.** Each file is streamed once through SHA-256 and compared with
    ``SHA256SUMS`` (every file listed, every listed file present); the provenance statement's
-   subjects are compared with the files (every ``.pte``/``.ptd`` a subject); the lock, when
+   subjects are compared with the files (every ``.pte``/``.ptd`` a subject), and so is the
+   manifest's digest among its external parameters; the lock, when
    there is one, is compared with the bundle's build record; and the record's targets are
    verified as :func:`~ptebuild.runtime.verify.verify_folder` does (sizes, digests, every
    ``.pte``'s keys in its ``.ptd``, every blob's bytes against its key).
@@ -333,12 +334,20 @@ def _check_provenance(data: bytes | None, digests: dict[str, str], outputs: set[
         return []
     where = f"{prefix}{PROVENANCE_NAME}"
     try:
-        subjects = subjects_of(json.loads(data))
+        statement = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         return [f"{where}: not valid JSON: {exc}"]
+    subjects = subjects_of(statement)
     if isinstance(subjects, str):
         return [f"{where}: not an in-toto statement of SLSA provenance: {subjects}"]
     problems = []
+    manifest = _manifest_parameter(statement)
+    if manifest is not None:
+        name, sha256 = manifest
+        if name not in digests:
+            problems.append(f"{where}: the manifest {name} is not in the bundle")
+        elif digests[name] != sha256:
+            problems.append(f"{where}: the manifest {name} has sha256 {sha256[:12]}..., the file has {digests[name][:12]}...")
     for name, sha256 in sorted(subjects.items()):
         if name not in digests:
             problems.append(f"{where}: subject {name} is not in the bundle")
@@ -348,6 +357,16 @@ def _check_provenance(data: bytes | None, digests: dict[str, str], outputs: set[
         if (name.endswith(_ARTIFACT_SUFFIXES) or name in outputs) and name not in subjects:
             problems.append(f"{prefix}{name}: not a subject of {PROVENANCE_NAME}")
     return problems
+
+
+def _manifest_parameter(statement: dict) -> tuple[str, str] | None:
+    """``(file name, sha256)`` of the manifest the statement names, if it names one."""
+    try:
+        manifest = statement["predicate"]["buildDefinition"]["externalParameters"]["manifest"]
+        name, sha256 = manifest["path"], manifest["digest"]["sha256"]
+    except (KeyError, TypeError):
+        return None
+    return (name, sha256) if isinstance(name, str) and isinstance(sha256, str) else None
 
 
 def _check_lock(data: bytes, record: dict, prefix: str) -> list[str]:

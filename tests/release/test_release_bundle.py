@@ -197,3 +197,17 @@ def test_verify_of_a_bundle_imports_neither_torch_nor_executorch(bundle):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.splitlines()[-1] == "heavy: []"
+
+
+def test_a_manifest_changed_after_packing_is_named_by_the_provenance(bundle, tmp_path, verify):
+    items = dict((info.name, (info, data)) for info, data in members(bundle))
+    manifest = items[f"{FOLDER}/tiny.toml"][1] + b"# edited\n"
+    items[f"{FOLDER}/tiny.toml"] = (items[f"{FOLDER}/tiny.toml"][0], manifest)
+    sums = [
+        f"{hashlib.sha256(manifest).hexdigest()}  tiny.toml" if line.endswith("  tiny.toml") else line
+        for line in items[f"{FOLDER}/SHA256SUMS"][1].decode().splitlines()
+    ]
+    items[f"{FOLDER}/SHA256SUMS"] = (items[f"{FOLDER}/SHA256SUMS"][0], ("\n".join(sums) + "\n").encode())
+    code, lines, _ = verify(write_tar(tmp_path / f"{FOLDER}.tar.gz", list(items.values())))
+    assert code == 1
+    assert lines[0].startswith(f"{FOLDER}.tar.gz: {FOLDER}/provenance.intoto.json: the manifest tiny.toml has sha256 ")

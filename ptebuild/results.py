@@ -198,6 +198,8 @@ class TargetResult:
     """Where a cached result came from (local or remote cache)."""
     node: str = ""
     """Which machine built it (executors that run elsewhere)."""
+    rebuild: str = ""
+    """``--check``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
 
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
@@ -225,6 +227,8 @@ class TargetResult:
             data["source"] = self.source.value
         if self.node:
             data["node"] = self.node
+        if self.rebuild:
+            data["rebuild_check"] = self.rebuild
         if self.message:
             data["error"] = self.message
         if self.explain:

@@ -77,3 +77,31 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
     result = ptebuild("build", str(tiny_project), "--skip-backend", "xnnpak")
     assert result.returncode == 2
     assert "no backend 'xnnpak' (did you mean 'xnnpack'?)" in result.stderr
+
+
+def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    cache = str(tmp_path / "cache")
+    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--check")["programs"][0]
+    assert same["rebuild_check"] == "same"
+
+    # Unseeded randomness in the factory: each lowering gets other weights.
+    source = manifest.parent / "tinymodels" / "tiny.py"
+    source.write_text(
+        source.read_text().replace(
+            "    return Tiny(**kwargs)",
+            "    import random\n    model = Tiny(**kwargs)\n"
+            "    torch.nn.init.constant_(model.head.bias, random.random())\n    return model",
+        )
+    )
+    result = ptebuild("build", str(manifest), "--cache", cache, "--only", "tiny_portable", "--check", "--json")
+    assert result.returncode == 1
+    program = json.loads(result.stdout)["programs"][0]
+    assert program["rebuild_check"] == "differs" and program["status"] == "failed"
+    message = program["error"]
+    assert message.startswith(f"{manifest}: programs.tiny_portable: --check: lowering again gave other bytes")
+    assert "tiny_portable_weights.ptd: key " in message or "data key" in message, message
+    # The published files are the first build's, untouched by the check.
+    assert (manifest.parent / "out" / "tiny_portable.pte").read_bytes() == bytes(
+        Path(next(o["path"] for o in program["outputs"] if o["path"].endswith(".pte"))).read_bytes()
+    )

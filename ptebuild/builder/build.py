@@ -45,6 +45,9 @@ class BuildOptions:
     executor_options: dict[str, Any] = field(default_factory=dict)
     shard: tuple[int, int] | None = None
     """``(i, n)``: build only the programs whose action key falls in shard ``i`` of ``n`` (1-based)."""
+    rebuild_check: bool = False
+    """``--check``: after the build, lower every program again, ignoring the cache, in a changed
+    environment, and fail any program whose bytes differ (Nix's ``--check``)."""
 
 
 def in_shard(key: str, shard: tuple[int, int] | None) -> bool:
@@ -310,6 +313,86 @@ class Builder:
         for job in left:
             self.results[job.name].status = Status.SKIPPED
 
+    # -- --check: lower again elsewhere, compare the bytes ----------------------------------------
+
+    def check_rebuilds(self) -> None:
+        """Lower every built or cached program again, ignoring the cache, in another temporary
+        folder and working directory, with another PYTHONHASHSEED and thread count; a program
+        whose bytes differ fails, naming the file and the part that differs."""
+        import random
+        import tempfile
+
+        from ptebuild.builder.executors import open_executor
+        from ptebuild.builder.schedule import Job, Scheduler
+        from ptebuild.builder.tasks import EventKind
+
+        self._plan_json = self._plan_json or self.plan.to_json()
+        programs = [
+            p for p in self.plan.programs
+            if p.name in self.results and self.results[p.name].status in (Status.BUILT, Status.CACHED)
+        ]
+        if not programs:
+            return
+        jobs = []
+        for program in programs:
+            result = self.results[program.name]
+            self.report(program.name, "progress", "lowering again to check that the bytes are reproducible")
+            inputs = keys.program_inputs(program, self.plan, self.digest_file, _backend(program))
+            jobs.append(Job(program.name, result.key, make_task=self._task_maker(program, result, inputs), data=program))
+
+        def finished(job, event) -> bool:
+            from ptebuild.store.hashing import hash_file
+
+            result = self.results[job.name]
+            staging = self._job_staging.pop(job.name)
+            try:
+                if event.kind is not EventKind.DONE:
+                    result.status = Status.FAILED
+                    result.message = self._located(job.data, f"--check: lowering again failed: {event.text}")
+                    result.failure = event.failure
+                    return self.options.keep_going
+                files = event.result.files_into(staging / "inline")
+                differences = []
+                for output in result.outputs:
+                    again = files.get(output.name)
+                    if again is None or hash_file(again) == (output.sha256, output.size):
+                        continue
+                    differences.append(f"{output.name}: {_first_difference(self.folder.path / output.name, again)}")
+                result.rebuild = "differs" if differences else "same"
+                if differences:
+                    result.status = Status.FAILED
+                    result.message = self._located(
+                        job.data,
+                        "--check: lowering again gave other bytes (not reproducible): " + "; ".join(differences),
+                    )
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            self.report(job.name, "done", f"--check: {result.rebuild or 'failed'}")
+            return result.status is not Status.FAILED or self.options.keep_going
+
+        with tempfile.TemporaryDirectory(prefix="ptebuild-check-") as elsewhere:
+            environment = {
+                "PYTHONHASHSEED": str(random.SystemRandom().randrange(1, 2**31)),
+                "TMPDIR": elsewhere,
+                "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+            }
+            executor = open_executor(
+                "local", jobs=min(self.options.jobs, len(jobs)), environment=environment, cwd=elsewhere,
+                report=lambda text: self.report("", "warning", text),
+            )
+            graceful = False
+            try:
+                scheduler = Scheduler(
+                    executor, None, self.report, ready=lambda job: False, started=lambda job: None, finished=finished
+                )
+                left = scheduler.run(jobs)
+                graceful = True
+            finally:
+                executor.close(graceful=graceful)
+        for job in left:
+            self.results[job.name].status = Status.SKIPPED
+
     def _located(self, program: ProgramPlan, message: str) -> str:
         """Make sure a failure names the manifest and the program."""
         where = f"programs.{program.name}"
@@ -368,10 +451,34 @@ class Builder:
             for shim in self.plan.shims:
                 self.build_shims(shim)
             self.build_programs(list(self.plan.programs))
+            if self.options.rebuild_check:
+                self.check_rebuilds()
         finally:
             self.folder.clean()
             self.folder.write_record()
         return list(self.results.values())
+
+
+def _backend(program: ProgramPlan):
+    from ptebuild.backends import get_backend
+
+    return get_backend(program.backend)
+
+
+def _first_difference(published: Path, again: Path) -> str:
+    """The first part that differs between two builds of one file (``ptebuild diff``)."""
+    from ptebuild.errors import FormatError
+    from ptebuild.runtime.diff import diff
+
+    try:
+        report = diff(published, again)
+    except (FormatError, OSError) as exc:
+        return f"differs ({exc})"
+    if report.same:
+        return "same bytes"
+    shown = "; ".join(str(d) for d in report.differences[:3])
+    more = len(report.differences) - 3
+    return shown + (f" (and {more} more)" if more > 0 else "")
 
 
 def build(plan: BuildPlan, options: BuildOptions, report: Report | None = None) -> list[TargetResult]:

@@ -175,9 +175,11 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def worker_main(conn, log_path: str | None = None) -> None:
+def worker_main(conn, log_path: str | None = None, cwd: str | None = None) -> None:
     """Entry point of a worker process of the local executor."""
     _die_with_parent()
+    if cwd:
+        os.chdir(cwd)
     if log_path:
         _redirect_output(log_path)
     try:

@@ -25,6 +25,10 @@ def register(subparsers) -> None:
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="worker processes (default: number of cores)")
     parser.add_argument("--explain", action="store_true", help="say why each program was rebuilt or restored")
     parser.add_argument(
+        "--check", action="store_true",
+        help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
+    )
+    parser.add_argument(
         "--shard", type=_shard, metavar="I/N",
         help="build only shard I of N (a stable split by action key, for CI matrices)",
     )
@@ -184,6 +188,7 @@ def build_command(args) -> int:
             debug=args.debug,
             executor=_executor(args),
             shard=args.shard,
+            rebuild_check=args.check,
         )
         results = build(plan, options, report)
     finally:

@@ -66,8 +66,12 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, jobs: int = 1, **_options):
+    def __init__(self, jobs: int = 1, environment: dict[str, str] | None = None, cwd: str | None = None, **_options):
+        """``environment`` and ``cwd``: what the workers start with instead of this process's
+        (``ptebuild build --check`` lowers again in a changed environment)."""
         self.size = max(1, jobs)
+        self.environment = dict(environment or {})
+        self.cwd = cwd
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
 
@@ -76,9 +80,15 @@ class LocalExecutor:
         fd, log_path = tempfile.mkstemp(prefix="ptebuild-worker-", suffix=".log")
         os.close(fd)
         process = self._context.Process(
-            target=worker_main, args=(child, log_path), daemon=True, name="ptebuild-worker"
+            target=worker_main, args=(child, log_path, self.cwd), daemon=True, name="ptebuild-worker"
         )
-        process.start()
+        saved = dict(os.environ)
+        os.environ.update(self.environment)  # a spawned interpreter starts with this environment
+        try:
+            process.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         child.close()
         worker = _Worker(process=process, conn=parent, log_path=log_path)
         self._workers.append(worker)

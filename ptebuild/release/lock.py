@@ -230,7 +230,7 @@ def dumps_lock(lock: Lock) -> str:
 
 def write_lock(path: str | Path, entries: Mapping[str, LockEntry], manifest: str | None = None) -> Lock:
     """Write ``entries`` to ``path`` atomically; ``manifest`` is the manifest's file name."""
-    from ptebuild.runtime.record import write_atomically
+    from ptebuild.atomic import write_atomically
 
     path = Path(path)
     lock = Lock(dict(entries), manifest, path)

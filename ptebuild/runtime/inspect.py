@@ -19,7 +19,6 @@ Schema field numbers: executorch ``exir/_serialize/program.fbs`` (1.5.1).
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -338,7 +337,9 @@ def _method(f, plan: Table, inline: list[Table], segments: list[tuple[int, int]]
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    from ptebuild.canonical import canonical_bytes
+
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
 def _value(evalue: Table) -> dict[str, Any]:

@@ -110,7 +110,8 @@ def test_unusable_cache_warns_once_and_builds_without_it(tmp_path, capsys):
     assert main(["build", str(manifest), "--cache", str(not_a_folder)]) == 0
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "cache disabled for this build" in warnings[0], err
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith(f"warning: local cache {not_a_folder} disabled for this build: "), err
     assert (tmp_path / "out" / "aoti_cuda_shims.lib").is_file()
 
 
@@ -148,7 +149,8 @@ def test_full_or_read_only_cache_warns_once_and_builds(tmp_path, small_tmpfs, ca
     assert main(["build", str(manifest), "--cache", str(cache)]) == 0
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "cache disabled for this build" in warnings[0], err
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith(f"warning: local cache {cache} disabled for this build: "), err
     expected = "no space left" if fault == "full" else "read-only"
     assert expected in warnings[0].lower(), warnings[0]
     lib = tmp_path / "out" / "aoti_cuda_shims.lib"

@@ -73,7 +73,7 @@ def test_stats_on_an_empty_store_does_not_create_it(tmp_path, run_cli):
     code, out, _ = run_cli("cache", "stats", "--cache", root, "--json")
     assert code == 0
     assert json.loads(out) == {"root": str(root), "entries": 0, "blobs": 0, "bytes": 0, "blob_bytes": 0,
-                               "hits": 0, "misses": 0, "hit_rate": None}
+                               "hits": 0, "misses": 0, "hit_rate": None, "last_build_remote": {}}
 
 
 def test_stats_on_a_filled_store(filled, run_cli):
@@ -83,7 +83,7 @@ def test_stats_on_a_filled_store(filled, run_cli):
     doc = json.loads(out)
     record_bytes = sum(p.stat().st_size for _, p in store.actions)
     assert doc == {"root": str(store.root), "entries": 2, "blobs": 3, "bytes": 3000 + record_bytes,
-                   "blob_bytes": 3000, "hits": 3, "misses": 1, "hit_rate": 0.75}
+                   "blob_bytes": 3000, "hits": 3, "misses": 1, "hit_rate": 0.75, "last_build_remote": {}}
     code, out, _ = run_cli("cache", "stats", "--cache", store.root)
     assert code == 0
     assert "\nentries   2\nblobs     3 (2.9 KiB)\n" in out and "\nhit rate  75.0%\n" in out

@@ -24,7 +24,9 @@ segment_base_offset   segment data: ``FlatTensor.segments[i]`` is
 
 Tables read (field index: name): ``FlatTensor`` {0: version u32, 1: segments [DataSegment],
 2: named_data [NamedData]}; ``DataSegment`` {0: offset u64, 1: size u64}; ``NamedData``
-{0: key string, 1: segment_index u32, 2: tensor_layout}. Several keys may share a segment.
+{0: key string, 1: segment_index u32, 2: tensor_layout}; ``TensorLayout`` {0: scalar_type i8,
+1: sizes [int32], 2: dim_order [uint8]} (read by :func:`read_tensor_layouts`). Several keys may
+share a segment.
 Only schema version 0 (executorch 1.5.1) is accepted.
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
 
@@ -160,3 +163,79 @@ def _parse_flat_tensor(
             raise FormatError(f"{source}: key {key!r} appears twice")
         entries[key] = PtdEntry(key, *segments[index], segment_index=index)
     return version, MappingProxyType(entries)
+
+
+class ScalarType(IntEnum):
+    """``executorch_flatbuffer.ScalarType`` (executorch ``scalar_type.fbs``), an i8 on the wire."""
+
+    BYTE = 0
+    CHAR = 1
+    SHORT = 2
+    INT = 3
+    LONG = 4
+    HALF = 5
+    FLOAT = 6
+    DOUBLE = 7
+    BOOL = 11
+    QINT8 = 12
+    QUINT8 = 13
+    QINT32 = 14
+    BFLOAT16 = 15
+    QUINT4X2 = 16
+    QUINT2X4 = 17
+    BITS16 = 22
+    FLOAT8E5M2 = 23
+    FLOAT8E4M3FN = 24
+    FLOAT8E5M2FNUZ = 25
+    FLOAT8E4M3FNUZ = 26
+    UINT16 = 27
+    UINT32 = 28
+    UINT64 = 29
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """``NamedData.tensor_layout`` (table fields 0: scalar_type i8, 1: sizes [int32], 2: dim_order [uint8])."""
+
+    scalar_type: ScalarType
+    sizes: tuple[int, ...]
+    dim_order: tuple[int, ...]
+
+
+_I8 = struct.Struct("<b")
+_I32 = struct.Struct("<i")
+
+
+def read_tensor_layouts(path: str | Path) -> Mapping[str, TensorLayout | None]:
+    """Returns each key's tensor layout (None where the entry has none), in file order.
+
+    Reads the file with :func:`read_ptd` first, so every check of that function applies.
+
+    Raises:
+        FormatError: as :func:`read_ptd`, or a layout names an unknown scalar type.
+        OSError: the file cannot be opened.
+    """
+    ptd = read_ptd(path)
+    source = str(ptd.path)
+    with open(ptd.path, "rb") as f:
+        head = read_exact(f, source, 0, HEADER_OFFSET + HEADER.size, "FlatTensor header")
+        _, _, fb_offset, fb_size, _, _ = HEADER.unpack_from(head, HEADER_OFFSET)
+        flatbuffer = read_exact(f, source, 0, fb_offset + fb_size, "FlatTensor flatbuffer")
+    layouts: dict[str, TensorLayout | None] = {}
+    for named in FlatbufferView(flatbuffer, source).root("FlatTensor").tables(2, "named_data"):
+        key = named.string(0, "key")
+        table = named.table(2, "tensor_layout")
+        if table is None:
+            layouts[key] = None
+            continue
+        code = table.scalar(0, "scalar_type", _I8)
+        try:
+            scalar_type = ScalarType(code)
+        except ValueError:
+            raise FormatError(
+                f"{source}: {table.path} of key {key!r}: unknown scalar type {code}"
+            ) from None
+        sizes = tuple(table.scalars(1, "sizes", _I32))
+        dim_order = tuple(table.byte_vector(2, "dim_order") or b"")
+        layouts[key] = TensorLayout(scalar_type, sizes, dim_order)
+    return MappingProxyType(layouts)

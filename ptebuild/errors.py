@@ -8,9 +8,33 @@ from __future__ import annotations
 
 
 class PtebuildError(Exception):
-    """Base of every error ptebuild raises on purpose. ``str(err)`` is a complete, one-line message."""
+    """Base of every error ptebuild raises on purpose. ``str(err)`` is a complete, one-line message.
+
+    ``manifest`` and ``location`` (a dotted manifest path such as ``programs.policy_xnnpack``)
+    are fields, not text to be parsed: code far from the manifest (a worker lowering a program)
+    sets the location it knows, and the builder adds the manifest. ``str`` joins them:
+    ``manifests/robot.toml: programs.policy_xnnpack: lowering for xnnpack failed: ...``.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str = "", *, manifest: str | None = None, location: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.manifest = manifest
+        self.location = location
+
+    def __str__(self) -> str:
+        return ": ".join([part for part in (self.manifest, self.location) if part] + [self.message])
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.message, self.manifest, self.location))
+
+
+def _rebuild(cls, message, manifest, location):
+    error = cls.__new__(cls)
+    PtebuildError.__init__(error, message, manifest=manifest, location=location)
+    return error
 
 
 class UsageError(PtebuildError):

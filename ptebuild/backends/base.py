@@ -98,14 +98,16 @@ class Backend:
         if data_name is None:
             if data:
                 raise BuildError(
-                    f"programs.{program_name}: lowering wrote data files {sorted(data)} with no data_name"
+                    f"lowering wrote data files {sorted(data)} with no data_name", location=f"programs.{program_name}"
                 )
             return {}
         unexpected = sorted(set(data) - {data_name})
         if unexpected:
-            raise BuildError(f"programs.{program_name}: lowering wrote data files {unexpected} besides {data_name!r}")
+            raise BuildError(
+                f"lowering wrote data files {unexpected} besides {data_name!r}", location=f"programs.{program_name}"
+            )
         if data_name not in data:
-            raise BuildError(f"programs.{program_name}: lowering wrote no weights into '{data_name}.ptd'")
+            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
         return {data_name: data[data_name]}
 
     def rewrite_keys(self, manager, config) -> None:

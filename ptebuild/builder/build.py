@@ -213,10 +213,10 @@ class Builder:
             reason = backend.can_build()
             if reason is not None:
                 result.status = Status.NEEDS_GPU if program.backend == "cuda" else Status.FAILED
-                result.message = (
-                    f"{self.plan.manifest}: programs.{program.name}: not in the cache, and this machine "
-                    f"cannot build it: {reason}; build it there (with a shared cache), or leave it out "
-                    f"with --skip-backend {program.backend}"
+                result.message = self._located(
+                    program,
+                    f"not in the cache, and this machine cannot build it: {reason}; build it there "
+                    f"(with a shared cache), or leave it out with --skip-backend {program.backend}",
                 )
                 self._explain_miss(result, inputs, model=program.model)
                 self.report(program.name, "done", str(result.status))
@@ -289,7 +289,7 @@ class Builder:
                     self._finish(program, result, inputs, event.result)
                 else:
                     result.status = Status.FAILED
-                    result.message = self._located(program, event.text)
+                    result.message = self._failure(program, event)
                     result.failure = event.failure
             finally:
                 shutil.rmtree(self._job_staging.pop(job.name), ignore_errors=True)
@@ -348,7 +348,7 @@ class Builder:
             try:
                 if event.kind is not EventKind.DONE:
                     result.status = Status.FAILED
-                    result.message = self._located(job.data, f"--check: lowering again failed: {event.text}")
+                    result.message = self._located(job.data, f"--check: lowering again failed: {event.text}", event.location, event.manifest)
                     result.failure = event.failure
                     return self.options.keep_going
                 files = event.result.files_into(staging / "inline")
@@ -393,14 +393,19 @@ class Builder:
         for job in left:
             self.results[job.name].status = Status.SKIPPED
 
-    def _located(self, program: ProgramPlan, message: str) -> str:
-        """Make sure a failure names the manifest and the program."""
-        where = f"programs.{program.name}"
-        if message.startswith(where):
-            return f"{self.plan.manifest}: {message}"
-        if where in message.split(":", 2)[1:2] or message.startswith(self.plan.manifest):
-            return message
-        return f"{self.plan.manifest}: {where}: {message}"
+    def _located(self, program: ProgramPlan, message: str, location: str = "", manifest: str = "") -> str:
+        """A failure as one line with the manifest and the location (the program's by default)."""
+        from ptebuild.errors import BuildError
+
+        return str(
+            BuildError(message, manifest=manifest or self.plan.manifest, location=location or f"programs.{program.name}")
+        )
+
+    def _failure(self, program: ProgramPlan, event) -> str:
+        """The line for a FAILED event: complete already (a manifest error), or located from its fields."""
+        if event.failure is FailureKind.MANIFEST and not event.location:
+            return event.text
+        return self._located(program, event.text, event.location, event.manifest)
 
     def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict, done) -> None:
         from ptebuild.store.hashing import hash_file

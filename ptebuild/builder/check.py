@@ -96,14 +96,15 @@ def compare_outputs(program_name: str, where: str, expected: list, actual: list)
     """
     if len(expected) != len(actual):
         raise CheckError(
-            f"programs.{program_name}: {where} returned {len(actual)} outputs, eager PyTorch {len(expected)}"
+            f"{where} returned {len(actual)} outputs, eager PyTorch {len(expected)}",
+            location=f"programs.{program_name}",
         )
     figures = []
     for index, (e, a) in enumerate(zip(expected, actual)):
         if tuple(e.shape) != tuple(a.shape):
             raise CheckError(
-                f"programs.{program_name}: {where} output {index}: shape {tuple(a.shape)}, "
-                f"eager PyTorch {tuple(e.shape)}"
+                f"{where} output {index}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}",
+                location=f"programs.{program_name}",
             )
         figures.append((index, *compare(e, a)))
     return figures
@@ -138,8 +139,9 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
                 figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
                 if not (max_abs <= program.atol and cosine >= program.min_cosine):
                     raise CheckError(
-                        f"programs.{program.name}: {where} output {index} differs from eager PyTorch: "
+                        f"{where} output {index} differs from eager PyTorch: "
                         f"max abs error {max_abs:.3g} (atol {program.atol:g}), cosine {cosine:.6f} "
-                        f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check"
+                        f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check",
+                        location=f"programs.{program.name}",
                     )
     return figures

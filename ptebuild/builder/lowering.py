@@ -64,8 +64,9 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
 
     if not callable(getattr(model, method.function, None)):
         raise BuildError(
-            f"programs.{program.name}: model {program.model!r} has no callable {method.function!r} "
-            f"for method {method.name!r}"
+            f"model {program.model!r} has no callable {method.function!r} "
+            f"for method {method.name!r}",
+            location=f"programs.{program.name}",
         )
     shapes = dynamic_shapes(method)
 
@@ -84,8 +85,9 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
         )
     except Exception as exc:
         raise BuildError(
-            f"programs.{program.name}: torch.export of method {method.name!r} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"torch.export of method {method.name!r} failed: "
+            f"{type(exc).__name__}: {_first_line(exc)}",
+            location=f"programs.{program.name}",
         ) from exc
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
@@ -95,8 +97,9 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
         return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
     except Exception as exc:
         raise BuildError(
-            f"programs.{program.name}: preparing method {method.name!r} for {program.backend} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"preparing method {method.name!r} for {program.backend} failed: "
+            f"{type(exc).__name__}: {_first_line(exc)}",
+            location=f"programs.{program.name}",
         ) from exc
 
 
@@ -140,8 +143,9 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
         raise
     except Exception as exc:
         raise BuildError(
-            f"programs.{program.name}: lowering for {program.backend} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"lowering for {program.backend} failed: "
+            f"{type(exc).__name__}: {_first_line(exc)}",
+            location=f"programs.{program.name}",
         ) from exc
     staging.mkdir(parents=True, exist_ok=True)
     files = {}

@@ -21,19 +21,25 @@ def import_factory(program: ProgramPlan, manifest_dir: Path, display: str):
         target = importlib.import_module(module_name)
     except Exception as exc:  # the model's own code may raise anything while importing
         raise ManifestError(
-            f"{display}: programs.{program.name}: cannot import factory {program.factory!r} "
-            f"of model {program.model!r}: {type(exc).__name__}: {exc}"
+            f"cannot import factory {program.factory!r} "
+            f"of model {program.model!r}: {type(exc).__name__}: {exc}",
+            manifest=display,
+            location=f"programs.{program.name}",
         ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
             raise ManifestError(
-                f"{display}: programs.{program.name}: module {module_name!r} has no attribute "
-                f"{attribute!r} (factory of model {program.model!r})"
+                f"module {module_name!r} has no attribute "
+                f"{attribute!r} (factory of model {program.model!r})",
+                manifest=display,
+                location=f"programs.{program.name}",
             ) from None
     if not callable(target):
-        raise ManifestError(f"{display}: programs.{program.name}: factory {program.factory!r} is not callable")
+        raise ManifestError(
+            f"factory {program.factory!r} is not callable", manifest=display, location=f"programs.{program.name}"
+        )
     return target
 
 
@@ -47,12 +53,15 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str):
         model = factory(**program.kwargs)
     except Exception as exc:
         raise BuildError(
-            f"{display}: programs.{program.name}: factory {program.factory!r} failed: {type(exc).__name__}: {exc}"
+            f"factory {program.factory!r} failed: {type(exc).__name__}: {exc}",
+            manifest=display,
+            location=f"programs.{program.name}",
         ) from exc
     if not isinstance(model, torch.nn.Module):
         raise BuildError(
-            f"{display}: programs.{program.name}: factory {program.factory!r} returned "
-            f"{type(model).__name__}, not a torch.nn.Module"
+            f"factory {program.factory!r} returned {type(model).__name__}, not a torch.nn.Module",
+            manifest=display,
+            location=f"programs.{program.name}",
         )
     if program.weights:
         path = manifest_dir / program.weights
@@ -60,11 +69,13 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str):
             state = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
             raise ManifestError(
-                f"{display}: models.{program.model}.weights: no such file {program.weights!r}"
+                f"no such file {program.weights!r}", manifest=display, location=f"models.{program.model}.weights"
             ) from None
         except Exception as exc:
             raise BuildError(
-                f"{display}: models.{program.model}.weights: cannot load {program.weights!r} as a state dict: {exc}"
+                f"cannot load {program.weights!r} as a state dict: {exc}",
+                manifest=display,
+                location=f"models.{program.model}.weights",
             ) from exc
         try:
             model.load_state_dict(state)
@@ -72,6 +83,8 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str):
             first = str(exc).strip().splitlines()
             detail = " ".join(line.strip() for line in first[:3])
             raise BuildError(
-                f"{display}: models.{program.model}.weights: {program.weights!r} does not fit the model: {detail}"
+                f"{program.weights!r} does not fit the model: {detail}",
+                manifest=display,
+                location=f"models.{program.model}.weights",
             ) from exc
     return model.eval()

@@ -160,3 +160,6 @@ class Event:
     """Progress text, or the failure's one-line message."""
     result: TaskResult | None = None
     failure: FailureKind = FailureKind.BUILD
+    manifest: str = ""
+    location: str = ""
+    """Where in the manifest a failure is (``programs.X``); both empty: ``text`` is a complete line."""

@@ -201,14 +201,20 @@ def worker_main(conn, log_path: str | None = None, cwd: str | None = None) -> No
 
 
 def execute(task: Task, progress: Callable[[str], None]) -> tuple[str, tuple]:
-    """Run a task and turn any failure into a message: ``("done", (result,))`` or
-    ``("failed", (kind, message))``. Shared by every executor's worker side."""
+    """Run a task and turn any failure into data: ``("done", (result,))`` or
+    ``("failed", (kind, message, manifest, location))``. Shared by every executor's worker side.
+
+    ``manifest`` and ``location`` are the error's own fields (``programs.X``,
+    ``models.Y.weights``) or, for an exception from the model's code or the toolchain, the
+    program's; both empty for a ManifestError, whose message is complete."""
+    where = f"programs.{task.program}"
     try:
         return "done", (run_task(task, progress),)
     except ManifestError as exc:
-        return "failed", ("manifest", str(exc))
+        return "failed", ("manifest", str(exc), "", "")
     except PtebuildError as exc:
-        return "failed", ("build", str(exc))
+        return "failed", ("build", exc.message, exc.manifest or "", exc.location or where)
     except Exception as exc:  # the model's code or the toolchain: keep the worker alive
         detail = traceback.format_exc() if task.debug else ""
-        return "failed", ("build", f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else ""))
+        message = f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else "")
+        return "failed", ("build", message, "", where)

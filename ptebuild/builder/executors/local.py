@@ -143,7 +143,13 @@ class LocalExecutor:
                     events.append(Event(worker.task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
                 elif kind == "failed":
-                    events.append(Event(worker.task_id, EventKind.FAILED, message[2], failure=FailureKind(message[1])))
+                    manifest, location = message[3:5] if len(message) >= 5 else ("", "")
+                    events.append(
+                        Event(
+                            worker.task_id, EventKind.FAILED, message[2], failure=FailureKind(message[1]),
+                            manifest=manifest, location=location,
+                        )
+                    )
                     worker.task_id = None
         except (EOFError, OSError):
             pass

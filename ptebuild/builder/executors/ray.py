@@ -24,6 +24,7 @@ fails. An error in the model or the lowering is not retried. Ctrl-C cancels the 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,10 @@ from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.results import FailureKind
 
 MAX_RETRIES = 2
+LOCAL_NODE_IP = "127.0.0.2" if sys.platform.startswith("linux") else "127.0.0.1"
+"""Where the build's own Ray instance listens. Ray 2.60 replaces 127.0.0.1 by the machine's
+network address (``resolve_ip_for_localhost``) but takes another loopback address as given: on
+Linux all of 127/8 is loopback, so the instance stays off the network."""
 
 
 def _memory_bytes(value: Any) -> int:
@@ -136,12 +141,12 @@ class RayExecutor:
             quiet = {"configure_logging": False, "log_to_driver": False, "logging_level": "error"}
             if self.address:
                 host = self.address.removeprefix("ray://").rpartition(":")[0]
-                if host in ("127.0.0.1", "localhost"):  # a cluster on loopback: stay there
-                    quiet["_node_ip_address"] = "127.0.0.1"
+                if host.startswith("127."):  # a cluster on loopback: the driver stays there too
+                    quiet["_node_ip_address"] = host
                 ray.init(address=self.address, **quiet)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                ray.init(num_cpus=self.jobs, include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+                ray.init(num_cpus=self.jobs, include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, **quiet)
             self._owns_ray = True
         self._ray = ray
         self._remote = ray.remote(run_on_node)

@@ -299,7 +299,7 @@ def _check(segments: Sequence[Segment], named_data: Sequence[NamedData], segment
         layout = named.layout
         if layout is None:
             continue
-        if ScalarType(layout.scalar_type) != layout.scalar_type:  # ValueError for unknown codes
+        if layout.scalar_type not in ScalarType.__members__.values():
             raise ValueError(f"{where}: scalar type {layout.scalar_type!r} is not a ScalarType")
         if any(not -(1 << 31) <= size < 1 << 31 for size in layout.sizes):
             raise ValueError(f"{where}: sizes {layout.sizes} do not fit int32")

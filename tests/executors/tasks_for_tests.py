@@ -89,3 +89,33 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
             return value
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
         time.sleep(interval)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli_build(manifest: Path, out: Path, *args: str, env: dict | None = None, timeout: float = 300) -> dict[str, str]:
+    """``ptebuild build`` in a new process; returns the SHA-256 of each output file."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--out", str(out), *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.glob("*.pt[ed]"))}
+
+
+def local_reference(base: Path) -> tuple[Path, dict[str, str]]:
+    """The tiny project built by the local executor, once per test session (in ``base``)."""
+    from project_copy import copy_project
+
+    folder = base / "local-reference"
+    manifest = folder / "project" / "tiny.toml"
+    if not (folder / "done").exists():
+        copy_project(folder / "project")
+        cli_build(manifest, folder / "out", "--executor", "local", "--no-cache")
+        (folder / "done").touch()
+    return manifest, {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((folder / "out").glob("*.pt[ed]"))}

@@ -440,6 +440,20 @@ class Builder:
         result.node = done.node
         self._stored(result, action, files)
 
+    def static_inputs(self) -> dict[str, tuple[str, str, str | None, dict[str, str]]]:
+        """Each target's ``(kind, key, backend, inputs)`` as this build would key it, without
+        building anything (``--locked`` compares them with the lock first)."""
+        found: dict[str, tuple[str, str, str | None, dict[str, str]]] = {}
+        for shim in self.plan.shims:
+            inputs = keys.shim_inputs(shim, self.plan, self.digest_file)
+            found[shim.name] = ("shims", keys.action_key(inputs), None, inputs)
+        for program in self.plan.programs:
+            inputs = keys.program_inputs(program, self.plan, self.digest_file, _backend(program))
+            key = keys.action_key(inputs)
+            if in_shard(key, self.options.shard):
+                found[program.name] = ("program", key, program.backend, inputs)
+        return found
+
     # -- the whole build ------------------------------------------------------------------------
 
     def run(self) -> list[TargetResult]:

@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "pack": "pack",
     "inspect": "inspect",
     "diff": "diff",
+    "lock": "lock",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

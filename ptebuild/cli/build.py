@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.errors import UsageError
@@ -13,6 +14,12 @@ from ptebuild.errors import UsageError
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("build", help="build the programs of a manifest")
+    add_build_arguments(parser)
+    parser.set_defaults(handler=build_command)
+
+
+def add_build_arguments(parser) -> None:
+    """The options of ``build`` (``lock`` builds too, and takes the same)."""
     parser.add_argument("manifest", help="the TOML manifest")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: the manifest's defaults.out)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these programs or shim libraries")
@@ -24,6 +31,10 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="worker processes (default: number of cores)")
     parser.add_argument("--explain", action="store_true", help="say why each program was rebuilt or restored")
+    parser.add_argument(
+        "--locked", action="store_true",
+        help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
+    )
     parser.add_argument(
         "--check", action="store_true",
         help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
@@ -53,7 +64,6 @@ def register(subparsers) -> None:
         "--remote-secret-env", metavar="VAR",
         help="name of an environment variable holding the secret that signs action entries (HMAC-SHA-256)",
     )
-    parser.set_defaults(handler=build_command)
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -151,11 +161,22 @@ def _summary(results, out_dir: Path, elapsed: float) -> str:
     return "\n".join(lines)
 
 
-def build_command(args) -> int:
-    from ptebuild.builder.build import BuildOptions, build
+@dataclass
+class BuildRun:
+    """What a ``build`` (or ``lock``) run did: for the command that prints it."""
+
+    plan: object
+    out_dir: Path
+    results: list
+    seconds: float
+    lock_problems: list[str]
+
+
+def run_build(args, *, locked: bool = False) -> BuildRun:
+    """Load the plan, build it (after checking the lock, with ``locked``) and return what happened."""
+    from ptebuild.builder.build import Builder, BuildOptions
     from ptebuild.builder.plan_cache import load_plan
     from ptebuild.manifest.typos import did_you_mean
-    from ptebuild.results import FailureKind, Status
 
     started = time.monotonic()
     if args.jobs is not None and args.jobs < 1:
@@ -188,39 +209,85 @@ def build_command(args) -> int:
             debug=args.debug,
             executor=_executor(args),
             shard=args.shard,
-            rebuild_check=args.check,
+            rebuild_check=getattr(args, "check", False),
         )
-        results = build(plan, options, report)
+        builder = Builder(plan, options, report)
+        partial = bool(args.only or args.skip_backend or args.shard)
+        if locked:
+            problems = _lock_problems(args.manifest, _static_lock_entries(builder), partial)
+            if problems:
+                return BuildRun(plan, builder.folder.path, [], time.monotonic() - started, problems)
+        results = builder.run()
+        problems = []
+        if locked:
+            from ptebuild.runtime.record import read_build_record
+
+            record = read_build_record(builder.folder.path)
+            targets = {name: entry for name, entry in (record.targets if record else {}).items() if name in known}
+            problems = _lock_problems(args.manifest, _record_lock_entries(targets, results), partial)
     finally:
         if cache is not None:
             cache.close()
-    out_dir = options.out_dir or plan.out_dir()
-    elapsed = time.monotonic() - started
+    return BuildRun(plan, builder.folder.path, results, time.monotonic() - started, problems)
+
+
+def _static_lock_entries(builder) -> dict:
+    from ptebuild.release.lock import LockEntry
+
+    return {
+        name: LockEntry(name=name, kind=kind, key=key, backend=backend, inputs=inputs)
+        for name, (kind, key, backend, inputs) in builder.static_inputs().items()
+    }
+
+
+def _record_lock_entries(targets: dict, results) -> dict:
+    from ptebuild.release.lock import lock_entries_from_record
+
+    built = {r.name for r in results}
+    return {name: entry for name, entry in lock_entries_from_record(targets).items() if name in built}
+
+
+def _lock_problems(manifest: str, entries: dict, partial: bool) -> list[str]:
+    from ptebuild.release.lock import LOCK_NAME, check_locked
+
+    lock_path = Path(manifest).parent / LOCK_NAME
+    return [str(m) for m in check_locked(lock_path, entries, subset=partial)]
+
+
+def build_command(args) -> int:
+    from ptebuild.results import FailureKind, Status
+
+    run = run_build(args, locked=args.locked)
+    results, out_dir = run.results, run.out_dir
     failed = [r for r in results if r.status in (Status.FAILED, Status.NEEDS_GPU)]
     if args.json:
         document = {
             "manifest": args.manifest,
             "out": str(out_dir),
-            "seconds": round(elapsed, 3),
-            "ok": not failed,
+            "seconds": round(run.seconds, 3),
+            "ok": not failed and not run.lock_problems,
             "programs": [r.to_json() for r in results],
         }
         if args.shard:
             document["shard"] = f"{args.shard[0]}/{args.shard[1]}"
+        if args.locked:
+            document["lock"] = run.lock_problems
         print(json.dumps(document, indent=2))
-    else:
+    elif results:
         if args.explain:
             for r in results:
                 for line in r.explain:
                     print(f"{r.name}: {line}")
-        print(_summary(results, out_dir, elapsed))
+        print(_summary(results, out_dir, run.seconds))
     for r in failed:
         print(f"error: {r.message}", file=sys.stderr)
+    for problem in run.lock_problems:
+        print(f"error: --locked: {problem}", file=sys.stderr)
     if any(r.status is Status.SKIPPED for r in results):
         print("note: programs were skipped after a failure; use --keep-going to build them anyway", file=sys.stderr)
     if any(r.failure is FailureKind.MANIFEST for r in failed):
         return 2
-    return 1 if failed else 0
+    return 1 if failed or run.lock_problems else 0
 
 
 def _executor(args) -> str:

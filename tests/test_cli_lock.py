@@ -1,0 +1,72 @@
+"""``ptebuild lock`` and ``ptebuild build --locked`` on real tiny builds (Cargo's --locked as the model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from project_copy import copy_project
+from tinymodels_for_weights import save_weights
+
+
+def ptebuild(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+@pytest.fixture
+def locked_project(tmp_path):
+    """The tiny project with a weights file, built and locked (portable program only)."""
+    manifest = copy_project(tmp_path / "project")
+    save_weights(manifest.parent / "weights.pt", width=16, seed=3)
+    text = manifest.read_text().replace("seed = 1", 'seed = 1\nweights = "weights.pt"')
+    manifest.write_text(text.split("[programs.tiny_xnnpack]")[0])
+    cache = str(tmp_path / "cache")
+    locked = ptebuild("lock", str(manifest), "--cache", cache)
+    assert locked.returncode == 0, locked.stderr
+    assert (manifest.parent / "ptebuild.lock").is_file()
+    return manifest, cache
+
+
+def test_locked_build_passes_with_a_fresh_lock(locked_project):
+    manifest, cache = locked_project
+    result = ptebuild("build", str(manifest), "--cache", cache, "--locked", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["lock"] == []
+
+
+def test_locked_fails_on_a_changed_weight_naming_target_and_file(locked_project):
+    manifest, cache = locked_project
+    save_weights(manifest.parent / "weights.pt", width=16, seed=4)
+    result = ptebuild("build", str(manifest), "--cache", cache, "--locked")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: --locked:")]
+    assert len(errors) == 1, result.stderr
+    assert "tiny_portable" in errors[0] and "weights.pt" in errors[0], errors[0]
+    assert "lowering" not in result.stderr  # refused before anything was built
+
+
+def test_locked_fails_when_there_is_no_lock(tiny_project, tmp_path):
+    result = ptebuild("build", str(tiny_project), "--cache", str(tmp_path / "cache"), "--locked", "--only", "tiny_portable")
+    assert result.returncode == 1
+    assert "error: --locked:" in result.stderr and "ptebuild lock" in result.stderr, result.stderr
+    assert "lowering" not in result.stderr
+
+
+def test_locked_fails_when_a_built_output_differs_from_the_lock(locked_project):
+    """A reproducibility regression: same inputs, other bytes."""
+    manifest, cache = locked_project
+    lock = manifest.parent / "ptebuild.lock"
+    record = json.loads((manifest.parent / "out" / "ptebuild.json").read_text())
+    digest = record["targets"]["tiny_portable"]["outputs"]["tiny_portable.pte"]["sha256"]
+    lock.write_text(lock.read_text().replace(digest, "0" * 64))
+    result = ptebuild("build", str(manifest), "--cache", cache, "--locked")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: --locked:")]
+    assert len(errors) == 1 and "tiny_portable" in errors[0] and "tiny_portable.pte" in errors[0], result.stderr

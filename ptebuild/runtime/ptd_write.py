@@ -43,6 +43,7 @@ memory, never the blobs; a :class:`FileSegment` is copied from its file 1 MiB at
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 import struct
@@ -72,7 +73,6 @@ _COPY_CHUNK = 1 << 20
 
 _U8 = struct.Struct("<B")
 _I8 = struct.Struct("<b")
-_U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -240,8 +240,6 @@ def serialize_ptd(
     segment_alignment: int = DEFAULT_SEGMENT_ALIGNMENT,
 ) -> bytes:
     """The bytes of :func:`write_ptd`, in memory (for small files and tests)."""
-    import io
-
     buffer = io.BytesIO()
     write_ptd(buffer, segments, named_data, segment_alignment=segment_alignment)
     return buffer.getvalue()

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from project_copy import copy_project
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime import check
-from ptebuild.runtime.ptd_file import ScalarType, TensorLayout, read_ptd, read_tensor_layouts
+from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, ScalarType, TensorLayout, read_ptd, read_tensor_layouts
 from ptebuild.runtime.ptd_merge import merge_ptd
 from ptebuild.runtime.ptd_write import BytesSegment, FileSegment, NamedData, serialize_ptd, write_ptd_file
 
@@ -206,3 +208,46 @@ def test_a_bad_source_is_named(tmp_path, built):
 def test_nothing_to_merge(tmp_path):
     with pytest.raises(ValueError, match="nothing to merge"):
         merge_ptd([], tmp_path / "m.ptd")
+
+
+def test_every_flipped_flatbuffer_byte_of_a_merged_file_is_read_or_refused(built, tmp_path):
+    """Layouts are read with the same checks: corruption is a FormatError, never IndexError."""
+    raw = built.merged.read_bytes()
+    _, _, fb_offset, fb_size, _, _ = HEADER.unpack_from(raw, HEADER_OFFSET)
+    bad = tmp_path / "bad.ptd"
+    for position in range(fb_offset + fb_size):
+        corrupt = bytearray(raw)
+        corrupt[position] ^= 0xFF
+        bad.write_bytes(corrupt)
+        try:
+            read_tensor_layouts(bad)
+        except FormatError:
+            pass
+
+
+blobs = st.binary(max_size=64)
+catalogue = st.dictionaries(
+    st.text("abcxyz@:", min_size=1, max_size=6),
+    st.tuples(st.sampled_from([b"", b"w" * 8, b"v" * 8]) | blobs, st.none() | st.just(LAYOUT)),
+    min_size=1, max_size=10,
+)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=catalogue, data=st.data())
+def test_merge_keeps_every_key_and_stores_each_content_once(tmp_path, entries, data):
+    """Sources drawn from one catalogue never conflict; the merge is their union."""
+    sources = []
+    for i in range(data.draw(st.integers(1, 3))):
+        chosen = data.draw(st.lists(st.sampled_from(sorted(entries)), min_size=1, unique=True))
+        sources.append(ptd(tmp_path / f"s{i}.ptd", {k: entries[k] for k in chosen}))
+    dest = tmp_path / "m.ptd"
+    report = merge_ptd(sources, dest)
+    union = sorted({k for s in sources for k in read_ptd(s).keys})
+    merged = read_ptd(dest)
+    assert list(merged.entries) == union
+    assert dict(read_tensor_layouts(dest)) == {k: entries[k][1] for k in union}
+    assert {k: merged.read_blob(k) for k in union} == {k: entries[k][0] for k in union}
+    assert report.segments == len({entries[k][0] for k in union}) == len(set(merged.sha256_by_segment()))
+    assert merge_ptd(list(reversed(sources)), tmp_path / "again.ptd").file_size == report.file_size
+    assert (tmp_path / "again.ptd").read_bytes() == dest.read_bytes()

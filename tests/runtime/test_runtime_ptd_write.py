@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -180,3 +179,13 @@ def test_written_file_mode(tmp_path):
     write_ptd_file(dest, [], [])
     assert dest.stat().st_mode & 0o777 == 0o644
     assert read_ptd(dest).entries == {}
+
+
+def test_an_unknown_scalar_type_in_a_file_is_a_format_error(tmp_path, monkeypatch):
+    from ptebuild.runtime import ptd_write
+
+    monkeypatch.setattr(ptd_write, "_check", lambda *args: None)
+    bad = tmp_path / "bad.ptd"
+    write_ptd_file(bad, [BytesSegment(b"a")], [NamedData("k", 0, TensorLayout(8, (1,), (0,)))])
+    with pytest.raises(FormatError, match=rf"^{bad}: FlatTensor\.named_data\[0\]\.tensor_layout of key 'k': unknown scalar type 8$"):
+        read_tensor_layouts(bad)

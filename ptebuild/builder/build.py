@@ -83,6 +83,9 @@ class Builder:
         self._manifest_path = str(Path(plan.manifest_dir, Path(plan.manifest).name))
         self._job_staging: dict[str, Path] = {}
         self._plan_json = ""
+        from ptebuild.builder.shared_data import SharedData
+
+        self.shared = SharedData(self)
 
     def digest_file(self, path: Path) -> tuple[str, int]:
         if self.cache is not None:
@@ -122,6 +125,16 @@ class Builder:
         hit = self._lookup(result)
         if hit is None:
             return None
+        if self.shared.group_of(result.name) is not None:
+            # A shared weights file is merged and published with its whole group, later.
+            self.shared.hold(result.name, hit.result)
+            result.status = Status.CACHED
+            result.source = hit.source
+            result.take(hit.result)
+            result.explain = result.explain or ["up to date"]
+            self.cache.count(True)
+            self._remember(result.name, result.key)
+            return hit.result
         missing = self.folder.missing(hit.result.outputs)
         if missing:
             staging = self.folder.stage(f"{result.name}.restore")
@@ -166,9 +179,12 @@ class Builder:
             self.cache.save(action, files)
             self.cache.count(False)
             self._remember(result.name, action.key)
-        self.folder.publish(files)
         result.take(action)
         result.status = Status.BUILT
+        if self.shared.group_of(result.name) is not None:
+            self.shared.hold(result.name, action, files)
+            return
+        self.folder.publish(files)
         self.folder.record(result.name, action, self._entry_extra(result.name))
 
     # -- shim libraries -------------------------------------------------------------------------
@@ -196,13 +212,17 @@ class Builder:
         from ptebuild.backends import get_backend
 
         jobs = []
+        keyed = []
         for program in programs:
-            result = self.results[program.name]
-            started = time.monotonic()
             backend = get_backend(program.backend)
             inputs = keys.program_inputs(program, self.plan, self.digest_file, backend)
-            result.key = keys.action_key(inputs)
-            if not in_shard(result.key, self.options.shard):
+            self.results[program.name].key = keys.action_key(inputs)
+            keyed.append((program, backend, inputs))
+        shard_keys = {program.name: self._shard_key(program.name) for program, _, _ in keyed}
+        for program, backend, inputs in keyed:
+            result = self.results[program.name]
+            started = time.monotonic()
+            if not in_shard(shard_keys[program.name], self.options.shard):
                 del self.results[program.name]
                 self.other_shards += 1
                 continue
@@ -224,9 +244,17 @@ class Builder:
             from ptebuild.builder.schedule import Job
 
             jobs.append(Job(program.name, result.key, make_task=self._task_maker(program, result, inputs), data=(program, inputs)))
-        if not jobs:
-            return
-        self._run_jobs(jobs)
+        if jobs:
+            self._run_jobs(jobs)
+        self.shared.finish()
+
+    def _shard_key(self, name: str) -> str:
+        """The key a program is sharded by: its own, or its shared-data group's smallest (a group
+        is built whole, on one runner)."""
+        data = self.shared.group_of(name)
+        if data is None:
+            return self.results[name].key
+        return min(self.results[p].key for p in self.shared.groups[data] if p in self.results)
 
     def _task_maker(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str]):
         def make():
@@ -353,11 +381,16 @@ class Builder:
                     return self.options.keep_going
                 files = event.result.files_into(staging / "inline")
                 differences = []
-                for output in result.outputs:
+                data = self.shared.group_of(job.name)
+                own = self.shared.members[data][job.name].result.outputs if data else result.outputs
+                for output in own:
                     again = files.get(output.name)
                     if again is None or hash_file(again) == (output.sha256, output.size):
                         continue
-                    differences.append(f"{output.name}: {_first_difference(self.folder.path / output.name, again)}")
+                    before = self.folder.path / output.name
+                    if data and output.name.endswith(".ptd"):
+                        before = self._member_file(job.name, output.name, staging)
+                    differences.append(f"{output.name}: {_first_difference(before, again)}")
                 result.rebuild = "differs" if differences else "same"
                 if differences:
                     result.status = Status.FAILED
@@ -392,6 +425,16 @@ class Builder:
                 executor.close(graceful=graceful)
         for job in left:
             self.results[job.name].status = Status.SKIPPED
+
+    def _member_file(self, name: str, file_name: str, folder: Path) -> Path:
+        """A shared-data program's own ``.ptd`` (before merging), restored from the cache."""
+        from ptebuild.store.frontend import Hit
+
+        data = self.shared.group_of(name)
+        dest = folder / "own" / file_name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.cache.restore(Hit(self.shared.members[data][name].result, Source.LOCAL), {file_name: dest})
+        return dest
 
     def _located(self, program: ProgramPlan, message: str, location: str = "", manifest: str = "") -> str:
         """A failure as one line with the manifest and the location (the program's by default)."""
@@ -447,11 +490,15 @@ class Builder:
         for shim in self.plan.shims:
             inputs = keys.shim_inputs(shim, self.plan, self.digest_file)
             found[shim.name] = ("shims", keys.action_key(inputs), None, inputs)
+        programs = {}
         for program in self.plan.programs:
             inputs = keys.program_inputs(program, self.plan, self.digest_file, _backend(program))
-            key = keys.action_key(inputs)
-            if in_shard(key, self.options.shard):
-                found[program.name] = ("program", key, program.backend, inputs)
+            programs[program.name] = ("program", keys.action_key(inputs), program.backend, inputs)
+        for name, entry in programs.items():
+            data = self.shared.group_of(name)
+            shard_key = min(programs[p][1] for p in self.shared.groups[data]) if data else entry[1]
+            if in_shard(shard_key, self.options.shard):
+                found[name] = entry
         return found
 
     # -- the whole build ------------------------------------------------------------------------

@@ -122,8 +122,11 @@ class OutputFolder:
 
     # -- the build record -----------------------------------------------------------------------
 
-    def record(self, name: str, result: ActionResult, extra: dict | None = None) -> None:
-        """Note ``result`` as the build of target ``name`` (written by :meth:`write_record`).
+    def record(
+        self, name: str, result: ActionResult, extra: dict | None = None, outputs: tuple[OutputFile, ...] | None = None
+    ) -> None:
+        """Note ``result`` as the build of target ``name`` (written by :meth:`write_record`);
+        ``outputs``: the files as published, where they differ from the action's (a shared ``.ptd``).
 
         The entry keeps what release packaging needs later without the cache: the input
         breakdown (manifest entries, sources, weights, toolchain) and the discovered dependencies.
@@ -132,7 +135,7 @@ class OutputFolder:
             "kind": result.kind,
             "manifest": self.manifest_id,
             "key": result.key,
-            "outputs": {o.name: {"sha256": o.sha256, "bytes": o.size} for o in result.outputs},
+            "outputs": {o.name: {"sha256": o.sha256, "bytes": o.size} for o in (outputs or result.outputs)},
             "inputs": dict(result.inputs),
             "deps": result.deps.to_json(),
         }

@@ -138,9 +138,21 @@ class BuildPlan:
             shims=shims,
         )
 
+    def shared_data(self) -> dict[str, tuple[str, ...]]:
+        """Data names that several programs share -> those programs (their weights go in one ``.ptd``)."""
+        users: dict[str, list[str]] = {}
+        for p in self.programs:
+            if p.data_name:
+                users.setdefault(p.data_name, []).append(p.name)
+        return {name: tuple(programs) for name, programs in users.items() if len(programs) > 1}
+
     def select(self, names: list[str]) -> "BuildPlan":
-        """The plan restricted to the programs and shim libraries called ``names``."""
+        """The plan restricted to the programs and shim libraries called ``names``, and the
+        programs that share a data name with one of them (a shared ``.ptd`` is written whole)."""
         wanted = set(names)
+        for programs in self.shared_data().values():
+            if wanted & set(programs):
+                wanted |= set(programs)
         return BuildPlan(
             manifest=self.manifest,
             manifest_dir=self.manifest_dir,

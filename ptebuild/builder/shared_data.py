@@ -1,0 +1,215 @@
+"""Shared weights files: several programs, one data name, one ``.ptd``.
+
+Each program sharing a data name is lowered (or restored) on its own, as its own action, with
+its own ``.ptd``. Once every program of the group has its result, the group's file is written:
+the union of their keys, each distinct blob once (:func:`ptebuild.runtime.ptd_merge.merge_ptd`),
+checked against every ``.pte`` that names it (each key present, each blob hashing to its key),
+and published before the ``.pte`` files. The merge is an action of its own, keyed by the
+members' ``.ptd`` digests: an unchanged group is restored, not merged again.
+
+Nothing of a group is published unless all of its programs succeeded: a ``.ptd`` that lacked a
+failed program's weights would break that program's last good ``.pte``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptebuild.builder import keys
+from ptebuild.canonical import canonical_json
+from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
+from ptebuild.results import ActionResult, OutputFile, Source, Status
+
+SCHEMA = "ptebuild-shared-data 1"
+_MERGE_CODE = ("ptd_merge.py", "ptd_write.py", "ptd_file.py")
+
+
+@dataclass
+class _Member:
+    result: ActionResult
+    files: dict[str, Path] = field(default_factory=dict)
+    """Built this time: its staged files (moved into the group's folder); empty when cached."""
+
+
+class SharedData:
+    """The groups of a build; the builder hands each member's result over instead of publishing it."""
+
+    def __init__(self, builder) -> None:
+        self.builder = builder
+        self.groups = builder.plan.shared_data()
+        self.of = {program: data for data, programs in self.groups.items() for program in programs}
+        self.members: dict[str, dict[str, _Member]] = {data: {} for data in self.groups}
+        self._staging: dict[str, Path] = {}
+
+    def group_of(self, program: str) -> str | None:
+        return self.of.get(program)
+
+    def hold(self, program: str, result: ActionResult, files: dict[str, Path] | None = None) -> None:
+        """Keep a member's result (and its built files) until its group is complete."""
+        data = self.of[program]
+        kept = {}
+        if files:
+            folder = self._folder(data) / program
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, path in files.items():
+                kept[name] = folder / name
+                shutil.move(path, kept[name])
+        self.members[data][program] = _Member(result, kept)
+
+    def _folder(self, data: str) -> Path:
+        if data not in self._staging:
+            self._staging[data] = self.builder.folder.stage(f"{data}.shared")
+        return self._staging[data]
+
+    # -- once every program has run -------------------------------------------------------------
+
+    def finish(self) -> None:
+        for data, programs in self.groups.items():
+            results = self.builder.results
+            present = [p for p in programs if p in results]
+            if not present:
+                continue
+            failed = [p for p in present if results[p].status is Status.FAILED or p not in self.members[data]]
+            try:
+                if failed:
+                    for program in present:
+                        if program not in failed:
+                            results[program].status = Status.SKIPPED
+                            results[program].message = (
+                                f"{self.builder.plan.manifest}: programs.{program}: not published: "
+                                f"{failed[0]!r}, which shares data name {data!r}, did not build"
+                            )
+                    continue
+                self._complete(data, present)
+            finally:
+                if data in self._staging:
+                    shutil.rmtree(self._staging.pop(data), ignore_errors=True)
+
+    def _complete(self, data: str, programs: list[str]) -> None:
+        builder = self.builder
+        ptd_name = f"{data}.ptd"
+        members = self.members[data]
+        inputs = {"schema": SCHEMA, "shared-data": data}
+        for program in programs:
+            inputs[f"member:{program}"] = members[program].result.output(ptd_name).sha256
+        root = Path(__file__).resolve().parent.parent / "runtime"
+        inputs["toolchain.merge-code"] = keys.digest_text(
+            "\n".join(f"{n}:{builder.digest_file(root / n)[0]}" for n in _MERGE_CODE)
+        )
+        key = keys.action_key(inputs)
+        folder = self._folder(data)
+        merged = self._cached(key, ptd_name, folder)
+        if merged is None:
+            merged = self._merge(key, inputs, data, programs, folder)
+            if merged is None:
+                return
+        to_publish: dict[str, Path] = {}
+        if not builder.folder.in_place(merged.outputs[0]):
+            to_publish[ptd_name] = folder / ptd_name
+        for program in programs:
+            member = members[program]
+            pte = next(o for o in member.result.outputs if o.name.endswith(".pte"))
+            if member.files:
+                to_publish[pte.name] = member.files[pte.name]
+            elif not builder.folder.in_place(pte):
+                self._restore_file(member.result, pte.name, folder / pte.name)
+                to_publish[pte.name] = folder / pte.name
+        if to_publish:  # what is in place was checked when it was published
+            paths = {n: to_publish.get(n, builder.folder.path / n) for n in self._names(programs, ptd_name)}
+            problem = self._check(programs, paths)
+            if problem is not None:
+                self._fail(programs, problem)
+                return
+            builder.folder.publish(to_publish)
+        for program in programs:
+            result = members[program].result
+            shared = tuple(merged.outputs[0] if o.name == ptd_name else o for o in result.outputs)
+            builder.results[program].outputs = shared
+            builder.folder.record(program, result, {**builder._entry_extra(program), "shared_data": data}, outputs=shared)
+
+    def _names(self, programs: list[str], ptd_name: str) -> list[str]:
+        names = [ptd_name]
+        for program in programs:
+            names += [o.name for o in self.members[self.of[program]][program].result.outputs if o.name.endswith(".pte")]
+        return names
+
+    def _cached(self, key: str, ptd_name: str, folder: Path) -> ActionResult | None:
+        cache = self.builder.cache
+        if cache is None:
+            return None
+        lookup = cache.lookup(key)
+        if lookup.hit is None:
+            return None
+        output = lookup.hit.result.outputs[0]
+        if not self.builder.folder.in_place(output):
+            try:
+                cache.restore(lookup.hit, {ptd_name: folder / ptd_name})
+            except (CorruptObject, StoreError):
+                return None
+        return lookup.hit.result
+
+    def _restore_file(self, result: ActionResult, name: str, dest: Path) -> None:
+        from ptebuild.store.frontend import Hit
+
+        self.builder.cache.restore(Hit(result, Source.LOCAL), {name: dest})
+
+    def _merge(self, key: str, inputs: dict, data: str, programs: list[str], folder: Path) -> ActionResult | None:
+        from ptebuild.runtime.ptd_merge import merge_ptd
+        from ptebuild.store.hashing import hash_file
+
+        builder = self.builder
+        ptd_name = f"{data}.ptd"
+        sources = []
+        for program in programs:
+            member = self.members[data][program]
+            if ptd_name in member.files:
+                sources.append(member.files[ptd_name])
+                continue
+            dest = folder / program / ptd_name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._restore_file(member.result, ptd_name, dest)
+            except (CorruptObject, StoreError) as exc:
+                self._fail(programs, f"the weights of {program!r} could not be read back from the cache: {exc}")
+                return None
+            sources.append(dest)
+        try:
+            report = merge_ptd(sources, folder / ptd_name)
+        except FormatError as exc:
+            self._fail(programs, f"cannot share data name {data!r}: {exc}")
+            return None
+        digest, size = hash_file(folder / ptd_name)
+        merged = ActionResult(key=key, target=data, kind="shared-data", outputs=(OutputFile(ptd_name, digest, size),), inputs=inputs)
+        if builder.cache is not None:
+            builder.cache.save(merged, {ptd_name: folder / ptd_name})
+        builder.report(
+            data, "progress",
+            f"shared weights file {ptd_name}: {report.keys} keys of {len(programs)} programs, "
+            f"{report.segments} blobs, {report.bytes_saved} bytes saved by storing equal weights once",
+        )
+        return merged
+
+    def _check(self, programs: list[str], paths: dict[str, Path]) -> str | None:
+        """Every ``.pte`` of the group against the shared file: keys present, bytes as named.
+        Returns what is wrong, or None."""
+        from ptebuild.runtime import check
+
+        ptd = next(path for name, path in paths.items() if name.endswith(".ptd"))
+        for program in programs:
+            member = self.members[self.of[program]][program]
+            pte = next(o.name for o in member.result.outputs if o.name.endswith(".pte"))
+            try:
+                check(paths[pte], [ptd], verify_bytes=True)
+            except (LoadError, FormatError) as exc:
+                return f"the shared weights file does not serve {pte}: {exc}"
+        return None
+
+    def _fail(self, programs: list[str], message: str) -> None:
+        """Fail the whole group (nothing of it is published)."""
+        plan = {p.name: p for p in self.builder.plan.programs}
+        for program in programs:
+            result = self.builder.results[program]
+            result.status = Status.FAILED
+            result.message = self.builder._located(plan[program], message)

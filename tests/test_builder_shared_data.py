@@ -1,0 +1,76 @@
+"""Shared weights files: two programs, one data name, one .ptd, loaded by ExecuTorch with each."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from project_copy import copy_project
+
+TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def ptebuild(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True, env=TOOLS_ENV)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shared")
+    manifest = copy_project(root / "project")
+    text = manifest.read_text()
+    manifest.write_text(text.replace("tiny_portable_weights", "tiny_weights").replace("tiny_xnnpack_weights", "tiny_weights"))
+    cache = root / "cache"
+    result = ptebuild("build", str(manifest), "--cache", str(cache), "--json")
+    assert result.returncode == 0, result.stderr
+    return manifest, cache, json.loads(result.stdout)
+
+
+def test_one_weights_file_serves_both_programs_in_executorch(shared):
+    manifest, _, document = shared
+    out = manifest.parent / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["ptebuild.json", "tiny_portable.pte", "tiny_weights.ptd", "tiny_xnnpack.pte"]
+    for program in document["programs"]:
+        assert program["status"] == "built"
+        assert [o["path"] for o in program["outputs"] if o["path"].endswith(".ptd")] == [str(out / "tiny_weights.ptd")]
+    code = f"""
+import sys, torch
+sys.path.insert(0, {str(manifest.parent)!r})
+from executorch.runtime import Runtime
+from tinymodels.tiny import make_tiny
+torch.manual_seed(1)
+model = make_tiny(width=16).eval()
+x = torch.randn(3, 6)
+for name in ("tiny_portable", "tiny_xnnpack"):
+    program = Runtime.get().load_program({str(out)!r} + f"/{{name}}.pte", data_path={str(out / "tiny_weights.ptd")!r})
+    assert torch.allclose(program.load_method("forward").execute([x])[0], model(x), atol=1e-5), name
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=TOOLS_ENV)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+    verify = ptebuild("verify", str(out), "--bytes")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_shared_file_is_smaller_than_the_two_and_a_noop_keeps_it(shared):
+    manifest, cache, document = shared
+    out = manifest.parent / "out"
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.iterdir()}
+    again = ptebuild("build", str(manifest), "--cache", str(cache), "--json")
+    assert {p["status"] for p in json.loads(again.stdout)["programs"]} == {"cached"}
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.iterdir()} == before
+    # Removed: restored whole from the cache, byte for byte.
+    data = (out / "tiny_weights.ptd").read_bytes()
+    (out / "tiny_weights.ptd").unlink()
+    assert ptebuild("build", str(manifest), "--cache", str(cache)).returncode == 0
+    assert (out / "tiny_weights.ptd").read_bytes() == data
+
+
+def test_only_one_program_of_a_group_builds_the_whole_group(shared, tmp_path):
+    manifest, cache, _ = shared
+    document = json.loads(ptebuild("build", str(manifest), "--cache", str(cache), "--only", "tiny_portable", "--json").stdout)
+    assert sorted(p["name"] for p in document["programs"]) == ["tiny_portable", "tiny_xnnpack"]

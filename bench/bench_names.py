@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / ".venv" / "bin"
 PYTHON = BIN / "python" if (BIN / "python").exists() else Path(sys.executable)
 
-HOSTILE_NAMES = ["../../outside", "NUL.weights", "weights.ptd", "Policy_Portable_Weights"]
+HOSTILE_NAMES = ["../../outside", "NUL.weights", "weights.ptd", "Policy_Weights"]
 
 
 def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -45,7 +45,7 @@ def main() -> int:
         for name in HOSTILE_NAMES:
             manifest = project / "bad.toml"
             # The last name collides by case with the other program's data name.
-            manifest.write_text(text.replace('"policy_xnnpack_weights"', f'"{name}"'))
+            manifest.write_text(text.replace('"policy_xnnpack_int8_weights"', f'"{name}"'))
             times = []
             for _ in range(args.runs):
                 baseline.append(timed([str(PYTHON), "-c", "pass"])[0])

@@ -158,7 +158,7 @@ class Builder:
             result.explain = ["up to date"]
         self.cache.count(True)
         self._remember(result.name, result.key)
-        self.folder.record(result.name, hit.result, self._entry_extra(result.name))
+        self.folder.record(result.name, hit.result, self._program(result.name))
         return hit.result
 
     def _explain_miss(self, result: TargetResult, inputs: dict[str, str], model: str = "") -> None:
@@ -167,11 +167,8 @@ class Builder:
         last = self._last(result.name) if self.cache is not None else None
         result.explain = keys.explain_changes(last.inputs if last else None, inputs, model=model, program=result.name)
 
-    def _entry_extra(self, name: str) -> dict:
-        program = next((p for p in self.plan.programs if p.name == name), None)
-        if program is None:
-            return {}
-        return {"data_name": program.data_name, "methods": [m.name for m in program.methods]}
+    def _program(self, name: str) -> ProgramPlan | None:
+        return next((p for p in self.plan.programs if p.name == name), None)
 
     def _stored(self, result: TargetResult, action: ActionResult, files: dict[str, Path]) -> None:
         """Save a new result in the cache, publish its files, note it in the record."""
@@ -185,7 +182,7 @@ class Builder:
             self.shared.hold(result.name, action, files)
             return
         self.folder.publish(files)
-        self.folder.record(result.name, action, self._entry_extra(result.name))
+        self.folder.record(result.name, action, self._program(result.name))
 
     # -- shim libraries -------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from ptebuild.errors import DataNameError, FormatError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan
 from ptebuild.names import case_key
 from ptebuild.results import ActionResult, OutputFile
-from ptebuild.runtime.record import RECORD_NAME, file_matches, read_build_record, update_record
+from ptebuild.runtime.record import RECORD_NAME, RecordEntry, file_matches, read_build_record, update_record
 
 STAGING_DIR = ".ptebuild-staging"
 
@@ -35,7 +35,7 @@ class OutputFolder:
         self.digest_file = digest_file
         self.manifest_id = manifest_id(plan, path)
         self._staging: Path | None = None
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, RecordEntry] = {}
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -123,7 +123,12 @@ class OutputFolder:
     # -- the build record -----------------------------------------------------------------------
 
     def record(
-        self, name: str, result: ActionResult, extra: dict | None = None, outputs: tuple[OutputFile, ...] | None = None
+        self,
+        name: str,
+        result: ActionResult,
+        program: ProgramPlan | None = None,
+        outputs: tuple[OutputFile, ...] | None = None,
+        shared_data: str | None = None,
     ) -> None:
         """Note ``result`` as the build of target ``name`` (written by :meth:`write_record`);
         ``outputs``: the files as published, where they differ from the action's (a shared ``.ptd``).
@@ -131,18 +136,19 @@ class OutputFolder:
         The entry keeps what release packaging needs later without the cache: the input
         breakdown (manifest entries, sources, weights, toolchain) and the discovered dependencies.
         """
-        entry = {
-            "kind": result.kind,
-            "manifest": self.manifest_id,
-            "key": result.key,
-            "outputs": {o.name: {"sha256": o.sha256, "bytes": o.size} for o in (outputs or result.outputs)},
-            "inputs": dict(result.inputs),
-            "deps": result.deps.to_json(),
-        }
-        if result.kind == "program":
-            entry.update(backend=result.backend, check=result.check)
-        entry.update(extra or {})
-        self.entries[name] = entry
+        self.entries[name] = RecordEntry(
+            kind=result.kind,
+            manifest=self.manifest_id,
+            key=result.key,
+            outputs=tuple((o.name, o.sha256, o.size) for o in (outputs or result.outputs)),
+            inputs=dict(result.inputs),
+            deps=result.deps.to_json(),
+            backend=result.backend,
+            check=result.check,
+            data_name=program.data_name if program else None,
+            methods=tuple(m.name for m in program.methods) if program else (),
+            shared_data=shared_data,
+        )
 
     def write_record(self) -> None:
         if self.entries:

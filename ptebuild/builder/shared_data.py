@@ -127,7 +127,7 @@ class SharedData:
             result = members[program].result
             shared = tuple(merged.outputs[0] if o.name == ptd_name else o for o in result.outputs)
             builder.results[program].outputs = shared
-            builder.folder.record(program, result, {**builder._entry_extra(program), "shared_data": data}, outputs=shared)
+            builder.folder.record(program, result, builder._program(program), outputs=shared, shared_data=data)
 
     def _names(self, programs: list[str], ptd_name: str) -> list[str]:
         names = [ptd_name]

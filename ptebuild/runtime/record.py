@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.atomic import write_atomically  # noqa: F401 - re-exported for writers of records
@@ -45,10 +45,68 @@ class ProgramFiles:
 
 
 @dataclass(frozen=True)
+class RecordEntry:
+    """One target's entry in the record: what wrote which files, from what.
+
+    ``inputs`` (the action key's breakdown: manifest entries, sources, weights, toolchain) and
+    ``deps`` (what the lowering was found to use) keep, beside the files, what release
+    packaging needs later without the cache (the lockfile, provenance).
+    """
+
+    kind: str
+    manifest: str
+    key: str
+    outputs: tuple[tuple[str, str, int], ...]
+    """``(file name, sha256, size)`` of each file, as published."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    deps: dict[str, dict[str, str]] = field(default_factory=dict)
+    backend: str | None = None
+    check: str = ""
+    data_name: str | None = None
+    methods: tuple[str, ...] = ()
+    shared_data: str | None = None
+
+    def to_json(self) -> dict:
+        data = {
+            "kind": self.kind,
+            "manifest": self.manifest,
+            "key": self.key,
+            "outputs": {name: {"sha256": sha256, "bytes": size} for name, sha256, size in self.outputs},
+            "inputs": dict(self.inputs),
+            "deps": dict(self.deps),
+        }
+        if self.kind == "program":
+            data.update(backend=self.backend, check=self.check, data_name=self.data_name, methods=list(self.methods))
+        if self.shared_data:
+            data["shared_data"] = self.shared_data
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RecordEntry":
+        return cls(
+            kind=str(data.get("kind", "program")),
+            manifest=str(data.get("manifest", "")),
+            key=str(data.get("key", "")),
+            outputs=tuple((n, i["sha256"], i["bytes"]) for n, i in sorted(data["outputs"].items())),
+            inputs=dict(data.get("inputs") or {}),
+            deps=dict(data.get("deps") or {}),
+            backend=data.get("backend"),
+            check=str(data.get("check") or ""),
+            data_name=data.get("data_name"),
+            methods=tuple(data.get("methods") or ()),
+            shared_data=data.get("shared_data"),
+        )
+
+
+@dataclass(frozen=True)
 class BuildRecord:
     path: Path
     targets: dict
     """Target name -> its entry, as in the format above."""
+
+    def entries(self) -> dict[str, RecordEntry]:
+        """The targets as typed entries."""
+        return {name: RecordEntry.from_json(entry) for name, entry in sorted(self.targets.items())}
 
     @property
     def programs(self) -> dict[str, ProgramFiles]:
@@ -141,13 +199,14 @@ def read_build_record(folder: Path) -> BuildRecord | None:
     return BuildRecord(folder / RECORD_NAME, document["targets"])
 
 
-def update_record(folder: Path, manifest: str | None, entries: dict[str, dict]) -> None:
+def update_record(folder: Path, manifest: str | None, entries: dict[str, "RecordEntry | dict"]) -> None:
     """Merge ``entries`` (target name -> entry) into the record in ``folder``.
 
     Builders sharing a folder serialise their updates with an flock on the folder itself, so
     none loses another's entries. An unreadable record is replaced: it describes files this
     build is rewriting anyway. A no-op build writes nothing.
     """
+    entries = {name: e.to_json() if isinstance(e, RecordEntry) else e for name, e in entries.items()}
     if _merged(folder, manifest, entries)[1] is None:
         return
     fd = os.open(folder, os.O_RDONLY)

@@ -121,21 +121,16 @@ class Builder:
         return lookup.hit
 
     def _restore(self, result: TargetResult) -> ActionResult | None:
-        """Put a cached result's files in place (those missing only); None on a miss."""
+        """Put a cached result's files in place (those missing only); None on a miss.
+
+        A program sharing a data name is only held: its group's files are merged and published
+        together, later (:mod:`ptebuild.builder.shared_data`).
+        """
         hit = self._lookup(result)
         if hit is None:
             return None
-        if self.shared.group_of(result.name) is not None:
-            # A shared weights file is merged and published with its whole group, later.
-            self.shared.hold(result.name, hit.result)
-            result.status = Status.CACHED
-            result.source = hit.source
-            result.take(hit.result)
-            result.explain = result.explain or ["up to date"]
-            self.cache.count(True)
-            self._remember(result.name, result.key)
-            return hit.result
-        missing = self.folder.missing(hit.result.outputs)
+        shared = self.shared.group_of(result.name) is not None
+        missing = [] if shared else self.folder.missing(hit.result.outputs)
         if missing:
             staging = self.folder.stage(f"{result.name}.restore")
             try:
@@ -151,14 +146,14 @@ class Builder:
         result.status = Status.CACHED
         result.source = hit.source
         result.take(hit.result)
-        if missing:
-            where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
-            result.explain = [f"restored from {where}"]
+        where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
+        result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
+        if shared:
+            self.shared.hold(result.name, hit.result)
         else:
-            result.explain = ["up to date"]
+            self.folder.record(result.name, hit.result, self._program(result.name))
         self.cache.count(True)
         self._remember(result.name, result.key)
-        self.folder.record(result.name, hit.result, self._program(result.name))
         return hit.result
 
     def _explain_miss(self, result: TargetResult, inputs: dict[str, str], model: str = "") -> None:

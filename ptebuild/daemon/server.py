@@ -120,6 +120,22 @@ def _describe_status(status: int) -> str:
     return f"the worker process exited with code {os.WEXITSTATUS(status)} without a result"
 
 
+def _sweep_log_dirs(folder: Path) -> None:
+    """Remove the children's log folders of servers that died without cleaning up (``kill -9``)."""
+    import shutil
+
+    for log_dir in folder.glob("children-*"):
+        pid = log_dir.name.split("-")[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
 @dataclass
 class _Client:
     sock: socket.socket
@@ -156,7 +172,8 @@ class Server:
         self.listener: socket.socket | None = None
         self.last_busy = time.monotonic()
         self.stopping = False
-        self.log_dir = Path(tempfile.mkdtemp(prefix="children-", dir=sock_path.parent))
+        _sweep_log_dirs(sock_path.parent)
+        self.log_dir = Path(tempfile.mkdtemp(prefix=f"children-{os.getpid()}-", dir=sock_path.parent))
 
     # -- the loop -------------------------------------------------------------------------------
 

@@ -185,6 +185,8 @@ def test_server_killed_mid_task_retries_once_then_fails_clearly(warm, tmp_path):
     assert warnings and "retrying once" in warnings[0]
     wait_for(lambda: not alive(child), 10, "the killed server's child to die with it")
     assert server_status(warm)["pid"] != server["pid"]
+    # The new server swept the killed one's log folder.
+    assert not list(protocol.workers_dir(warm).glob(f"children-{server['pid']}-*"))
 
     # Killed twice: the task fails, with one line that says what happened and what to do.
     marker.unlink()

@@ -208,3 +208,9 @@ def test_the_cli_build_on_the_cluster_equals_a_local_build(cluster, tmp_path, tm
     built = cli_build(manifest, tmp_path / "out", "--executor", "ray", "--no-cache",
                       env={**RAY_ENV, "RAY_ADDRESS": cluster.address})
     assert built == expected
+    # The folders of the tasks killed with their node earlier were swept by the tasks since.
+    from ptebuild.builder.executors.ray import TASK_FOLDER_PREFIX
+
+    left = [f.name for f in Path(tempfile.gettempdir()).glob(f"{TASK_FOLDER_PREFIX}*")
+            if not Path("/proc", f.name[len(TASK_FOLDER_PREFIX):].partition("-")[0]).exists()]
+    assert left == []

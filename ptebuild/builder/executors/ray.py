@@ -67,6 +67,25 @@ def ray_options(task: Task, max_retries: int = MAX_RETRIES) -> dict[str, Any]:
 
 
 _prepared = False
+TASK_FOLDER_PREFIX = "ptebuild-ray-task-"
+"""A task's files on a node: ``<tmp>/ptebuild-ray-task-<pid>-<random>``, removed after the task,
+or by a later task once the process ``pid`` is gone (a worker killed mid-task cannot clean up)."""
+
+
+def _sweep_task_folders() -> None:
+    import shutil
+    import tempfile
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{TASK_FOLDER_PREFIX}*"):
+        pid = folder.name[len(TASK_FOLDER_PREFIX):].partition("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
@@ -89,7 +108,8 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
         _prepared = True
     digests = list(bundle_refs)
     bundle = dict(zip(digests, ray.get([bundle_refs[d] for d in digests]))) if digests else {}
-    folder = Path(tempfile.mkdtemp(prefix="ptebuild-ray-"))
+    _sweep_task_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{TASK_FOLDER_PREFIX}{os.getpid()}-"))
     try:
         task = materialize(Task.from_json(task_json), bundle, folder)
         kind, payload = execute(replace(task, staging=None), lambda _text: None)
@@ -123,6 +143,7 @@ class RayExecutor:
         self._ray = None
         self._remote = None
         self._owns_ray = False
+        self._temp_dir: str | None = None
         self._refs: dict[Any, str] = {}  # ObjectRef -> task_id
         self._cancelled: set[str] = set()
         self._bundle: dict[str, Any] = {}  # sha256 -> ObjectRef of the file's bytes
@@ -145,8 +166,13 @@ class RayExecutor:
                     quiet["_node_ip_address"] = host
                 ray.init(address=self.address, **quiet)
             else:
+                import tempfile
+
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                ray.init(num_cpus=self.jobs, include_dashboard=False, _node_ip_address=LOCAL_NODE_IP, **quiet)
+                # Its own session folder, removed at close: a build leaves no Ray logs behind.
+                self._temp_dir = tempfile.mkdtemp(prefix="ptebuild-ray-session-")
+                ray.init(num_cpus=self.jobs, include_dashboard=False, _node_ip_address=LOCAL_NODE_IP,
+                         _temp_dir=self._temp_dir, **quiet)
             self._owns_ray = True
         self._ray = ray
         self._remote = ray.remote(run_on_node)
@@ -229,4 +255,9 @@ class RayExecutor:
         self._bundle.clear()
         if self._owns_ray:
             self._ray.shutdown()
+        if self._temp_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
         self._ray = None

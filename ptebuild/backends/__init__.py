@@ -14,8 +14,8 @@ A backend module defines a ``BACKEND`` object with:
 - ``partitioners(options)``: the partitioners handed to ``to_edge_transform_and_lower``.
 
 Only ``prepare`` and ``partitioners`` may import torch or executorch, and only inside the
-function: loading the registry stays cheap. ``cuda``, ``coreml`` or ``vulkan`` slot in as one
-more module and one more line in :data:`BACKEND_MODULES`.
+function: loading the registry stays cheap. ``cuda`` (:mod:`.cuda`) is one such module;
+``coreml`` or ``vulkan`` slot in as one more module and one more line in :data:`BACKEND_MODULES`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from typing import Literal, get_args
 BACKEND_MODULES = {
     "portable": "portable",
     "xnnpack": "xnnpack",
+    "cuda": "cuda",
 }
 
-BackendName = Literal["portable", "xnnpack"]
+BackendName = Literal["portable", "xnnpack", "cuda"]
 assert set(get_args(BackendName)) == set(BACKEND_MODULES)
 
 

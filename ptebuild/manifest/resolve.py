@@ -67,7 +67,6 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
 def _resolve_program(
     display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict
 ) -> ProgramPlan:
-    from pydantic import ValidationError
 
     where = dotted(("programs", name))
     _check_name(display, where, name, ".pte")
@@ -96,13 +95,12 @@ def _resolve_program(
             )
     if len(set(chosen)) != len(chosen):
         raise ManifestError(f"{display}: {where}.methods: lists a method twice")
-    merged_options = {**manifest.defaults.options.get(backend_name, {}), **program.options}
-    try:
-        options = backend.options_model.model_validate(merged_options)
-    except ValidationError as exc:
-        raise ManifestError(
-            describe_validation_error(exc, display, backend.options_model, prefix=("programs", name, "options"))
-        ) from None
+    options = _resolve_options(display, manifest, name, program, backend_name, backend)
+    if program.data_name is None and getattr(backend, "requires_data_name", False):
+        raise DataNameError(
+            f"{display}: {where}.data_name: missing; backend {backend_name!r} writes its weights to a .ptd: "
+            f"set data_name (e.g. data_name = \"{name}_weights\")"
+        )
     if program.data_name is not None:
         if backend.keeps_data_in_pte:
             raise DataNameError(
@@ -115,6 +113,7 @@ def _resolve_program(
     atol = check.atol if check.atol is not None else defaults.atol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
     program_entry = program.model_dump(mode="json")
+    program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
     program_entry.update(
         backend=backend_name,
         methods=chosen,
@@ -140,9 +139,63 @@ def _resolve_program(
     )
 
 
+def _resolve_options(display: str, manifest: Manifest, name: str, program: ProgramSpec, backend_name: str, backend):
+    """Validate a program's ``options`` and ``compile_specs`` (over the defaults') with the backend's model.
+
+    Both tables feed one options model; a key may be given in only one of a program's two tables.
+    An error names the table the offending key came from.
+    """
+    from pydantic import ValidationError
+
+    tables = [
+        (("defaults", "options", backend_name), manifest.defaults.options.get(backend_name, {})),
+        (("defaults", "compile_specs", backend_name), manifest.defaults.compile_specs.get(backend_name, {})),
+        (("programs", name, "options"), program.options),
+        (("programs", name, "compile_specs"), program.compile_specs),
+    ]
+    both = sorted(set(program.options) & set(program.compile_specs))
+    if both:
+        raise ManifestError(
+            f"{display}: {dotted(('programs', name, 'compile_specs', both[0]))}: also set in "
+            f"programs.{name}.options; keep one"
+        )
+    merged: dict = {}
+    for _, table in tables:
+        merged.update(table)
+    try:
+        options = backend.options_model.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]["loc"]
+        prefix = ("programs", name, "compile_specs" if program.compile_specs else "options")
+        if first:
+            for where, table in reversed(tables):
+                if first[0] in table:
+                    prefix = where
+                    break
+        raise ManifestError(describe_validation_error(exc, display, backend.options_model, prefix=prefix)) from None
+    shim = getattr(options, "shim_library", None)
+    if shim is not None:
+        at = dotted(("programs", name, "compile_specs", "shim_library"))
+        if shim not in manifest.shims:
+            raise ManifestError(
+                f"{display}: {at}: no shim target {shim!r}{did_you_mean(shim, manifest.shims)}; "
+                f"declare it as [shims.{shim}]"
+            )
+        required = getattr(backend, "shim_library_name", None)
+        if required and shim != required:
+            raise ManifestError(
+                f"{display}: {at}: AOTInductor links {required}.lib; name the shim target {required!r}"
+            )
+    return options
+
+
 def check_collisions(display: str, plan: BuildPlan) -> None:
-    """Refuse two outputs that are one file: equal names, or names equal but for case."""
+    """Refuse two outputs that are one file: equal names, or names equal but for case.
+
+    Programs may share a data name: they write one ``.ptd`` together (the union of their weights).
+    """
     owners: dict[str, tuple[str, str]] = {case_key(RECORD_NAME): (RECORD_NAME, "ptebuild's build record")}
+    shared = {p.ptd_name for p in plan.programs if p.ptd_name}
     for target in list(plan.programs) + list(plan.shims):
         kind = "program" if isinstance(target, ProgramPlan) else "shim library"
         for file_name in target.output_names:
@@ -150,6 +203,8 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
             key = case_key(file_name)
             if key in owners:
                 other_name, other_owner = owners[key]
+                if other_name == file_name and file_name in shared and other_owner.startswith("program "):
+                    continue  # a shared weights file
                 if other_name == file_name:
                     what = f"both write {file_name!r}"
                 else:

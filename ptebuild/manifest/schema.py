@@ -129,6 +129,8 @@ class ProgramSpec(_Strict):
     data_name: str | None = None
     """The ``.ptd`` holding the program's weights (without extension); absent: weights in the ``.pte``."""
     options: dict[str, Any] = {}
+    compile_specs: dict[str, Any] = {}
+    """Backend compile specs (cuda: platform, max_autotune, ...); validated with ``options``."""
     check: CheckSpec = CheckSpec()
 
 
@@ -141,6 +143,8 @@ class Defaults(_Strict):
     check: CheckSpec = CheckSpec()
     options: dict[BackendName, dict[str, Any]] = {}
     """Backend options by backend name, merged under each program's ``options``."""
+    compile_specs: dict[BackendName, dict[str, Any]] = {}
+    """Compile specs by backend name, merged under each program's ``compile_specs``."""
 
 
 class ShimLibrarySpec(_Strict):

@@ -1,0 +1,485 @@
+"""The CUDA backend: ExecuTorch 1.5.1's AOTInductor delegate (``CudaPartitioner``/``CudaBackend``).
+
+Lowering follows ExecuTorch's own CUDA export scripts (``examples/models/*/export_*.py``): one
+``CudaPartitioner`` per method with that method's name as a compile spec, plus the manifest's
+compile specs; ``to_executorch`` with delegate segments, graph inputs not planned, constant
+propagation. The compiled ``.so`` of each method is named data of the ``.pte``; the weights go
+to a ``.ptd`` that 1.5.1 names ``aoti_cuda_blob``, published here as ``<data_name>.ptd`` (a CUDA
+program needs a data name).
+
+Compile specs (``compile_specs = {...}`` on a program, ``compile_specs.cuda = {...}`` in
+``[defaults]``; validated by :class:`CudaOptions` when the manifest is loaded):
+
+- ``platform``: ``"linux"`` (default) or ``"windows"`` (cross-compiled with MinGW-w64, linked
+  against ``shim_library``, a ``[shims.*]`` target of the manifest that must be called
+  ``aoti_cuda_shims``: AOTInductor links that library name);
+- ``low_memory_mode``, ``max_autotune``, ``emulate_precision_casts``, ``triton_kernel_mode``:
+  booleans, passed to ExecuTorch as ``ON``/``OFF`` (ExecuTorch's defaults: off, on, on, on).
+
+Weight keys: 1.5.1 keys each storage ``cuda_fqn_weight:cuda:<fqn>`` in the ``.ptd`` and in the
+delegate's payload (:mod:`ptebuild.runtime.cuda_payload`). :meth:`CudaBackend.rewrite_keys`
+appends ``@sha256:<hex of the storage bytes>`` on both sides, so a ``.pte`` finds only its own
+weights, in ptebuild's loader and in ExecuTorch's CUDA runtime (which looks each payload key up
+verbatim in the named data).
+
+Key facts (:meth:`CudaBackend.toolchain_facts`, read without importing torch): torch's CUDA
+build (the ``+cuXYZ`` of its version), the CUDA runtime wheel's version, the toolkit's
+``version.json`` under ``CUDA_HOME``, Triton's version, the GPU architectures compiled for
+(``TORCH_CUDA_ARCH_LIST``, else ``nvidia-smi --query-gpu=compute_cap``: ExecuTorch compiles for
+the current device's capability), and the compile specs.
+
+The build check (:meth:`CudaBackend.check`, ``"aoti-runner-cuda"``): ExecuTorch's pip runtime
+has no CUDA backend, so each method's own compiled ``.so``, taken from the ``.pte``, runs through
+PyTorch's ``AOTIModelContainerRunnerCuda`` with the weights read from the ``.ptd`` by the keys in
+the ``.pte``'s payload, and is compared with eager PyTorch on the GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from ptebuild.backends.base import Backend, CheckTolerances
+
+NEEDS_GPU = "built on a machine with a CUDA GPU"
+DATA_TAG = "aoti_cuda_blob"
+SHIM_LIBRARY_NAME = "aoti_cuda_shims"
+MINGW_GXX = "x86_64-w64-mingw32-g++"
+SHIM_DIR_ENV = "PTEBUILD_SHIM_LIBRARY_DIR"
+
+
+# ExecuTorch's defaults for the specs ptebuild exposes.
+DEFAULTS = {
+    "platform": "linux",
+    "shim_library": None,
+    "low_memory_mode": False,
+    "max_autotune": True,
+    "emulate_precision_casts": True,
+    "triton_kernel_mode": True,
+}
+
+
+def compile_specs(options) -> dict[str, str]:
+    """ExecuTorch's compile-spec keys and values (without the method name and the shim path).
+
+    ``options``: the validated model, or the plain dict a build plan carries.
+    """
+    def get(key):
+        if isinstance(options, dict):
+            return options.get(key, DEFAULTS[key])
+        return getattr(options, key)
+
+    specs = {"platform": get("platform")}
+    for key in ("low_memory_mode", "max_autotune", "emulate_precision_casts", "triton_kernel_mode"):
+        specs[key] = "ON" if get(key) else "OFF"
+    return specs
+
+
+@functools.cache
+def options_model() -> type:
+    """The CUDA backend's compile specs as a pydantic model (defined on first use: pydantic is not
+    imported by the builder's cheap hooks)."""
+    from pydantic import model_validator
+
+    from ptebuild.backends.base import BackendOptions
+
+    class CudaOptions(BackendOptions):
+        """The CUDA backend's compile specs."""
+
+        platform: Literal["linux", "windows"] = "linux"
+        """Where the program runs: ``linux``, or ``windows`` (cross-compiled with MinGW-w64)."""
+        shim_library: str | None = None
+        """Windows: the ``[shims.*]`` target (``aoti_cuda_shims``) whose import library is linked."""
+        low_memory_mode: bool = False
+        """Keep mutated buffers' compile-time clones on the CPU (large models on small GPUs)."""
+        max_autotune: bool = True
+        """Let Inductor benchmark kernel variants (slower lowering, faster program)."""
+        emulate_precision_casts: bool = True
+        """Round like eager PyTorch where low-precision values are cast."""
+        triton_kernel_mode: bool = True
+        """Replace some operators (SDPA, ...) by ExecuTorch's Triton kernels."""
+
+        @model_validator(mode="after")
+        def _shims_for_windows(self):
+            if self.platform == "windows" and self.shim_library is None:
+                raise ValueError(
+                    f"platform 'windows' needs shim_library = \"{SHIM_LIBRARY_NAME}\", a [shims.*] target of this manifest"
+                )
+            if self.platform == "linux" and self.shim_library is not None:
+                raise ValueError("shim_library is only for platform = 'windows'; remove it")
+            return self
+
+        def compile_specs(self) -> dict[str, str]:
+            return compile_specs(self)
+
+    return CudaOptions
+
+
+# -- cheap machine facts (no torch import) ---------------------------------------------------
+
+
+def _dist_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _nvidia_smi_compute_caps() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    caps = sorted({line.strip() for line in out.splitlines() if line.strip()})
+    return ";".join(caps) or None
+
+
+def gpu_visible() -> bool:
+    """A CUDA GPU this process may use: a device node (or nvidia-smi), not hidden by the env."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return False
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
+
+
+def _cuda_toolkit_version() -> str | None:
+    candidates = [os.environ[var] for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
+    candidates.append("/usr/local/cuda")
+    for home in candidates:
+        try:
+            data = json.loads(Path(home, "version.json").read_text())
+            return str(data["cuda"]["version"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def windows_toolchain_problem() -> str | None:
+    """What the Windows cross toolchain lacks on this machine (one line), or None."""
+    gxx = shutil.which(MINGW_GXX)
+    if gxx is None:
+        return (
+            f"{MINGW_GXX} not found: install MinGW-w64 with POSIX threads "
+            "(Debian: g++-mingw-w64-x86-64-posix)"
+        )
+    try:
+        version = subprocess.run([gxx, "-v"], capture_output=True, text=True, timeout=20).stderr
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{MINGW_GXX} does not run: {exc}"
+    if "Thread model: posix" not in version:
+        return (
+            f"{gxx} is the win32-threads flavour; AOTInductor needs POSIX threads "
+            "(update-alternatives --set x86_64-w64-mingw32-g++ /usr/bin/x86_64-w64-mingw32-g++-posix)"
+        )
+    home = os.environ.get("WINDOWS_CUDA_HOME")
+    if not home:
+        return "WINDOWS_CUDA_HOME is not set: point it at a Windows CUDA runtime (include/, lib/x64/cudart.lib)"
+    if not Path(home, "include", "cuda_runtime.h").is_file():
+        return f"WINDOWS_CUDA_HOME={home} has no include/cuda_runtime.h"
+    if not (Path(home, "lib", "x64", "cudart.lib").is_file() or Path(home, "lib", "cudart.lib").is_file()):
+        return f"WINDOWS_CUDA_HOME={home} has no lib/x64/cudart.lib"
+    return None
+
+
+@dataclass(frozen=True)
+class CudaBackend(Backend):
+    requires_data_name: bool = True
+    """The delegate always writes a .ptd; resolve refuses a CUDA program without a data name."""
+    shim_library_name: str = SHIM_LIBRARY_NAME
+    """The import library AOTInductor links for Windows; resolve checks the shim target's name."""
+
+    def toolchain_facts(self, options) -> dict[str, str]:
+        torch_version = _dist_version("torch") or "none"
+        local = torch_version.partition("+")[2]
+        arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or _nvidia_smi_compute_caps() or "none"
+        return {
+            "cuda.torch_build": local or "none",
+            "cuda.runtime": _dist_version("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12") or "none",
+            "cuda.toolkit": _cuda_toolkit_version() or "none",
+            "cuda.triton": _dist_version("triton", "pytorch-triton") or "none",
+            "cuda.gpu_arch": arch,
+            "cuda.compile_specs": json.dumps(compile_specs(options), sort_keys=True, separators=(",", ":")),
+        }
+
+    def can_build(self, options=None) -> str | None:
+        if not gpu_visible():
+            return NEEDS_GPU
+        if shutil.which("g++") is None and shutil.which("c++") is None:
+            return "AOTInductor needs a C++ compiler (g++) on PATH"
+        platform = options.get("platform") if isinstance(options, dict) else getattr(options, "platform", None)
+        if platform == "windows":
+            return windows_toolchain_problem()
+        return None
+
+    def can_execute(self) -> str | None:
+        return None if gpu_visible() else "checked on a machine with a CUDA GPU"
+
+    def resources(self, options) -> dict[str, Any]:
+        return {"num_gpus": 1}
+
+    # -- in a worker ----------------------------------------------------------------------------
+
+    def partitioners(self, options, program=None, shim_library_dir: str | os.PathLike | None = None):
+        """One ``{method: [CudaPartitioner]}`` entry per method, as ExecuTorch's CUDA exports do.
+
+        ``shim_library_dir`` (Windows): the folder holding ``aoti_cuda_shims.lib``, the build's
+        output folder once the shim target is built; else ``$PTEBUILD_SHIM_LIBRARY_DIR``.
+        """
+        from executorch.backends.cuda.cuda_backend import CudaBackend as EtCudaBackend
+        from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
+        from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+        from ptebuild.errors import BuildError
+
+        specs = [CompileSpec(key, value.encode()) for key, value in compile_specs(options).items()]
+        if options.platform == "windows":
+            problem = windows_toolchain_problem()
+            if problem:
+                raise BuildError(f"cannot lower for Windows: {problem}")
+            folder = shim_library_dir or os.environ.get(SHIM_DIR_ENV)
+            if not folder or not Path(folder, f"{SHIM_LIBRARY_NAME}.lib").is_file():
+                raise BuildError(
+                    f"cannot lower for Windows: no {SHIM_LIBRARY_NAME}.lib from shim target "
+                    f"{options.shim_library!r} (build it first; its folder: {folder or 'not given'})"
+                )
+            specs.append(CompileSpec("shim_library_path", str(Path(folder).resolve()).encode()))
+        names = [m.name for m in program.methods] if program is not None else ["forward"]
+        return {
+            name: [CudaPartitioner([EtCudaBackend.generate_method_name_compile_spec(name), *specs])]
+            for name in names
+        }
+
+    def emit_config(self, data_name, options):
+        from executorch.exir import ExecutorchBackendConfig
+        from executorch.exir.passes import MemoryPlanningPass
+
+        return ExecutorchBackendConfig(
+            extract_delegate_segments=True,
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
+            do_quant_fusion_and_const_prop=True,
+        )
+
+    def data_files(self, manager, data_name, program_name) -> dict[str, Any]:
+        """The delegate's ``aoti_cuda_blob`` published as ``<data_name>``."""
+        from ptebuild.errors import BuildError
+
+        data = dict(manager._tensor_data or {})
+        unexpected = sorted(set(data) - {DATA_TAG})
+        if unexpected:
+            raise BuildError(f"programs.{program_name}: lowering wrote data files {unexpected} besides {DATA_TAG!r}")
+        if DATA_TAG not in data:
+            return {}
+        if data_name is None:
+            raise BuildError(f"programs.{program_name}: the CUDA delegate wrote weights; set data_name")
+        return {data_name: data[DATA_TAG]}
+
+    def rewrite_keys(self, manager, config) -> None:
+        key_cuda_weights_by_sha256(manager, config)
+
+    def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+        return check_with_aoti_runner(model, program, pte, ptd), "aoti-runner-cuda"
+
+
+def _buffer_sha256(buffer) -> str:
+    import hashlib
+
+    if hasattr(buffer, "sha256"):
+        return buffer.sha256().hex()
+    return hashlib.sha256(bytes(buffer)).hexdigest()
+
+
+def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
+    """Appends ``@sha256:<hex>`` to every CUDA storage key, in the ``.ptd`` and the payloads; reserializes.
+
+    Also drops the ``shim_library_path`` compile spec (an absolute path of the building
+    machine, which the runtime never reads) from the delegates, so the ``.pte`` does not
+    depend on where the build ran. Returns ``{old key: new key}``.
+    """
+    from executorch.exir._serialize._serialize import serialize_for_executorch
+    from executorch.exir.schema import DataLocation
+
+    from ptebuild.errors import BuildError
+    from ptebuild.runtime import cuda_payload
+    from ptebuild.runtime.keys import SHA256_MARKER, sha256_in_key, weight_key
+
+    named = manager._named_data
+    emitted = manager._emitter_output
+    if named is None:
+        raise BuildError("the CUDA delegate stored no named data (executorch 1.5.1 expected)")
+    renamed: dict[str, str] = {}
+    for tag, entries in named.external_data.items():
+        new_entries = {}
+        for key, entry in entries.items():
+            digest = _buffer_sha256(named.buffers[entry.buffer_index])
+            if SHA256_MARKER in key and sha256_in_key(key) == digest:
+                new_key = key  # keyed already (the pass ran twice)
+            else:
+                new_key = weight_key(key, digest)
+            renamed[key] = new_key
+            new_entries[new_key] = entry
+        entries.clear()
+        entries.update(new_entries)
+    identity = {new: new for new in renamed.values()}
+    done: set[int] = set()
+    for plan in emitted.program.execution_plan:
+        for index, delegate in enumerate(plan.delegates):
+            if delegate.id != cuda_payload.BACKEND_ID:
+                continue
+            delegate.compile_specs = [s for s in delegate.compile_specs if s.key != "shim_library_path"]
+            ref = delegate.processed
+            if ref.location != DataLocation.INLINE:
+                raise BuildError(f"method {plan.name}: CUDA delegate {index} is not inline in the emitted program")
+            if ref.index in done:
+                continue
+            done.add(ref.index)
+            inline = emitted.program.backend_delegate_data[ref.index]
+            where = f"method {plan.name!r} CUDA delegate {index}"
+            payload = cuda_payload.decode(inline.data, where)
+            mapping = {}
+            for weight in payload.weights:
+                key = weight.storage_key
+                if key in renamed or key in identity:
+                    mapping[key] = renamed.get(key, key)
+                elif key in named.pte_data:
+                    raise BuildError(f"{where}: weight {weight.fqn!r} is stored inside the .pte; expected the .ptd")
+                else:
+                    raise BuildError(f"{where}: weight {weight.fqn!r} key {key!r} is in no named data")
+            inline.data = cuda_payload.encode(payload.with_keys(mapping))
+    manager._pte_data, manager._tensor_data = serialize_for_executorch(
+        emitted, config, manager._data_serializer, named
+    )
+    manager._buffer = None
+    return renamed
+
+
+# -- the check on the GPU ---------------------------------------------------------------------
+
+# ExecuTorch ScalarType -> torch dtype name (exir/scalar_type.py).
+_SCALAR_TYPES = {
+    0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+    7: "float64", 11: "bool", 15: "bfloat16",
+}
+_TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch_cpu.so", "libtorch_cuda.so")
+
+
+@functools.lru_cache(maxsize=1)
+def _load_torch_shims() -> None:
+    """Make libtorch's ``aoti_torch_*`` C shims global, for the ``.so`` built without libtorch."""
+    import ctypes
+
+    import torch
+
+    lib_dir = Path(torch.__file__).parent / "lib"
+    for name in _TORCH_LIBS:
+        ctypes.CDLL(str(lib_dir / name), mode=ctypes.RTLD_GLOBAL)
+
+
+def _weight_tensor(weight, blob: bytes):
+    import torch
+
+    dtype_name = _SCALAR_TYPES.get(weight.dtype)
+    if dtype_name is None:
+        raise ValueError(f"weight {weight.fqn!r}: unsupported ExecuTorch dtype {weight.dtype}")
+    dtype = getattr(torch, dtype_name)
+    storage = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    flat = storage.view(dtype) if len(blob) else torch.empty(0, dtype=dtype)
+    tensor = torch.as_strided(flat, weight.sizes, weight.strides, weight.storage_offset)
+    device = "cuda" if weight.device_type == 1 else "cpu"
+    return tensor.to(device)
+
+
+def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
+    """Run each method's compiled ``.so`` (from ``pte``) with weights from ``ptd``; compare on the GPU.
+
+    Raises CheckError on a mismatch, BuildError when the program cannot be run this way.
+    """
+    import copy
+    import tempfile
+
+    import torch
+
+    from ptebuild.builder.check import OutputFigures, compare_outputs, flatten_outputs
+    from ptebuild.builder.examples import check_sizes, make_inputs
+    from ptebuild.errors import BuildError, CheckError
+    from ptebuild.runtime import check as check_files
+    from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.runtime.ptd_file import read_ptd
+
+    # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it.
+    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    if not torch.cuda.is_available():
+        raise BuildError(f"programs.{program.name}: the CUDA check needs a GPU; torch sees none")
+    _load_torch_shims()
+    delegates = {}
+    for delegate in read_cuda_delegates(pte):
+        if delegate.method in delegates:
+            raise BuildError(
+                f"programs.{program.name}: method {delegate.method!r} has several CUDA delegates; "
+                "the AOTInductor runner check needs one per method"
+            )
+        delegates[delegate.method] = delegate
+    data = read_ptd(ptd) if ptd else None
+    eager = copy.deepcopy(model).to("cuda").eval()
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="ptebuild-cuda-check-") as tmp:
+        for method in program.methods:
+            delegate = delegates.get(method.name)
+            if delegate is None:
+                raise BuildError(f"programs.{program.name}: method {method.name!r} has no CUDA delegate")
+            payload = delegate.payload
+            so_path = Path(tmp, f"{method.name}.so")
+            so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
+            runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(so_path), 1, "cuda", "")
+            by_fqn = {w.fqn: w for w in payload.weights}
+            constants = {}
+            for name, fqn in runner.get_constant_names_to_original_fqns().items():
+                weight = by_fqn.get(name) or by_fqn.get(fqn)
+                if weight is None:
+                    continue  # folded into the .so by AOTInductor
+                if data is None:
+                    raise BuildError(f"programs.{program.name}: weights but no .ptd")
+                constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
+            if constants:
+                runner.update_constant_buffer(constants, False, False)
+            for sizes in check_sizes(method):
+                inputs = make_inputs(method, program.seed, sizes)
+                cuda_inputs = [t.to("cuda") for t in inputs]
+                with torch.no_grad():
+                    expected = flatten_outputs(getattr(eager, method.function)(*cuda_inputs))
+                    actual = flatten_outputs(runner.run(cuda_inputs))
+                where = f"method {method.name!r} at {sizes}"
+                for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
+                    figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
+                    if not (max_abs <= program.atol and cosine >= program.min_cosine):
+                        raise CheckError(
+                            f"programs.{program.name}: {where} output {index} differs from eager PyTorch "
+                            f"(AOTInductor runner on the GPU): max abs error {max_abs:.3g} (atol {program.atol:g}), "
+                            f"cosine {cosine:.6f} (min {program.min_cosine:g})"
+                        )
+            del runner
+    return figures
+
+
+BACKEND = CudaBackend(
+    name="cuda",
+    options_factory=options_model,
+    keeps_data_in_pte=False,
+    default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+)

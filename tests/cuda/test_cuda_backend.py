@@ -1,0 +1,83 @@
+"""The CUDA backend's builder-side hooks: cheap, no torch; what this machine can and cannot do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ptebuild.backends import get_backend
+from ptebuild.backends import cuda
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+def test_cannot_build_without_a_gpu(no_gpu):
+    backend = get_backend("cuda")
+    assert backend.can_build() == "built on a machine with a CUDA GPU"
+    assert backend.can_execute() == "checked on a machine with a CUDA GPU"
+
+
+def test_cannot_build_here_when_no_gpu_is_visible():
+    if cuda.gpu_visible():
+        pytest.skip("this machine has a GPU")
+    assert get_backend("cuda").can_build() == cuda.NEEDS_GPU
+
+
+def test_windows_names_the_missing_cross_compiler(monkeypatch, tmp_path):
+    monkeypatch.setattr(cuda, "gpu_visible", lambda: True)
+    (tmp_path / "g++").symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reason = get_backend("cuda").can_build({"platform": "windows", "shim_library": "aoti_cuda_shims"})
+    assert reason == (
+        "x86_64-w64-mingw32-g++ not found: install MinGW-w64 with POSIX threads (Debian: g++-mingw-w64-x86-64-posix)"
+    )
+    assert get_backend("cuda").can_build({"platform": "linux"}) is None
+
+
+def test_windows_names_a_missing_cuda_runtime(monkeypatch, tmp_path):
+    fake = tmp_path / cuda.MINGW_GXX
+    fake.write_text("#!/bin/sh\necho 'Thread model: posix' >&2\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv("WINDOWS_CUDA_HOME", raising=False)
+    assert cuda.windows_toolchain_problem().startswith("WINDOWS_CUDA_HOME is not set")
+    monkeypatch.setenv("WINDOWS_CUDA_HOME", str(tmp_path))
+    assert cuda.windows_toolchain_problem() == f"WINDOWS_CUDA_HOME={tmp_path} has no include/cuda_runtime.h"
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cuda_runtime.h").write_text("")
+    assert cuda.windows_toolchain_problem() == f"WINDOWS_CUDA_HOME={tmp_path} has no lib/x64/cudart.lib"
+    (tmp_path / "lib" / "x64").mkdir(parents=True)
+    (tmp_path / "lib" / "x64" / "cudart.lib").write_text("")
+    assert cuda.windows_toolchain_problem() is None
+    fake.write_text("#!/bin/sh\necho 'Thread model: win32' >&2\n")
+    assert "win32-threads flavour" in cuda.windows_toolchain_problem()
+
+
+def test_toolchain_facts_are_cheap_and_follow_the_specs(monkeypatch):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    backend = get_backend("cuda")
+    facts = backend.toolchain_facts({"max_autotune": False})
+    assert set(facts) == {
+        "cuda.torch_build", "cuda.runtime", "cuda.toolkit", "cuda.triton", "cuda.gpu_arch", "cuda.compile_specs"
+    }
+    assert facts["cuda.gpu_arch"] == "9.0"
+    assert json.loads(facts["cuda.compile_specs"])["max_autotune"] == "OFF"
+    model = backend.options_model.model_validate({"max_autotune": False})
+    assert backend.toolchain_facts(model) == facts
+    assert backend.toolchain_facts({}) != facts
+    assert backend.resources({}) == {"num_gpus": 1}
+
+
+def test_builder_side_hooks_import_no_torch():
+    code = (
+        "import sys; from ptebuild.backends import get_backend; b = get_backend('cuda'); "
+        "b.can_build(); b.can_build({'platform': 'windows'}); b.toolchain_facts({}); b.resources({}); "
+        "assert 'torch' not in sys.modules and 'executorch' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

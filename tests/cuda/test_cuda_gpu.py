@@ -1,0 +1,83 @@
+"""On the GPU machine: lower the tiny CUDA programs, check them on the GPU, pair their files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ptebuild.errors import LoadError
+from ptebuild.runtime import check
+from ptebuild.runtime.cuda_payload import read_cuda_delegates
+
+HERE = Path(__file__).resolve().parent
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from gpu_build import build_direct
+
+    out = tmp_path_factory.mktemp("tiny-cuda")
+    return out, build_direct(HERE / "tiny_cuda.toml", out)
+
+
+def test_can_build_here():
+    from ptebuild.backends import get_backend
+
+    assert get_backend("cuda").can_build() is None
+
+
+def test_checked_on_the_gpu_at_every_size(built):
+    _, results = built
+    for name in ("tiny_cuda_a", "tiny_cuda_b"):
+        result = results[name]
+        assert result["check"] == "aoti-runner-cuda"
+        assert {tuple(sorted(f["sizes"].items())) for f in result["figures"]} == {
+            (("batch", 2),), (("batch", 1),), (("batch", 4),)
+        }
+        assert all(f["max_abs_error"] < 1e-4 and f["cosine"] > 0.9999 for f in result["figures"])
+
+
+def test_weights_go_to_the_data_name(built):
+    out, results = built
+    assert set(results["tiny_cuda_a"]["files"]) == {"tiny_cuda_a.pte", "tiny_cuda_a_weights.ptd"}
+    assert not (out / "aoti_cuda_blob.ptd").exists()
+
+
+def test_keys_carry_sha256_and_pairs_are_checked(built):
+    out, _ = built
+    (delegate,) = read_cuda_delegates(out / "tiny_cuda_a.pte")
+    assert delegate.payload.weights and all("@sha256:" in w.storage_key for w in delegate.payload.weights)
+    check(out / "tiny_cuda_a.pte", [out / "tiny_cuda_a_weights.ptd"], verify_bytes=True)
+    with pytest.raises(LoadError, match=r"needs key 'cuda_fqn_weight:cuda:.*@sha256:"):
+        check(out / "tiny_cuda_a.pte", [out / "tiny_cuda_b_weights.ptd"])
+
+
+def test_weights_file_is_reproducible(built, tmp_path):
+    """A second lowering, in a fresh process as the builder's workers do, writes the same ``.ptd``."""
+    run = _lower_again(tmp_path)
+    assert run["files"]["tiny_cuda_a_weights.ptd"] == built[1]["tiny_cuda_a"]["files"]["tiny_cuda_a_weights.ptd"]
+
+
+@pytest.mark.xfail(
+    reason="max_autotune picks Triton GEMM kernels by measured time: the .so (and so the .pte) "
+    "repeats only when Inductor's autotune cache already holds the choices (seen on the H200: "
+    "identical on a warm cache, different .text/.rodata between a cold and a warm build)",
+    strict=False,
+)
+def test_program_is_reproducible(built, tmp_path):
+    run = _lower_again(tmp_path)
+    assert run["files"]["tiny_cuda_a.pte"] == built[1]["tiny_cuda_a"]["files"]["tiny_cuda_a.pte"]
+
+
+def _lower_again(tmp_path) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.json"
+    subprocess.run([sys.executable, str(HERE / "repro_probe.py"), str(probe), "1"], check=True)
+    (run,) = json.loads(probe.read_text())["runs"]
+    return run

@@ -167,3 +167,28 @@ def test_dependency_check_names_each_difference(tmp_path):
     (tmp_path / "a.py").write_text("A = 2\n")
     fresh = DependencyCheck(tmp_path, hash_file)
     assert fresh.changes(Dependencies(sources=deps.sources[:1])) == ["source file a.py changed"]
+
+
+def test_a_package_vendored_at_run_time_is_a_source_the_builder_can_find(tmp_path, monkeypatch):
+    """Found in the bench on the GPU machine: pkg_resources adds setuptools' vendored packages to
+    sys.path in the worker, their dist-info folders are not on the builder's path, and every
+    build read as 'distribution jaraco-context removed'. Named from the start-up path instead."""
+    site = tmp_path / "site"
+    (site / "host-1.0.dist-info").mkdir(parents=True)
+    (site / "host-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: host\nVersion: 1.0\n")
+    (site / "host-1.0.dist-info" / "top_level.txt").write_text("host\n")
+    vendor = site / "host" / "_vendor"
+    (vendor / "vendmod-2.0.dist-info").mkdir(parents=True)
+    (vendor / "vendmod-2.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vendmod\nVersion: 2.0\n")
+    (vendor / "vendmod").mkdir()
+    (vendor / "vendmod" / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(vendor))  # what the vendoring package does at import time
+    import vendmod  # noqa: F401
+
+    try:
+        deps = discover(tmp_path / "project", hash_file, path=[str(site)])
+    finally:
+        sys.modules.pop("vendmod", None)
+    assert "vendmod" not in dict(deps.dists)
+    assert "host/_vendor/vendmod/__init__.py" in dict(deps.sources)
+    assert DependencyCheck(tmp_path / "project", hash_file, path=[str(site)]).changes(deps) == []

@@ -38,7 +38,7 @@ def test_bad_manifest_message(path: Path, monkeypatch):
 
 def test_name_errors_are_data_name_errors(monkeypatch):
     monkeypatch.chdir(MANIFESTS)
-    for name in ("bad-data-name-device.toml", "bad-data-name-case-collision.toml", "bad-data-name-shared.toml"):
+    for name in ("bad-data-name-device.toml", "bad-data-name-case-collision.toml", "bad-data-name-extension.toml"):
         with pytest.raises(DataNameError):
             load_manifest(name)
 

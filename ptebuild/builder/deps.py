@@ -107,14 +107,44 @@ def _dist_dirs(path: list[str]) -> list[str]:
     return out
 
 
-def discover(manifest_dir: Path, hash_file: Callable[[Path], tuple[str, int]]) -> Dependencies:
-    """What the modules in ``sys.modules`` say this process used (run in a worker, after the work)."""
+STARTUP_PATH = tuple(sys.path)
+"""``sys.path`` when this module was first imported: before torch and friends added their own
+entries (``pkg_resources`` puts setuptools' vendored packages on it). Dependencies are named
+against it, as the builder's process, which never imports them, will look them up."""
+
+
+def _top_level_names(search: list[str]) -> dict[str, list[str]]:
+    """Import name -> the distributions installed on ``search`` that provide it
+    (``importlib.metadata.packages_distributions``, for a given path)."""
     from importlib import metadata
 
-    search = _entries([str(manifest_dir)] + sys.path)
+    found: dict[str, list[str]] = {}
+    for dist in metadata.distributions(path=search):
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        declared = (dist.read_text("top_level.txt") or "").split()
+        tops = declared or {
+            f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"
+        }
+        for top in tops:
+            found.setdefault(top, []).append(name)
+    return found
+
+
+def discover(
+    manifest_dir: Path, hash_file: Callable[[Path], tuple[str, int]], path: Iterable[str] | None = None
+) -> Dependencies:
+    """What the modules in ``sys.modules`` say this process used (run in a worker, after the work).
+
+    ``path``: where distributions and source files are named from (default: :data:`STARTUP_PATH`).
+    A module found only through an entry added later (a vendored package) is hashed as a source
+    file, named relative to the entry of ``path`` that holds it.
+    """
+    search = _entries([str(manifest_dir)] + list(STARTUP_PATH if path is None else path))
     dist_dirs = _dist_dirs(search)
     stdlib = _stdlib_dirs()
-    top_to_dists = metadata.packages_distributions()
+    top_to_dists = _top_level_names(search)
     versions = installed_versions(search)
     sources: dict[str, str] = {}
     dists: dict[str, str] = {}
@@ -130,29 +160,33 @@ def discover(manifest_dir: Path, hash_file: Callable[[Path], tuple[str, int]]) -
             continue
         dist_dir = _under(file, dist_dirs)
         if dist_dir is not None and dist_dir != os.path.abspath(manifest_dir):
-            for dist in top_to_dists.get(top, ()):
-                version = versions.get(normalize(dist))
-                if version is not None:
-                    dists[normalize(dist)] = version
-            if top in top_to_dists:
+            found = [normalize(d) for d in top_to_dists.get(top, ()) if normalize(d) in versions]
+            for dist in found:
+                dists[dist] = versions[dist]
+            if found:
                 continue
         sources[source_name(file, search)] = hash_file(Path(file))[0]
     return Dependencies(tuple(sorted(sources.items())), tuple(sorted(dists.items())))
 
 
 def source_name(file: str, search: list[str]) -> str:
-    """``file`` relative to the first search-path entry holding it (``/``-separated), else absolute."""
-    folder = _under(file, search)
-    if folder is None:
+    """``file`` relative to the search-path entry holding it (``/``-separated), else absolute.
+
+    The manifest's folder wins when it holds the file; otherwise the deepest entry does (a
+    site-packages folder rather than a working directory that happens to contain it).
+    """
+    holding = [folder for folder in search if file.startswith(folder + os.sep)]
+    if not holding:
         return Path(file).as_posix()
+    folder = holding[0] if holding[0] == search[0] else max(holding, key=len)
     return Path(os.path.relpath(file, folder)).as_posix()
 
 
 class DependencyCheck:
     """Checks recorded dependencies against this machine, now. One per build (it caches)."""
 
-    def __init__(self, manifest_dir: Path, digest_file: DigestFile) -> None:
-        self.search = _entries([str(manifest_dir)] + sys.path)
+    def __init__(self, manifest_dir: Path, digest_file: DigestFile, path: Iterable[str] | None = None) -> None:
+        self.search = _entries([str(manifest_dir)] + list(sys.path if path is None else path))
         self.digest_file = digest_file
         self._versions: dict[str, str] | None = None
         self._paths: dict[str, Path | None] = {}

@@ -53,8 +53,9 @@ class Backend:
         backend's code beyond Python, torch and executorch (CUDA and Triton versions, GPU arch)."""
         return {}
 
-    def can_build(self) -> str | None:
-        """None if this machine can lower programs for the backend, else why not (one line)."""
+    def can_build(self, options=None) -> str | None:
+        """None if this machine can lower programs for the backend (with these options, a dict),
+        else why not (one line)."""
         return None
 
     def can_execute(self) -> str | None:

@@ -112,21 +112,25 @@ class Builder:
 
     # -- the cache ------------------------------------------------------------------------------
 
-    def _lookup(self, result: TargetResult):
+    def _lookup(self, result: TargetResult, elsewhere: str | None = None):
         if self.cache is None:
             return None
-        lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps))
+        if elsewhere is not None:
+            check = lambda r: self.deps.changes(r.deps, project_only=True)  # noqa: E731
+            lookup = self.cache.lookup(elsewhere, check=check, alias=True)
+        else:
+            lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps))
         if lookup.hit is None and lookup.stale:
             result.explain = lookup.stale
         return lookup.hit
 
-    def _restore(self, result: TargetResult) -> ActionResult | None:
+    def _restore(self, result: TargetResult, elsewhere: str | None = None) -> ActionResult | None:
         """Put a cached result's files in place (those missing only); None on a miss.
 
         A program sharing a data name is only held: its group's files are merged and published
         together, later (:mod:`ptebuild.builder.shared_data`).
         """
-        hit = self._lookup(result)
+        hit = self._lookup(result, elsewhere)
         if hit is None:
             return None
         shared = self.shared.group_of(result.name) is not None
@@ -148,6 +152,12 @@ class Builder:
         result.take(hit.result)
         where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
         result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
+        if elsewhere is not None:
+            result.key, result.node = hit.result.key, hit.result.built_on
+            toolchain = ", ".join(
+                f"{k[10:]} {v}" for k, v in sorted(hit.result.inputs.items()) if k.startswith("toolchain.") and "code" not in k
+            )
+            result.explain = [f"{result.explain[0]}: built on {hit.result.built_on or 'another machine'} ({toolchain})"]
         if shared:
             self.shared.hold(result.name, hit.result)
         else:
@@ -168,7 +178,8 @@ class Builder:
     def _stored(self, result: TargetResult, action: ActionResult, files: dict[str, Path]) -> None:
         """Save a new result in the cache, publish its files, note it in the record."""
         if self.cache is not None:
-            self.cache.save(action, files)
+            aliases = (keys.elsewhere_key(action.inputs),) if action.kind == "program" else ()
+            self.cache.save(action, files, aliases)
             self.cache.count(False)
             self._remember(result.name, action.key)
         result.take(action)
@@ -222,7 +233,11 @@ class Builder:
                 result.seconds = time.monotonic() - started
                 self.report(program.name, "done", str(result.status))
                 continue
-            reason = backend.can_build()
+            reason = backend.can_build(program.options)
+            if reason is not None and self._restore(result, keys.elsewhere_key(inputs)) is not None:
+                result.seconds = time.monotonic() - started
+                self.report(program.name, "done", f"{result.status} (built on {result.node or 'another machine'})")
+                continue
             if reason is not None:
                 result.status = Status.NEEDS_GPU if program.backend == "cuda" else Status.FAILED
                 result.message = self._located(
@@ -317,11 +332,15 @@ class Builder:
             self.report(job.name, "done", str(result.status))
             return result.status is not Status.FAILED or self.options.keep_going
 
+        options = dict(self.options.executor_options)
+        if self.plan.shims and self.options.executor == "local":
+            # Windows CUDA programs link the shim import library this build just wrote.
+            options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(self.folder.path)})
         executor = open_executor(
             self.options.executor,
             jobs=min(self.options.jobs, len(jobs)),
             report=lambda text: self.report("", "warning", text),
-            **self.options.executor_options,
+            **options,
         )
         graceful = False
         try:

@@ -210,10 +210,16 @@ class DependencyCheck:
             self._paths[name] = found
         return self._paths[name]
 
-    def changes(self, deps: Dependencies) -> list[str]:
-        """What differs between ``deps`` and this machine: one line each (empty: nothing)."""
+    def changes(self, deps: Dependencies, project_only: bool = False) -> list[str]:
+        """What differs between ``deps`` and this machine: one line each (empty: nothing).
+
+        ``project_only``: for a result another kind of machine built, only the sources of the
+        project (next to the manifest) are compared; its installed software is its own.
+        """
         lines = []
         for name, digest in deps.sources:
+            if project_only and not os.path.isfile(os.path.join(self.search[0], name)):
+                continue
             path = self._resolve(name)
             if path is None:
                 lines.append(f"source file {name} removed")
@@ -226,7 +232,7 @@ class DependencyCheck:
             if now != digest:
                 lines.append(f"source file {name} changed")
         versions = self.versions()
-        for dist, version in deps.dists:
+        for dist, version in () if project_only else deps.dists:
             now = versions.get(dist)
             if now is None:
                 lines.append(f"distribution {dist} removed (was {version})")

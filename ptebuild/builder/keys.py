@@ -163,6 +163,19 @@ def action_key(inputs: dict[str, str]) -> str:
     return digest_text(canonical_json(inputs))
 
 
+ELSEWHERE_SCHEMA = "ptebuild-built-elsewhere 1"
+_SAME_EVERYWHERE = ("toolchain.ptebuild", "toolchain.ptebuild-code")
+
+
+def elsewhere_key(inputs: dict[str, str]) -> str:
+    """A key over the inputs without this machine's toolchain: what a machine that cannot build
+    a program (a CUDA program on a CPU runner) looks it up by, to restore what a machine that
+    can built. The manifest entries, sources, weights and ptebuild's own code must still match."""
+    kept = {k: v for k, v in inputs.items() if not k.startswith("toolchain.") or k in _SAME_EVERYWHERE}
+    kept["schema"] = ELSEWHERE_SCHEMA
+    return action_key(kept)
+
+
 def explain_changes(old: dict[str, str] | None, new: dict[str, str], model: str = "", program: str = "") -> list[str]:
     """Name what changed between two input breakdowns (``model`` and ``program`` name the entries)."""
     if old is None:

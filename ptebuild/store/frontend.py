@@ -105,8 +105,11 @@ class Cache:
 
     # -- lookup, restore, save ------------------------------------------------------------------
 
-    def lookup(self, key: str, check: DependencyCheck | None = None) -> Lookup:
-        """The first tier's result for ``key`` whose dependencies still hold, blobs verified."""
+    def lookup(self, key: str, check: DependencyCheck | None = None, alias: bool = False) -> Lookup:
+        """The first tier's result for ``key`` whose dependencies still hold, blobs verified.
+
+        ``alias``: ``key`` is an alias (:meth:`save`'s ``aliases``), whose result has a key of its own.
+        """
         stale: list[str] = []
         for tier in list(self.tiers):
             try:
@@ -120,7 +123,7 @@ class Cache:
                 result = ActionResult.from_json(document)
             except (KeyError, TypeError, ValueError):
                 continue  # an entry of another version or shape: a miss
-            if result.key != key:
+            if result.key != key and not alias:
                 continue
             changes = check(result) if check is not None else []
             if changes:
@@ -128,12 +131,12 @@ class Cache:
                 continue
             if tier is self.local:
                 return Lookup(Hit(result, Source.LOCAL))
-            hit = self._pull(tier, result)
+            hit = self._pull(tier, result, key)
             if hit is not None:
                 return Lookup(hit)
         return Lookup(None, stale)
 
-    def _pull(self, tier: Tier, result: ActionResult) -> Hit | None:
+    def _pull(self, tier: Tier, result: ActionResult, key: str) -> Hit | None:
         """Fetch and verify every blob of a remote result; keep them locally. None: a miss."""
         temp = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._temp_root()))
         self._temps.append(temp)
@@ -160,7 +163,8 @@ class Cache:
             try:
                 for digest, path in wanted:
                     self.local.blobs.put_file(path, digest)
-                self.local.actions.put(result.key, result.to_json(), result.digests)
+                for name in {result.key, key}:
+                    self.local.actions.put(name, result.to_json(), result.digests)
                 shutil.rmtree(temp, ignore_errors=True)
                 return hit
             except CorruptObject as exc:
@@ -199,8 +203,9 @@ class Cache:
                 self._failed(self.local, exc)
                 raise
 
-    def save(self, result: ActionResult, files: dict[str, Path]) -> None:
-        """Store ``files`` and then ``result`` in every writable tier (blobs before the entry)."""
+    def save(self, result: ActionResult, files: dict[str, Path], aliases: tuple[str, ...] = ()) -> None:
+        """Store ``files`` and then ``result`` in every writable tier (blobs before the entry),
+        under its key and each of ``aliases`` (other keys that find it)."""
         for tier in [t for t in self.tiers if t.writable]:
             try:
                 put_many = getattr(tier.blobs, "put_many", None)
@@ -210,7 +215,8 @@ class Cache:
                 else:
                     for path, digest in pairs:
                         tier.blobs.put_file(path, digest)
-                tier.actions.put(result.key, result.to_json(), result.digests)
+                for key in (result.key, *aliases):
+                    tier.actions.put(key, result.to_json(), result.digests)
             except CorruptObject as exc:
                 self.warn(f"{tier.name}: {exc}")
             except StoreError as exc:

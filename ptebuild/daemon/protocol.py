@@ -17,7 +17,8 @@ Framing
 
 Client -> server
     ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` first, then any of
-    ``{"op": "submit", "task": Task.to_json()}``, ``{"op": "cancel", "task_id": ...}``,
+    ``{"op": "submit", "task": Task.to_json(), "cwd": FOLDER, "env": {...}}`` (the child runs in the
+    build's folder and environment), ``{"op": "cancel", "task_id": ...}``,
     ``{"op": "status"}``, ``{"op": "stop"}``.
 
 Server -> client

@@ -280,10 +280,10 @@ class Server:
         elif not client.greeted:
             self._drop(client)
         elif op == "submit":
-            self.queue.append((client, message["task"]))
+            self.queue.append((client, message))
         elif op == "cancel":
             task_id = message.get("task_id")
-            queued = [item for item in self.queue if item[0] is client and item[1]["task_id"] == task_id]
+            queued = [item for item in self.queue if item[0] is client and item[1]["task"]["task_id"] == task_id]
             for item in queued:
                 self.queue.remove(item)
                 self._send(client, {"op": "failed", "task_id": task_id, "kind": "build", "message": "cancelled"})
@@ -314,7 +314,8 @@ class Server:
 
     def _dispatch(self) -> None:
         while self.queue and len(self.children) < self.jobs and not self.stopping:
-            client, task = self.queue.popleft()
+            client, submit = self.queue.popleft()
+            task = submit["task"]
             if client not in self.clients:
                 continue
             unsafe = fork_is_safe()
@@ -323,9 +324,10 @@ class Server:
                                     "message": f"the warm worker server cannot fork safely ({unsafe}); "
                                                "build with --no-daemon"})
                 continue
-            self._fork(client, task)
+            self._fork(client, submit)
 
-    def _fork(self, client: _Client, task: dict) -> None:
+    def _fork(self, client: _Client, submit: dict) -> None:
+        task = submit["task"]
         fd, log_path = tempfile.mkstemp(prefix="task-", suffix=".log", dir=self.log_dir)
         read_end, write_end = os.pipe()
         parent = os.getpid()
@@ -339,7 +341,7 @@ class Server:
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 os.close(fd)
-                code = _run_child(task, write_end)
+                code = _run_child(submit, write_end)
             finally:
                 os._exit(code)
         os.close(fd)
@@ -420,10 +422,22 @@ class Server:
                                   f"{_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
 
 
-def _run_child(task_json: dict, pipe: int) -> int:
-    """In a forked child: run one task, report on ``pipe``; return the exit code."""
+def _run_child(submit: dict, pipe: int) -> int:
+    """In a forked child: run one task, report on ``pipe``; return the exit code.
+
+    The child takes the build's working folder and environment (model code may read either), as a
+    worker process of the local executor would have; what torch read from the environment when it
+    was imported stays as the server's first build had it.
+    """
     from ptebuild.builder.tasks import Task
     from ptebuild.builder.worker import execute
+
+    if isinstance(submit.get("env"), dict):
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in submit["env"].items()})
+    with contextlib.suppress(OSError, TypeError):
+        os.chdir(submit.get("cwd") or "/")
+    task_json = submit["task"]
 
     def write_all(message: dict) -> None:
         data = memoryview(protocol.encode(message))

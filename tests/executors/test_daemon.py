@@ -159,6 +159,26 @@ def test_an_edited_model_is_built_with_the_new_code(warm, tmp_path):
     assert after == fresh_build(replace(task, staging=str(tmp_path / "fresh")))
 
 
+def test_a_task_runs_in_the_builds_folder_and_environment(warm, tmp_path, monkeypatch):
+    manifest = copy_project(tmp_path / "project")
+    model = manifest.parent / "tinymodels" / "tiny.py"
+    model.write_text(model.read_text().replace(
+        "def make_tiny(**kwargs) -> Tiny:\n",
+        "def make_tiny(**kwargs) -> Tiny:\n"
+        "    import os\n"
+        "    if os.environ.get('TINY_MARK') != 'mark' or os.getcwd() != os.environ.get('TINY_CWD'):\n"
+        "        raise RuntimeError(f'cwd {os.getcwd()}, mark {os.environ.get(\"TINY_MARK\")}')\n",
+    ))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TINY_MARK", "mark")
+    monkeypatch.setenv("TINY_CWD", str(tmp_path))
+    executor = DaemonExecutor(jobs=1, cache_dir=warm)
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    final = run_all(executor, {task.task_id: task})[task.task_id]
+    executor.close()
+    assert final.kind is EventKind.DONE, final.text
+
+
 def test_server_killed_mid_task_retries_once_then_fails_clearly(warm, tmp_path):
     manifest = copy_project(tmp_path / "project")
     marker = tmp_path / "first-attempt"
@@ -273,6 +293,11 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
                 conn.close()
 
     threading.Thread(target=impostor, daemon=True).start()
+    # An idle server of another toolchain (an older ptebuild): stopped when ours starts.
+    from ptebuild.daemon.server import start_detached
+
+    stale = start_detached(protocol.socket_path(cache, "f" * 20), idle=60)
+    wait_for(lambda: protocol.socket_path(cache, "f" * 20).exists(), 120, "the stale server to listen")
     manifest = copy_project(tmp_path / "project")
     task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
     monkeypatch.setenv("PTEBUILD_DAEMON_MAX_RSS", "64M")  # read by the server the build starts
@@ -281,6 +306,7 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
         final = run_all(executor, {task.task_id: task})[task.task_id]
         listener.close()
         assert seen and set(seen) == {"hello"}, seen  # greeted, never given a task
+        wait_for(lambda: not alive(stale), 15, "the stale server to be retired")
         # The real server took the socket over, and killed the task's child for its memory.
         assert final.kind is EventKind.FAILED
         assert "over the limit of 64.0 MiB (PTEBUILD_DAEMON_MAX_RSS)" in final.text, final.text

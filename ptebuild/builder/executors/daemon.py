@@ -54,6 +54,28 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def retire_idle_servers(keep: Path) -> list[int]:
+    """Stop the idle servers of other toolchains beside ``keep`` (a ``pip install`` or an edit of
+    ptebuild made them stale: nothing will use them again); return their pids.
+
+    A server with a client or a task is left alone; it idles out by itself.
+    """
+    stopped = []
+    for path in keep.parent.glob("*.sock"):
+        if path == keep:
+            continue
+        try:
+            with protocol.connect(path, timeout=1) as sock:
+                status = protocol.request(sock, {"op": "status"}, timeout=2)
+                if status.get("op") == "status" and not status.get("clients") and not status.get("running") \
+                        and not status.get("queued"):
+                    protocol.request(sock, {"op": "stop"}, timeout=2)
+                    stopped.append(int(status.get("pid") or 0))
+        except OSError:
+            continue
+    return stopped
+
+
 class DaemonExecutor:
     """Runs tasks on the warm worker server of this toolchain (see the module's docstring)."""
 
@@ -193,6 +215,7 @@ class DaemonExecutor:
                 return
             self._start_deadline = now + START_SECONDS
             self._progress(events, "starting the warm worker server (imports torch once)")
+            retire_idle_servers(self.sock_path)
             return
         if self._server_pid and not _pid_alive(self._server_pid):
             holder = 0  # ours gave way to a server another build started: wait for that one
@@ -230,7 +253,8 @@ class DaemonExecutor:
         try:
             while self._waiting:
                 task = self._waiting[0]
-                protocol.send(self._sock, {"op": "submit", "task": task.to_json()})
+                protocol.send(self._sock, {"op": "submit", "task": task.to_json(), "cwd": os.getcwd(),
+                                           "env": dict(os.environ)})
                 self._sent[task.task_id] = self._waiting.popleft()
         except OSError as exc:
             self._lost(events, exc)

@@ -326,6 +326,29 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
         stop_servers(cache)
 
 
+def test_ctrl_c_of_a_build_kills_its_task_on_the_warm_server(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    marker = tmp_path / "started"
+    slow_on_first_attempt(manifest, marker)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--executor", "daemon", "--only", "tiny_portable"],
+        cwd=ROOT, env={**os.environ, "PTEBUILD_CACHE": str(warm)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(marker.exists, 120, "the task to start")
+        [running] = [r for status in all_statuses(warm) for r in status["running"] if r["client"] == build.pid]
+        build.send_signal(signal.SIGINT)
+        _, stderr = build.communicate(timeout=30)
+        assert build.returncode == 130, stderr
+        wait_for(lambda: not alive(running["pid"]), 10, "its child to be killed")
+        assert not list(Path(manifest.parent, "out").glob("*.pte"))
+    finally:
+        if build.poll() is None:
+            build.kill()
+            build.wait()
+
+
 def test_workers_status_and_stop(warm, capsys):
     pids = {status["pid"] for status in all_statuses(warm)}
     assert pids, "the tests before left no server running"

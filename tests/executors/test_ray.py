@@ -203,6 +203,31 @@ def test_a_node_killed_mid_task_is_retried_elsewhere_and_fails_only_that_program
     assert "the Ray worker or node running it was lost" in failed.text and "\n" not in failed.text
 
 
+def test_cancel_stops_a_running_task_at_once(cluster, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    marker = tmp_path / "started"
+    slow_on_first_attempt(manifest, marker, seconds=120)
+    task = make_tasks(manifest, None)["tiny_portable"]
+    executor = RayExecutor(jobs=1, address=cluster.address)
+    try:
+        executor.submit(task)
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert time.monotonic() < deadline, "the task never started"
+            executor.poll(0.1)
+        worker = int(marker.read_text())
+        cancelled = time.monotonic()
+        executor.cancel(task.task_id)  # what Ctrl-C does to every task, through close(graceful=False)
+        final = None
+        while final is None:
+            assert time.monotonic() - cancelled < 30, "the cancelled task did not end"
+            final = next((e for e in executor.poll(0.1) if e.kind in (EventKind.DONE, EventKind.FAILED)), None)
+    finally:
+        executor.close(graceful=False)
+    assert final.kind is EventKind.FAILED and final.text == "cancelled"
+    wait_for(lambda: not Path(f"/proc/{worker}").exists(), 15, "the worker process running it to be killed")
+
+
 def test_the_cli_build_on_the_cluster_equals_a_local_build(cluster, tmp_path, tmp_path_factory):
     manifest, expected = local_reference(tmp_path_factory.getbasetemp())
     built = cli_build(manifest, tmp_path / "out", "--executor", "ray", "--no-cache",

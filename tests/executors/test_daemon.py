@@ -362,3 +362,22 @@ def test_workers_status_and_stop(warm, capsys):
         wait_for(lambda: not alive(pid), 15, "the stopped server to exit")
     assert main(["workers", "stop", "--cache", str(warm)]) == 0
     assert "no warm worker server running" in capsys.readouterr().out
+
+
+def test_a_read_only_cache_folder_fails_the_task_with_one_line(tmp_path):
+    if os.geteuid() == 0:
+        # root writes anyway: make the workers folder's place a file instead
+        cache = tmp_path / "cache"
+        cache.mkdir()
+        (cache / "workers").write_text("not a folder")
+    else:
+        cache = tmp_path / "cache"
+        cache.mkdir(mode=0o500)
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
+    executor = DaemonExecutor(jobs=1, cache_dir=cache)
+    final = run_all(executor, {task.task_id: task}, timeout=30)[task.task_id]
+    executor.close()
+    assert final.kind is EventKind.FAILED
+    assert final.text.startswith("cannot start the warm worker server in ") and "--no-daemon" in final.text
+    assert "\n" not in final.text

@@ -186,8 +186,13 @@ class DaemonExecutor:
     def _start_or_wait(self, events: list[Event]) -> None:
         now = time.monotonic()
         if self._start_lock is None:
-            self.sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(protocol.sibling(self.sock_path, ".start"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                self.sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(protocol.sibling(self.sock_path, ".start"), os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:  # a read-only or full cache folder
+                self._fail_waiting(events, f"cannot start the warm worker server in {self.sock_path.parent}: "
+                                           f"{exc.strerror or exc}")
+                return
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -111,16 +111,21 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
     _sweep_task_folders()
     folder = Path(tempfile.mkdtemp(prefix=f"{TASK_FOLDER_PREFIX}{os.getpid()}-"))
     try:
-        task = materialize(Task.from_json(task_json), bundle, folder)
-        kind, payload = execute(replace(task, staging=None), lambda _text: None)
+        # Outputs go to a folder of ours (swept if this worker is killed), and come back inline.
+        outputs = folder / ".outputs"
+        outputs.mkdir()
+        task = materialize(Task.from_json(task_json), bundle, folder / "project")
+        kind, payload = execute(replace(task, staging=str(outputs)), lambda _text: None)
+        if kind == "done":
+            result = payload[0]
+            data = {o.name: (outputs / o.name).read_bytes() for o in result.outputs}
+            node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
+            return ("done", replace(result, staging=None, data=data, node=node))
+        return ("failed", *payload)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        while str(folder) in sys.path:  # the model loader put the manifest's folder there
-            sys.path.remove(str(folder))
-    if kind == "done":
-        node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
-        return ("done", replace(payload[0], staging=None, node=node))
-    return ("failed", *payload)
+        while str(folder / "project") in sys.path:  # the model loader put the manifest's folder there
+            sys.path.remove(str(folder / "project"))
 
 
 def _one_line(exc: BaseException) -> str:

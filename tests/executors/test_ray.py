@@ -21,7 +21,7 @@ from project_copy import copy_project
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ptebuild[ray]')")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, wait_for  # noqa: E402
+from tasks_for_tests import cli_build, local_reference, make_tasks, slow_on_first_attempt, wait_for  # noqa: E402
 
 from ptebuild.builder.executors.ray import RayExecutor, ray_options  # noqa: E402
 from ptebuild.builder.tasks import EventKind  # noqa: E402

@@ -169,7 +169,14 @@ class RayExecutor:
                 host = self.address.removeprefix("ray://").rpartition(":")[0]
                 if host.startswith("127."):  # a cluster on loopback: the driver stays there too
                     quiet["_node_ip_address"] = host
-                ray.init(address=self.address, **quiet)
+                try:
+                    ray.init(address=self.address, **quiet)
+                except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
+                    from ptebuild.errors import BuildError
+
+                    raise BuildError(
+                        f"--executor ray: cannot connect to the Ray cluster at {self.address}: {_one_line(exc)}"
+                    ) from exc
             else:
                 import tempfile
 

@@ -45,8 +45,14 @@ def add_build_arguments(parser) -> None:
     )
     parser.add_argument(
         "--executor", default=None, metavar="NAME",
-        help="where programs are lowered: local (worker processes; the default)",
+        help="where programs are lowered: daemon (a warm worker server; the default), local (worker "
+        "processes; the default when $CI is set), ray (a Ray cluster); also $PTEBUILD_EXECUTOR",
     )
+    parser.add_argument(
+        "--no-daemon", action="store_true",
+        help="lower in worker processes of this build, not in the warm server (also $PTEBUILD_NO_DAEMON=1)",
+    )
+    parser.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
     cache.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
@@ -207,7 +213,8 @@ def run_build(args, *, locked: bool = False) -> BuildRun:
             keep_going=args.keep_going,
             explain=args.explain,
             debug=args.debug,
-            executor=_executor(args),
+            executor=_executor(args, cache),
+            executor_options=_executor_options(args, cache),
             shard=args.shard,
             rebuild_check=getattr(args, "check", False),
         )
@@ -290,11 +297,32 @@ def build_command(args) -> int:
     return 1 if failed or run.lock_problems else 0
 
 
-def _executor(args) -> str:
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _executor(args, cache) -> str:
+    """``--executor``, else ``$PTEBUILD_EXECUTOR``, else the warm server, except on CI, with
+    ``--no-daemon`` or ``$PTEBUILD_NO_DAEMON``, or without a local cache (its socket lives there)."""
     from ptebuild.builder.executors import EXECUTOR_MODULES
     from ptebuild.manifest.typos import did_you_mean
 
-    name = args.executor or os.environ.get("PTEBUILD_EXECUTOR") or "local"
+    name = args.executor or os.environ.get("PTEBUILD_EXECUTOR")
+    if name is None:
+        no_daemon = args.no_daemon or os.environ.get("PTEBUILD_NO_DAEMON", "").lower() in _TRUE
+        on_ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+        local_cache = cache is not None and cache.local_root is not None
+        name = "local" if no_daemon or on_ci or not local_cache else "daemon"
     if name not in EXECUTOR_MODULES:
         raise UsageError(f"--executor: no executor {name!r}{did_you_mean(name, list(EXECUTOR_MODULES))}")
+    if name == "daemon" and (cache is None or cache.local_root is None):
+        raise UsageError("--executor daemon: the warm server lives in the local cache folder; drop --no-cache")
     return name
+
+
+def _executor_options(args, cache) -> dict:
+    options = {}
+    if cache is not None and cache.local_root is not None:
+        options["cache_dir"] = cache.local_root
+    if args.ray_address:
+        options["address"] = args.ray_address
+    return options

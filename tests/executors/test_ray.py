@@ -130,6 +130,16 @@ def cluster():
                 os.environ[key] = value
 
 
+def test_an_unreachable_cluster_is_one_line_at_once():
+    from ptebuild.errors import BuildError
+
+    address = f"{LOOPBACK}:{free_port()}"  # nothing listens there any more
+    started = time.monotonic()
+    with pytest.raises(BuildError, match=rf"^--executor ray: cannot connect to the Ray cluster at {address}: "):
+        RayExecutor(jobs=1, address=address).submit(None)
+    assert time.monotonic() - started < 15
+
+
 def test_a_cuda_task_lands_only_on_the_node_that_declares_a_gpu(cluster, tmp_path):
     manifest = copy_project(tmp_path / "project")
     task = make_tasks(manifest, None)["tiny_portable"]

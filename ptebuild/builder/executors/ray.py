@@ -128,6 +128,17 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
             sys.path.remove(str(folder / "project"))
 
 
+def _probe(address: str, timeout: float = 10.0) -> None:
+    """Fail fast if nothing listens at ``host:port`` (``ray.init`` would retry for minutes)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or address == "auto":
+        return
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[-1] if text else ''}".strip().rstrip(":")
@@ -170,6 +181,7 @@ class RayExecutor:
                 if host.startswith("127."):  # a cluster on loopback: the driver stays there too
                     quiet["_node_ip_address"] = host
                 try:
+                    _probe(self.address)
                     ray.init(address=self.address, **quiet)
                 except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
                     from ptebuild.errors import BuildError

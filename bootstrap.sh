@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up ptebuild in ./.venv with the pinned toolchain (constraints.txt).
 #   ./bootstrap.sh          the build tool
-#   ./bootstrap.sh --test   also the test dependencies, and the Debian tools the tests use
+#   ./bootstrap.sh --test   also the test dependencies (with Ray, for the executor tests), and the Debian tools the tests use
 #                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git;
 #                           nginx for the remote-cache tests)
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 
 extras=""
 if [ "${1:-}" = "--test" ]; then
-  extras="[test]"
+  extras="[test,ray]"
   missing=""
   for tool in clang lld-link llvm-dlltool llvm-dlltool-19 llvm-readobj gcc git; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"

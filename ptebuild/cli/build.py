@@ -302,7 +302,8 @@ _TRUE = ("1", "true", "yes", "on")
 
 def _executor(args, cache) -> str:
     """``--executor``, else ``$PTEBUILD_EXECUTOR``, else the warm server, except on CI, with
-    ``--no-daemon`` or ``$PTEBUILD_NO_DAEMON``, or without a local cache (its socket lives there)."""
+    ``--no-daemon`` or ``$PTEBUILD_NO_DAEMON``, without a local cache (its socket lives there), or
+    off Linux."""
     from ptebuild.builder.executors import EXECUTOR_MODULES
     from ptebuild.manifest.typos import did_you_mean
 
@@ -311,7 +312,9 @@ def _executor(args, cache) -> str:
         no_daemon = args.no_daemon or os.environ.get("PTEBUILD_NO_DAEMON", "").lower() in _TRUE
         on_ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
         local_cache = cache is not None and cache.local_root is not None
-        name = "local" if no_daemon or on_ci or not local_cache else "daemon"
+        # The warm server forks a child per task after importing torch: tried on Linux only.
+        linux = sys.platform.startswith("linux")
+        name = "local" if no_daemon or on_ci or not local_cache or not linux else "daemon"
     if name not in EXECUTOR_MODULES:
         raise UsageError(f"--executor: no executor {name!r}{did_you_mean(name, list(EXECUTOR_MODULES))}")
     if name == "daemon" and (cache is None or cache.local_root is None):

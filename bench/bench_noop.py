@@ -78,7 +78,7 @@ def measure(name: str, manifest: Path, tmp: Path, runs: int) -> dict:
     programs = len(json.loads(done.stdout)["programs"])
     print(f"{name}: cold build of {programs} programs in {cold:.1f} s", flush=True)
     run(build)  # the first no-op may still write state (plan cache, stat cache)
-    _, traced = run([PYTHON, "-X", "importtime", "-m", "ptebuild", *build[2:]])
+    _, traced = run([PYTHON, "-X", "importtime", "-m", "ptebuild", *build[1:]])
     heavy = sorted({line.split("|")[-1].strip().split(".")[0] for line in traced.stderr.splitlines()
                     if line.split("|")[-1].strip().split(".")[0] in ("torch", "executorch", "pydantic")})
     noop_ms, python_ms, rebuilt = [], [], 0

@@ -292,9 +292,6 @@ class Builder:
         return make
 
     def _run_jobs(self, jobs) -> None:
-        from ptebuild.builder.executors import open_executor
-        from ptebuild.builder.schedule import Scheduler
-
         self._plan_json = self.plan.to_json()
         started_at: dict[str, float] = {}
 
@@ -336,16 +333,23 @@ class Builder:
         if self.plan.shims and self.options.executor == "local":
             # Windows CUDA programs link the shim import library this build just wrote.
             options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(self.folder.path)})
+        self._schedule(self.options.executor, options, jobs, self.cache, ready, started, finished)
+
+    def _schedule(self, executor_name: str, options: dict, jobs, cache, ready, started, finished) -> None:
+        """Run ``jobs`` on a new executor (closed at once on an error or Ctrl-C); the jobs never
+        started (after a failure without --keep-going) are marked skipped."""
+        from ptebuild.builder.executors import open_executor
+        from ptebuild.builder.schedule import Scheduler
+
         executor = open_executor(
-            self.options.executor,
+            executor_name,
             jobs=min(self.options.jobs, len(jobs)),
             report=lambda text: self.report("", "warning", text),
             **options,
         )
         graceful = False
         try:
-            scheduler = Scheduler(executor, self.cache, self.report, ready=ready, started=started, finished=finished)
-            left = scheduler.run(jobs)
+            left = Scheduler(executor, cache, self.report, ready=ready, started=started, finished=finished).run(jobs)
             graceful = True
         finally:
             executor.close(graceful=graceful)
@@ -361,8 +365,7 @@ class Builder:
         import random
         import tempfile
 
-        from ptebuild.builder.executors import open_executor
-        from ptebuild.builder.schedule import Job, Scheduler
+        from ptebuild.builder.schedule import Job
         from ptebuild.builder.tasks import EventKind
 
         self._plan_json = self._plan_json or self.plan.to_json()
@@ -421,21 +424,8 @@ class Builder:
                 "OMP_NUM_THREADS": "1",
                 "MKL_NUM_THREADS": "1",
             }
-            executor = open_executor(
-                "local", jobs=min(self.options.jobs, len(jobs)), environment=environment, cwd=elsewhere,
-                report=lambda text: self.report("", "warning", text),
-            )
-            graceful = False
-            try:
-                scheduler = Scheduler(
-                    executor, None, self.report, ready=lambda job: False, started=lambda job: None, finished=finished
-                )
-                left = scheduler.run(jobs)
-                graceful = True
-            finally:
-                executor.close(graceful=graceful)
-        for job in left:
-            self.results[job.name].status = Status.SKIPPED
+            options = {"environment": environment, "cwd": elsewhere}
+            self._schedule("local", options, jobs, None, lambda job: False, lambda job: None, finished)
 
     def _member_file(self, name: str, file_name: str, folder: Path) -> Path:
         """A shared-data program's own ``.ptd`` (before merging), restored from the cache."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.manifest.plan import BuildPlan, ProgramPlan
 from ptebuild.names import case_key
+from ptebuild.processes import pid_alive
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.record import RECORD_NAME, RecordEntry, file_matches, read_build_record, update_record
 
@@ -113,7 +114,7 @@ class OutputFolder:
             return
         for folder in leftovers:
             pid = folder.name.split("-", 1)[0]
-            if not pid.isdigit() or not _process_alive(int(pid)):
+            if not pid.isdigit() or not pid_alive(int(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
         try:
             root.rmdir()
@@ -153,15 +154,3 @@ class OutputFolder:
     def write_record(self) -> None:
         if self.entries:
             update_record(self.path, self.plan.manifest, self.entries)
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

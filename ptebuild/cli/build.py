@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.errors import UsageError
+from ptebuild.store.sizes import format_size
 
 
 def register(subparsers) -> None:
@@ -137,14 +138,6 @@ class TerminalReport:
         print(f"[{elapsed:6.1f}s] {name}: {text}", file=self.stream, flush=True)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _summary(results, out_dir: Path, elapsed: float) -> str:
     rows = [("target", "backend", "status", "seconds", "check", "outputs")]
     for r in results:
@@ -154,7 +147,7 @@ def _summary(results, out_dir: Path, elapsed: float) -> str:
             check = f"err {worst:.1e} cos {cosine:.6f}"
         else:
             check = "-"
-        outputs = ", ".join(f"{o.name} ({_size(o.size)})" for o in r.outputs) or "-"
+        outputs = ", ".join(f"{o.name} ({format_size(o.size)})" for o in r.outputs) or "-"
         status = str(r.status) + (" (remote)" if r.source is not None and r.source.value == "remote" else "")
         rows.append((r.name, r.backend or "shims", status, f"{r.seconds:.1f}", check, outputs))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]

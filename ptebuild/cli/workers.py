@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ptebuild.errors import UsageError
+from ptebuild.store.sizes import format_size
 
 EXIT_OK = 0
 
@@ -55,12 +56,6 @@ def _servers(args) -> tuple[Path, list[tuple[Path, dict | None]]]:
     return folder, found
 
 
-def _size(n: int) -> str:
-    from ptebuild.daemon.server import _size as size
-
-    return size(n)
-
-
 def status_command(args) -> int:
     from ptebuild.daemon import protocol
 
@@ -89,11 +84,11 @@ def status_command(args) -> int:
         print(
             f"{path.stem}{mark}: pid {status['pid']}, up {status['uptime']:.0f}s, "
             f"{status['clients']} client(s), {len(status['running'])} running, {status['queued']} queued, "
-            f"{status['tasks_run']} task(s) run, {_size(status['rss'])} resident, "
+            f"{status['tasks_run']} task(s) run, {format_size(status['rss'])} resident, "
             f"exits after {status['idle_timeout']:.0f}s idle"
         )
         for task in status["running"]:
-            print(f"  {task['task_id']}: pid {task['pid']}, {_size(task['rss'])} resident, for client pid {task['client']}")
+            print(f"  {task['task_id']}: pid {task['pid']}, {format_size(task['rss'])} resident, for client pid {task['client']}")
     return EXIT_OK
 
 

@@ -39,17 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.daemon import protocol
+from ptebuild.processes import describe_wait_status, last_words
+from ptebuild.store.sizes import format_size, parse_size
 
 CHECK_SECONDS = 0.25
 """How often memory and idle time are looked at."""
-
-
-def parse_size(text: str) -> int:
-    """``"4G"``, ``"512M"``, ``"1048576"`` -> bytes (powers of 1024)."""
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
-    number = text[:-1] if text[-1:] in "KMGT" else text
-    return int(float(number) * scale)
 
 
 def default_max_rss() -> int:
@@ -68,12 +62,7 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+
 
 
 def fork_is_safe() -> str | None:
@@ -95,29 +84,6 @@ def _die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:
         os._exit(1)
-
-
-def _last_words(log_path: str) -> str:
-    try:
-        with open(log_path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 4096))
-            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return f"; it last printed: {lines[-1][:300]}" if lines else ""
-
-
-def _describe_status(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        hint = " (out of memory?)" if number == signal.SIGKILL else ""
-        return f"the worker process crashed: killed by {name}{hint}"
-    return f"the worker process exited with code {os.WEXITSTATUS(status)} without a result"
 
 
 def _sweep_log_dirs(folder: Path) -> None:
@@ -403,7 +369,7 @@ class Server:
             status = 0
         self.children.pop(child.pid, None)
         if not child.finished:
-            reason = child.killed_for or (_describe_status(status) + _last_words(child.log_path))
+            reason = child.killed_for or (describe_wait_status(status) + last_words(child.log_path))
             self._send(child.client, {"op": "failed", "task_id": child.task_id, "kind": "build", "message": reason})
         with contextlib.suppress(OSError):
             os.unlink(child.log_path)
@@ -418,8 +384,8 @@ class Server:
         for child in list(self.children.values()):
             rss = rss_bytes(child.pid)
             if rss > self.max_rss and not child.killed_for:
-                self._kill(child, f"the worker process used {_size(rss)} of memory, over the limit of "
-                                  f"{_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
+                self._kill(child, f"the worker process used {format_size(rss)} of memory, over the limit of "
+                                  f"{format_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
 
 
 def _run_child(submit: dict, pipe: int) -> int:

@@ -20,13 +20,12 @@ stream is zlib's): the toolchain pins Python, and so its zlib.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import hashlib
 import io
 import os
 import shutil
 import tarfile
-import tempfile
 import time
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -34,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
+from ptebuild.atomic import atomic_output
 from ptebuild.errors import UsageError
+from ptebuild.store.hashing import hash_fd
 
 ArchiveFormat = Literal["tar.gz", "zip"]
 FORMATS: tuple[str, ...] = get_args(ArchiveFormat)
@@ -143,33 +144,20 @@ def write_archive(
         raise UsageError(f"{dest}: is a folder (give the archive's file name, e.g. {dest}/bundle.tar.gz)")
     if dest.parent.exists() and not dest.parent.is_dir():
         raise UsageError(f"{dest}: cannot write there: {dest.parent} is not a folder")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w+b") as out:
-            if fmt == "zip":
-                _write_zip(out, dirs, files, stamp)
-            else:
-                _write_tar_gz(out, dirs, files, stamp)
-            out.flush()
-            os.fsync(out.fileno())
-            out.seek(0)
-            digest = hashlib.sha256()
-            while chunk := out.read(_CHUNK):
-                digest.update(chunk)
-            size = out.tell()
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, dest)
-    except BaseException:
+    with contextlib.ExitStack() as stack:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return ArchiveResult(dest, fmt, digest.hexdigest(), size, tuple(dirs + names))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            out = stack.enter_context(atomic_output(dest, mode=FILE_MODE, readable=True))
+        except OSError as exc:
+            raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
+        if fmt == "zip":
+            _write_zip(out, dirs, files, stamp)
+        else:
+            _write_tar_gz(out, dirs, files, stamp)
+        out.flush()
+        out.seek(0)
+        digest, size = hash_fd(out.fileno())
+    return ArchiveResult(dest, fmt, digest, size, tuple(dirs + names))
 
 
 def _tar_info(name: str, stamp: int, mode: int, kind: bytes, size: int = 0) -> tarfile.TarInfo:

@@ -47,7 +47,6 @@ import io
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,21 +257,10 @@ def write_ptd_file(
     Readers, and a process killed at any moment, see the old file or the whole new one; the
     temporary file never stays. Raises as :func:`write_ptd`.
     """
-    dest = Path(dest)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            plan = write_ptd(out, segments, named_data, segment_alignment=segment_alignment)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    from ptebuild.atomic import atomic_output
+
+    with atomic_output(Path(dest), mode=mode) as out:
+        plan = write_ptd(out, segments, named_data, segment_alignment=segment_alignment)
     return plan
 
 

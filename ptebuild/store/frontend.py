@@ -140,41 +140,36 @@ class Cache:
         """Fetch and verify every blob of a remote result; keep them locally. None: a miss."""
         temp = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._temp_root()))
         self._temps.append(temp)
+        wanted = list({o.sha256: temp / o.sha256 for o in result.outputs}.items())
+        failing = tier
         try:
-            wanted = [(o.sha256, temp / o.sha256) for o in result.outputs]
-            wanted = list(dict(wanted).items())
             fetch_many = getattr(tier.blobs, "fetch_many", None)
             if fetch_many is not None:
                 found = fetch_many(wanted)
             else:
                 found = [tier.blobs.fetch(digest, dest) for digest, dest in wanted]
             if not all(found):
+                shutil.rmtree(temp, ignore_errors=True)
                 return None
-        except CorruptObject as exc:
-            self._report_once(f"{tier.name}: {exc}; building instead")
-            shutil.rmtree(temp, ignore_errors=True)
-            return None
-        except StoreError as exc:
-            self._failed(tier, exc)
-            shutil.rmtree(temp, ignore_errors=True)
-            return None
-        hit = Hit(result, Source.REMOTE)
-        if self.local is not None and self.local.writable:
-            try:
+            if self.local is not None and self.local.writable:
+                failing = self.local
                 for digest, path in wanted:
                     self.local.blobs.put_file(path, digest)
                 for name in {result.key, key}:
                     self.local.actions.put(name, result.to_json(), result.digests)
                 shutil.rmtree(temp, ignore_errors=True)
-                return hit
-            except CorruptObject as exc:
-                self._report_once(f"{tier.name}: {exc}; building instead")
+                return Hit(result, Source.REMOTE)
+        except CorruptObject as exc:
+            self._report_once(f"{tier.name}: {exc}; building instead")
+            shutil.rmtree(temp, ignore_errors=True)
+            return None
+        except StoreError as exc:
+            self._failed(failing, exc)
+            if failing is tier:
                 shutil.rmtree(temp, ignore_errors=True)
                 return None
-            except StoreError as exc:
-                self._failed(self.local, exc)
-        hit.blobs = {digest: path for digest, path in wanted}
-        return hit
+        # No local tier to keep them: the verified blobs stay in the temporary folder for restore().
+        return Hit(result, Source.REMOTE, blobs=dict(wanted))
 
     def restore(self, hit: Hit, into: dict[str, Path]) -> None:
         """Write each output named in ``into`` (file name -> new path), verified.

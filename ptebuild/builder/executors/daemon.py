@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.daemon import protocol
+from ptebuild.processes import pid_alive
 from ptebuild.results import FailureKind
 
 START_SECONDS = 180.0
@@ -33,14 +34,7 @@ ATTEMPTS = 2
 """A task is tried on at most this many servers (the first one, and a new one after a crash)."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
 
 
 def _last_line(path: Path) -> str:
@@ -222,11 +216,11 @@ class DaemonExecutor:
             self._progress(events, "starting the warm worker server (imports torch once)")
             retire_idle_servers(self.sock_path)
             return
-        if self._server_pid and not _pid_alive(self._server_pid):
+        if self._server_pid and not pid_alive(self._server_pid):
             holder = 0  # ours gave way to a server another build started: wait for that one
             with contextlib.suppress(OSError, ValueError):
                 holder = int(protocol.sibling(self.sock_path, ".pid").read_text().strip())
-            if holder and holder != self._server_pid and _pid_alive(holder):
+            if holder and holder != self._server_pid and pid_alive(holder):
                 self._server_pid = holder
             else:
                 self._fail_waiting(events, "the warm worker server exited while starting")

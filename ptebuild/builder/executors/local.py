@@ -16,6 +16,7 @@ from multiprocessing.connection import wait
 
 from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.builder.worker import worker_main
+from ptebuild.processes import describe_exit, last_words
 from ptebuild.results import FailureKind
 
 
@@ -29,36 +30,11 @@ class _Worker:
     queued: list = field(default_factory=list)
 
 
-def _last_words(log_path: str) -> str:
-    """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
-    try:
-        with open(log_path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 4096))
-            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return f"; it last printed: {lines[-1][:300]}" if lines else ""
-
-
 def _remove(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
         pass
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the worker vanished"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-        return f"the worker process crashed: killed by {name}{hint}"
-    return f"the worker process exited with code {code}"
 
 
 class LocalExecutor:
@@ -156,7 +132,7 @@ class LocalExecutor:
         if not worker.process.is_alive():
             worker.process.join(timeout=1)
             if worker.task_id is not None:
-                message = _describe_exit(worker.process.exitcode) + _last_words(worker.log_path)
+                message = describe_exit(worker.process.exitcode) + last_words(worker.log_path)
                 events.append(Event(worker.task_id, EventKind.FAILED, message))
             self._workers.remove(worker)
             _remove(worker.log_path)

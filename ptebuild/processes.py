@@ -1,0 +1,51 @@
+"""Small facts about processes, shared by the executors, the warm server and the output folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a process ``pid`` exists (one of another user counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe_exit(code: int | None) -> str:
+    """Why a worker ended, from its exit code (negative: the signal that killed it, as
+    :mod:`multiprocessing` reports it; None: it vanished)."""
+    if code is None:
+        return "the worker vanished"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        return f"the worker process crashed: killed by {name}{hint}"
+    return f"the worker process exited with code {code}"
+
+
+def describe_wait_status(status: int) -> str:
+    """:func:`describe_exit` for a status from ``os.waitpid``."""
+    return describe_exit(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def last_words(log_path: str) -> str:
+    """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f"; it last printed: {lines[-1][:300]}" if lines else ""

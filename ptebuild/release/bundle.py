@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ptebuild.names import case_key
 from ptebuild.errors import FormatError, UsageError
 from ptebuild.release.archive import archive_format
 from ptebuild.release.lock import LOCK_NAME, compare_lock, lock_entries_from_record, loads_lock
@@ -220,7 +221,7 @@ def _unsafe_entries(path: Path, members: list[_Member]) -> tuple[list[str], str]
             refuse(name, f"appears {count} times")
     by_case: dict[str, list[str]] = {}
     for name in sorted(set(normalised)):
-        by_case.setdefault(name.casefold(), []).append(name)
+        by_case.setdefault(case_key(name), []).append(name)
     for names in by_case.values():
         if len(names) > 1:
             refuse(names[1], f"differs from {names[0]!r} only in case (one file on macOS and Windows)")

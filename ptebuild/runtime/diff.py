@@ -17,13 +17,13 @@ differ but whose parts all agree get one ``bytes`` difference at the first diffe
 from __future__ import annotations
 
 import enum
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ptebuild.runtime.inspect import DataKey, MethodInfo, PtdInspection, PteInspection, inspect
+from ptebuild.store.hashing import hash_file
 
 _CHUNK = 1 << 20
 
@@ -105,15 +105,7 @@ def diff(a: str | Path, b: str | Path) -> DiffReport:
 def _same_bytes(a: Path, b: Path) -> bool:
     if os.path.getsize(a) != os.path.getsize(b):
         return False
-    return _sha256(a) == _sha256(b)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return hash_file(a)[0] == hash_file(b)[0]
 
 
 def _first_difference(a: Path, offset_a: int, b: Path, offset_b: int, size: int) -> int:

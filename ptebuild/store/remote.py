@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import CorruptObject, StoreError, UsageError
 
 ENTRY_FORMAT = "ptebuild-remote-action"
@@ -162,7 +163,7 @@ def _split_url(url: str) -> tuple[str, tuple[str, str] | None]:
 
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no whitespace, UTF-8: the bytes that are stored and signed."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return canonical_bytes(value)
 
 
 def sign(entry: Mapping[str, Any], secret: bytes) -> str:

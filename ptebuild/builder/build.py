@@ -14,6 +14,7 @@ executorch: a build whose programs are all cached never pays for them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -79,6 +80,8 @@ class Builder:
         self.folder = OutputFolder(plan, out_dir, self.digest_file)
         self.deps = DependencyCheck(Path(plan.manifest_dir), self.digest_file)
         self.results: dict[str, TargetResult] = {}
+        self.touched: set[str] = set()
+        """Every file this build digested: what a no-op stamp (:mod:`.noop`) stats."""
         self.other_shards = 0
         self._manifest_path = str(Path(plan.manifest_dir, Path(plan.manifest).name))
         self._job_staging: dict[str, Path] = {}
@@ -88,6 +91,7 @@ class Builder:
         self.shared = SharedData(self)
 
     def digest_file(self, path: Path) -> tuple[str, int]:
+        self.touched.add(str(path))
         if self.cache is not None:
             return self.cache.digest_file(path)
         from ptebuild.store.hashing import hash_file
@@ -501,6 +505,22 @@ class Builder:
             if in_shard(shard_key, self.options.shard):
                 found[name] = entry
         return found
+
+    def looked_at(self) -> tuple[list[str], list[str], list[str]]:
+        """Files, folders and cache entries whose stat stands for all this build read (:mod:`.noop`)."""
+        import sys
+
+        root = Path(__file__).resolve().parent.parent
+        files = set(self.touched) | {str(p) for p in root.rglob("*.py")}
+        files.add(str(Path(self.plan.manifest_dir, Path(self.plan.manifest).name)))
+        files.add(str(self.folder.path / "ptebuild.json"))
+        files.add(os.path.realpath(sys.executable))
+        entries = []
+        if self.cache is not None:
+            entries = [str(p) for p in self.cache.entry_files([r.key for r in self.results.values()])]
+        folders = {str(Path(f).parent) for f in self.touched} | {p or "." for p in sys.path}
+        folders |= {str(self.folder.path), self.plan.manifest_dir}
+        return sorted(files), sorted(folders), entries
 
     # -- the whole build ------------------------------------------------------------------------
 

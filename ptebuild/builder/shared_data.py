@@ -99,23 +99,22 @@ class SharedData:
             "\n".join(f"{n}:{builder.digest_file(root / n)[0]}" for n in _MERGE_CODE)
         )
         key = keys.action_key(inputs)
-        folder = self._folder(data)
-        merged = self._cached(key, ptd_name, folder)
+        merged = self._cached(key, ptd_name, data)
         if merged is None:
-            merged = self._merge(key, inputs, data, programs, folder)
+            merged = self._merge(key, inputs, data, programs, self._folder(data))
             if merged is None:
                 return
         to_publish: dict[str, Path] = {}
         if not builder.folder.in_place(merged.outputs[0]):
-            to_publish[ptd_name] = folder / ptd_name
+            to_publish[ptd_name] = self._folder(data) / ptd_name
         for program in programs:
             member = members[program]
             pte = next(o for o in member.result.outputs if o.name.endswith(".pte"))
             if member.files:
                 to_publish[pte.name] = member.files[pte.name]
             elif not builder.folder.in_place(pte):
-                self._restore_file(member.result, pte.name, folder / pte.name)
-                to_publish[pte.name] = folder / pte.name
+                self._restore_file(member.result, pte.name, self._folder(data) / pte.name)
+                to_publish[pte.name] = self._folder(data) / pte.name
         if to_publish:  # what is in place was checked when it was published
             paths = {n: to_publish.get(n, builder.folder.path / n) for n in self._names(programs, ptd_name)}
             problem = self._check(programs, paths)
@@ -135,7 +134,8 @@ class SharedData:
             names += [o.name for o in self.members[self.of[program]][program].result.outputs if o.name.endswith(".pte")]
         return names
 
-    def _cached(self, key: str, ptd_name: str, folder: Path) -> ActionResult | None:
+    def _cached(self, key: str, ptd_name: str, data: str) -> ActionResult | None:
+        """The merged file's cached result, its file restored into the staging folder if missing here."""
         cache = self.builder.cache
         if cache is None:
             return None
@@ -145,7 +145,7 @@ class SharedData:
         output = lookup.hit.result.outputs[0]
         if not self.builder.folder.in_place(output):
             try:
-                cache.restore(lookup.hit, {ptd_name: folder / ptd_name})
+                cache.restore(lookup.hit, {ptd_name: self._folder(data) / ptd_name})
             except (CorruptObject, StoreError):
                 return None
         return lookup.hit.result

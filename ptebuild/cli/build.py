@@ -6,11 +6,9 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.errors import UsageError
-from ptebuild.store.sizes import format_size
 
 
 def register(subparsers) -> None:
@@ -127,8 +125,11 @@ class TerminalReport:
         self.stream = stream
         self.quiet = quiet
         self.started = time.monotonic()
+        self.events: list[tuple[str, str, str]] = []
+        """What was reported (a no-op stamp replays it)."""
 
     def __call__(self, name: str, event: str, text: str) -> None:
+        self.events.append((name, event, text))
         if event == "warning":
             print(f"warning: {name + ': ' if name else ''}{text}", file=self.stream, flush=True)
             return
@@ -139,6 +140,8 @@ class TerminalReport:
 
 
 def _summary(results, out_dir: Path, elapsed: float) -> str:
+    from ptebuild.store.sizes import format_size
+
     rows = [("target", "backend", "status", "seconds", "check", "outputs")]
     for r in results:
         if r.figures and all("max_abs_error" in f for f in r.figures):
@@ -160,15 +163,18 @@ def _summary(results, out_dir: Path, elapsed: float) -> str:
     return "\n".join(lines)
 
 
-@dataclass
 class BuildRun:
     """What a ``build`` (or ``lock``) run did: for the command that prints it."""
 
-    plan: object
-    out_dir: Path
-    results: list
-    seconds: float
-    lock_problems: list[str]
+    def __init__(self, plan, out_dir: Path, results: list, seconds: float, lock_problems: list[str], builder=None,
+                 report: TerminalReport | None = None) -> None:
+        self.plan = plan
+        self.out_dir = out_dir
+        self.results = results
+        self.seconds = seconds
+        self.lock_problems = lock_problems
+        self.builder = builder
+        self.report = report
 
 
 def run_build(args, *, locked: bool = False) -> BuildRun:
@@ -216,7 +222,7 @@ def run_build(args, *, locked: bool = False) -> BuildRun:
         if locked:
             problems = _lock_problems(args.manifest, _static_lock_entries(builder), partial)
             if problems:
-                return BuildRun(plan, builder.folder.path, [], time.monotonic() - started, problems)
+                return BuildRun(plan, builder.folder.path, [], time.monotonic() - started, problems, builder, report)
         results = builder.run()
         problems = []
         if locked:
@@ -228,7 +234,7 @@ def run_build(args, *, locked: bool = False) -> BuildRun:
     finally:
         if cache is not None:
             cache.close()
-    return BuildRun(plan, builder.folder.path, results, time.monotonic() - started, problems)
+    return BuildRun(plan, builder.folder.path, results, time.monotonic() - started, problems, builder, report)
 
 
 def _static_lock_entries(builder) -> dict:
@@ -255,23 +261,26 @@ def _lock_problems(manifest: str, entries: dict, partial: bool) -> list[str]:
 
 
 def build_command(args) -> int:
+    stamp = _noop_stamp(args)
+    if stamp is not None and _replay(args, stamp):
+        return 0
     from ptebuild.results import FailureKind, Status
 
     run = run_build(args, locked=args.locked)
     results, out_dir = run.results, run.out_dir
     failed = [r for r in results if r.status in (Status.FAILED, Status.NEEDS_GPU)]
+    document = {
+        "manifest": args.manifest,
+        "out": str(out_dir),
+        "seconds": round(run.seconds, 3),
+        "ok": not failed and not run.lock_problems,
+        "programs": [r.to_json() for r in results],
+    }
+    if args.shard:
+        document["shard"] = f"{args.shard[0]}/{args.shard[1]}"
+    if args.locked:
+        document["lock"] = run.lock_problems
     if args.json:
-        document = {
-            "manifest": args.manifest,
-            "out": str(out_dir),
-            "seconds": round(run.seconds, 3),
-            "ok": not failed and not run.lock_problems,
-            "programs": [r.to_json() for r in results],
-        }
-        if args.shard:
-            document["shard"] = f"{args.shard[0]}/{args.shard[1]}"
-        if args.locked:
-            document["lock"] = run.lock_problems
         print(json.dumps(document, indent=2))
     elif results:
         if args.explain:
@@ -287,7 +296,66 @@ def build_command(args) -> int:
         print("note: programs were skipped after a failure; use --keep-going to build them anyway", file=sys.stderr)
     if any(r.failure is FailureKind.MANIFEST for r in failed):
         return 2
-    return 1 if failed or run.lock_problems else 0
+    code = 1 if failed or run.lock_problems else 0
+    if stamp is not None and code == 0 and _was_noop(run):
+        from ptebuild.builder import noop
+
+        files, folders, entries = run.builder.looked_at()
+        summary = "" if args.json else _summary(results, out_dir, 0.0)
+        explain = [f"{r.name}: {line}" for r in results for line in r.explain] if args.explain else []
+        replay = {"document": document, "summary": summary, "explain": explain, "events": run.report.events}
+        noop.write(stamp, files, folders, entries, replay)
+    return code
+
+
+def _noop_stamp(args) -> Path | None:
+    """Where this invocation's no-op stamp lives, or None when it may not have one."""
+    if args.no_cache or args.locked or getattr(args, "check", False):
+        return None
+    from ptebuild.builder import noop
+    from ptebuild.cache_dir import default_cache_dir
+
+    root = Path(args.cache) if args.cache else default_cache_dir()
+    fields = {k: v for k, v in sorted(vars(args).items()) if k != "handler"}
+    return noop.stamp_path(Path(os.path.abspath(root)), [json.dumps(fields, default=str, sort_keys=True)])
+
+
+def _was_noop(run: BuildRun) -> bool:
+    """Every target up to date in place: nothing built, restored, failed or warned about."""
+    from ptebuild.results import Status
+
+    return (
+        bool(run.results)
+        and all(r.status is Status.CACHED and r.explain == ["up to date"] for r in run.results)
+        and all(r.backend != "cuda" for r in run.results)
+        and not any(event == "warning" for _, event, _ in run.report.events)
+    )
+
+
+def _replay(args, stamp: Path) -> bool:
+    """Print what the stamped no-op printed, if nothing it looked at has moved."""
+    from ptebuild.builder import noop
+
+    started = time.monotonic()
+    replay = noop.replay(stamp)
+    if not isinstance(replay, dict):
+        return False
+    try:
+        report = TerminalReport(sys.stderr, quiet=args.json)
+        for name, event, text in replay["events"]:
+            report(name, event, text)
+        if args.json:
+            print(json.dumps({**replay["document"], "seconds": round(time.monotonic() - started, 3)}, indent=2))
+        else:
+            for line in replay["explain"]:
+                print(line)
+            lines = replay["summary"].splitlines()
+            tally, _, out = lines[-1].partition(" in 0.0s -> ")
+            print("\n".join(lines[:-1] + [f"{tally} in {time.monotonic() - started:.1f}s -> {out}"]))
+    except (KeyError, TypeError, ValueError):
+        noop.forget(stamp)
+        return False
+    return True
 
 
 _TRUE = ("1", "true", "yes", "on")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptebuild.store.actions import ActionCache
+from ptebuild.cache_dir import default_cache_dir
 from ptebuild.store.cas import CAS
 from ptebuild.store.sizes import format_size, parse_size
 from ptebuild.store.statcache import StatCache
@@ -38,24 +39,6 @@ if TYPE_CHECKING:
     from ptebuild.store.maintenance import GcReport, VerifyReport
 
 __all__ = ["Store", "default_cache_dir", "parse_size", "format_size", "GcReport", "VerifyReport"]
-
-
-def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
-    """The cache folder when no ``--cache`` is given.
-
-    ``$PTEBUILD_CACHE``, else ``$XDG_CACHE_HOME/ptebuild`` (an absolute XDG path only, as the
-    XDG spec says), else ``~/.cache/ptebuild``.
-    """
-    env = os.environ if environ is None else environ
-    explicit = env.get("PTEBUILD_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "ptebuild"
-    home = env.get("HOME")
-    base = Path(home) if home else Path.home()
-    return base / ".cache" / "ptebuild"
 
 
 class Store:

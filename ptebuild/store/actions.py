@@ -180,9 +180,13 @@ class ActionCache:
     def set_last(self, program_id: str, key: str) -> None:
         """Make ``key``'s record the last one of ``program_id`` (for --explain)."""
         pointer = self.last_root / f"{program_file_name(program_id)}.key"
-        _fs.atomic_write_bytes(
-            pointer, f"{check_key(key)} {program_id}\n".encode(), what="write the last-record pointer"
-        )
+        data = f"{check_key(key)} {program_id}\n".encode()
+        try:
+            if pointer.read_bytes() == data:
+                return  # a no-op build writes nothing
+        except OSError:
+            pass
+        _fs.atomic_write_bytes(pointer, data, what="write the last-record pointer")
 
     def last_for(self, program_id: str) -> dict | None:
         """The record last stored for ``program_id`` (by any process), or None."""

@@ -272,6 +272,12 @@ class Cache:
             except StoreError:
                 pass
 
+    def entry_files(self, keys: list[str]) -> list[Path]:
+        """The local files of these action entries (their stat stands for them in a no-op stamp)."""
+        if self.local is None:
+            return []
+        return [self.local.entry_file(key) for key in keys]
+
     # -- the end of a build ---------------------------------------------------------------------
 
     def stats(self) -> dict[str, dict[str, Any]]:

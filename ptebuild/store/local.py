@@ -69,6 +69,9 @@ class LocalTier:
     def lock(self, key: str):
         return self.store.lock(key)
 
+    def entry_file(self, key: str) -> Path:
+        return self.store.actions.path(key)
+
     def last(self, history_id: str) -> dict[str, Any] | None:
         return self.store.actions.last_for(history_id)
 

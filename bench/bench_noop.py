@@ -6,12 +6,13 @@ into a fresh temporary cache and output folder, then timed with nothing to do, i
 medians taken side by side means anything):
 
 * ``manifests/robot.toml`` (3 programs): target no-op <= 3x Python start-up;
-The stamped no-op is what a repeated build costs; the full no-op path (the stamp removed, as
-after an edit that changes nothing) is printed beside it, not held to the target.
-
 * a generated manifest of 50 programs (25 variants of the tiny test model, portable and
   XNNPACK, checks off to keep the cold build short): target <= 4x Python start-up, so that the
   cost of a no-op does not grow much with the number of programs.
+
+The stamped no-op (:mod:`ptebuild.builder.noop`) is what a repeated build costs; the full no-op
+path (the stamp removed, as after an edit that changes nothing) is printed beside it, not held
+to the target.
 
 Every timed run must report each program ``cached`` (``--json``); ``-X importtime`` checks once
 per manifest that torch, executorch and pydantic are not imported. Takes about 3 minutes on 2

@@ -300,7 +300,7 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
     wait_for(lambda: protocol.socket_path(cache, "f" * 20).exists(), 120, "the stale server to listen")
     manifest = copy_project(tmp_path / "project")
     task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
-    monkeypatch.setenv("PTEBUILD_DAEMON_MAX_RSS", "64M")  # read by the server the build starts
+    monkeypatch.setenv("PTEBUILD_DAEMON_MAX_RSS", "64MiB")  # read by the server the build starts
     executor = DaemonExecutor(jobs=1, cache_dir=cache, idle=3)
     try:
         final = run_all(executor, {task.task_id: task})[task.task_id]

@@ -283,11 +283,11 @@ class CudaBackend(Backend):
         data = dict(manager._tensor_data or {})
         unexpected = sorted(set(data) - {DATA_TAG})
         if unexpected:
-            raise BuildError(f"programs.{program_name}: lowering wrote data files {unexpected} besides {DATA_TAG!r}")
+            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}", location=f"programs.{program_name}")
         if DATA_TAG not in data:
             return {}
         if data_name is None:
-            raise BuildError(f"programs.{program_name}: the CUDA delegate wrote weights; set data_name")
+            raise BuildError("the CUDA delegate wrote weights; set data_name", location=f"programs.{program_name}")
         return {data_name: data[DATA_TAG]}
 
     def rewrite_keys(self, manager, config) -> None:
@@ -415,9 +415,9 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
 
     import torch
 
-    from ptebuild.builder.check import OutputFigures, compare_outputs, flatten_outputs
+    from ptebuild.builder.check import checked_figures, flatten_outputs
     from ptebuild.builder.examples import check_sizes, make_inputs
-    from ptebuild.errors import BuildError, CheckError
+    from ptebuild.errors import BuildError
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd
@@ -425,14 +425,15 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it.
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     if not torch.cuda.is_available():
-        raise BuildError(f"programs.{program.name}: the CUDA check needs a GPU; torch sees none")
+        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
     _load_torch_shims()
     delegates = {}
     for delegate in read_cuda_delegates(pte):
         if delegate.method in delegates:
             raise BuildError(
-                f"programs.{program.name}: method {delegate.method!r} has several CUDA delegates; "
-                "the AOTInductor runner check needs one per method"
+                f"method {delegate.method!r} has several CUDA delegates; the AOTInductor runner check needs "
+                "one per method",
+                location=f"programs.{program.name}",
             )
         delegates[delegate.method] = delegate
     data = read_ptd(ptd) if ptd else None
@@ -442,7 +443,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
         for method in program.methods:
             delegate = delegates.get(method.name)
             if delegate is None:
-                raise BuildError(f"programs.{program.name}: method {method.name!r} has no CUDA delegate")
+                raise BuildError(f"method {method.name!r} has no CUDA delegate", location=f"programs.{program.name}")
             payload = delegate.payload
             so_path = Path(tmp, f"{method.name}.so")
             so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
@@ -454,7 +455,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 if weight is None:
                     continue  # folded into the .so by AOTInductor
                 if data is None:
-                    raise BuildError(f"programs.{program.name}: weights but no .ptd")
+                    raise BuildError("weights but no .ptd", location=f"programs.{program.name}")
                 constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
             if constants:
                 runner.update_constant_buffer(constants, False, False)
@@ -464,15 +465,9 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 with torch.no_grad():
                     expected = flatten_outputs(getattr(eager, method.function)(*cuda_inputs))
                     actual = flatten_outputs(runner.run(cuda_inputs))
-                where = f"method {method.name!r} at {sizes}"
-                for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
-                    figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
-                    if not (max_abs <= program.atol and cosine >= program.min_cosine):
-                        raise CheckError(
-                            f"programs.{program.name}: {where} output {index} differs from eager PyTorch "
-                            f"(AOTInductor runner on the GPU): max abs error {max_abs:.3g} (atol {program.atol:g}), "
-                            f"cosine {cosine:.6f} (min {program.min_cosine:g})"
-                        )
+                figures += checked_figures(
+                    program, method.name, sizes, expected, actual, " (AOTInductor runner on the GPU)"
+                )
             del runner
     return figures
 

@@ -110,6 +110,23 @@ def compare_outputs(program_name: str, where: str, expected: list, actual: list)
     return figures
 
 
+def checked_figures(program: ProgramPlan, method: str, sizes: dict, expected: list, actual: list, how: str = "") -> list[OutputFigures]:
+    """Compare a method's outputs with eager PyTorch's at ``sizes``; CheckError past the program's
+    tolerances (``how`` says how the program ran, for the message)."""
+    where = f"method {method!r} at {sizes}"
+    figures = []
+    for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
+        figures.append(OutputFigures(method, sizes, index, max_abs, cosine))
+        if not (max_abs <= program.atol and cosine >= program.min_cosine):
+            raise CheckError(
+                f"{where} output {index} differs from eager PyTorch{how}: "
+                f"max abs error {max_abs:.3g} (atol {program.atol:g}), cosine {cosine:.6f} "
+                f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check",
+                location=f"programs.{program.name}",
+            )
+    return figures
+
+
 def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> list[OutputFigures]:
     """Run ``pte`` in ExecuTorch's runtime and compare every output with ``model``'s.
 
@@ -134,14 +151,5 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
             with torch.no_grad():
                 expected = flatten_outputs(getattr(model, method.function)(*inputs))
             actual = flatten_outputs(list(executable.execute(list(inputs))))
-            where = f"method {method.name!r} at {sizes}"
-            for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
-                figures.append(OutputFigures(method.name, sizes, index, max_abs, cosine))
-                if not (max_abs <= program.atol and cosine >= program.min_cosine):
-                    raise CheckError(
-                        f"{where} output {index} differs from eager PyTorch: "
-                        f"max abs error {max_abs:.3g} (atol {program.atol:g}), cosine {cosine:.6f} "
-                        f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check",
-                        location=f"programs.{program.name}",
-                    )
+            figures += checked_figures(program, method.name, sizes, expected, actual)
     return figures

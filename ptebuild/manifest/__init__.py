@@ -7,7 +7,7 @@ the TOML reader or the validation.
 
 from __future__ import annotations
 
-import importlib
+from ptebuild.lazy import lazy_exports
 
 _EXPORTS = {
     "load_manifest": "load",
@@ -20,8 +20,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ptebuild.manifest' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"ptebuild.manifest.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -15,7 +15,7 @@ both the submodule and the function.)
 
 from __future__ import annotations
 
-import importlib
+from ptebuild.lazy import lazy_exports
 
 _EXPORTS = {
     "Lock": "lock",
@@ -40,7 +40,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"ptebuild.release.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'ptebuild.release' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

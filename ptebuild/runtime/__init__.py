@@ -7,7 +7,7 @@ build); :func:`load` imports ``executorch.runtime`` only once the files have pas
 
 from __future__ import annotations
 
-import importlib
+from ptebuild.lazy import lazy_exports
 
 _EXPORTS = {
     "CheckedFiles": "loader",
@@ -24,8 +24,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ptebuild.runtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"ptebuild.runtime.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

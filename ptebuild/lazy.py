@@ -1,0 +1,22 @@
+"""Lazy package exports: a name loads its module when first used (PEP 562).
+
+Keeps ``import ptebuild.runtime`` and friends cheap for the no-op path and the CLI, while the
+package still names its public API in one table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
+    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its submodule."""
+
+    def __getattr__(name: str) -> object:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    return __getattr__

@@ -71,5 +71,9 @@ class CorruptObject(StoreError):
     """A stored blob's bytes do not match its digest. It is never served."""
 
 
+class PackError(PtebuildError):
+    """A build cannot be packed: it fails verification, or the cache lacks programs (exit 1)."""
+
+
 class LoadError(PtebuildError):
     """A .pte and its .ptd files do not belong together, or cannot be loaded."""

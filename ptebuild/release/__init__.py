@@ -28,7 +28,6 @@ _EXPORTS = {
     "lock_entry_from_result": "lock",
     "read_lock": "lock",
     "write_lock": "lock",
-    "PackError": "pack",
     "PackResult": "pack",
     "pack_from_cache": "pack",
     "BundleReport": "bundle",

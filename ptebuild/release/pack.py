@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import CorruptObject, PtebuildError, StoreError, UsageError
+from ptebuild.errors import CorruptObject, PackError, StoreError, UsageError
 from ptebuild.release.archive import (
     ArchiveResult,
     Entry,
@@ -53,10 +53,6 @@ from ptebuild.runtime.record import read_build_record
 
 SUMS_NAME = "SHA256SUMS"
 _CHUNK = 1 << 20
-
-
-class PackError(PtebuildError):
-    """The build cannot be packed: it fails verification, or the cache lacks programs (exit 1)."""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ import hashlib
 import pytest
 from runtime_programs import patched
 
+from ptd_flips import flatbuffer_flips
+
 from ptebuild.errors import FormatError
-from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, read_ptd
+from ptebuild.runtime.ptd_file import read_ptd
 
 
 def test_entries_point_at_the_blobs(programs):
@@ -36,11 +38,8 @@ def test_every_truncation_is_a_format_error(programs, tmp_path):
 def test_every_flipped_flatbuffer_byte_is_read_or_refused(programs, tmp_path):
     """Corrupt offsets and lengths must surface as FormatError, never IndexError/struct.error."""
     raw = programs.a.ptd.read_bytes()
-    _, _, fb_offset, fb_size, _, _ = HEADER.unpack_from(raw, HEADER_OFFSET)
     bad = tmp_path / "bad.ptd"
-    for position in range(fb_offset + fb_size):
-        corrupt = bytearray(raw)
-        corrupt[position] ^= 0xFF
+    for corrupt in flatbuffer_flips(raw):
         bad.write_bytes(corrupt)
         try:
             read_ptd(bad)

@@ -13,9 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from project_copy import copy_project
 
+from ptd_flips import flatbuffer_flips
+
 from ptebuild.errors import FormatError
 from ptebuild.runtime import check
-from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, ScalarType, TensorLayout, read_ptd, read_tensor_layouts
+from ptebuild.runtime.ptd_file import ScalarType, TensorLayout, read_ptd, read_tensor_layouts
 from ptebuild.runtime.ptd_merge import merge_ptd
 from ptebuild.runtime.ptd_write import BytesSegment, FileSegment, NamedData, serialize_ptd, write_ptd_file
 
@@ -213,11 +215,8 @@ def test_nothing_to_merge(tmp_path):
 def test_every_flipped_flatbuffer_byte_of_a_merged_file_is_read_or_refused(built, tmp_path):
     """Layouts are read with the same checks: corruption is a FormatError, never IndexError."""
     raw = built.merged.read_bytes()
-    _, _, fb_offset, fb_size, _, _ = HEADER.unpack_from(raw, HEADER_OFFSET)
     bad = tmp_path / "bad.ptd"
-    for position in range(fb_offset + fb_size):
-        corrupt = bytearray(raw)
-        corrupt[position] ^= 0xFF
+    for corrupt in flatbuffer_flips(raw):
         bad.write_bytes(corrupt)
         try:
             read_tensor_layouts(bad)

@@ -2,14 +2,16 @@
 
 Run: ``python bench/bench_cuda.py [--json FILE]``. Everything goes to a fresh temporary folder:
 
-* cold: ``ptebuild build --json`` with an empty cache (lowering, the GPU check, publishing);
+* cold: ``ptebuild build --json`` with an empty ptebuild cache and empty Inductor and Triton
+  caches (lowering, the GPU check, publishing), as on a fresh machine;
 * cached: the same command again in a new process (nothing to lower);
-* clean: a second build into another folder with ``--no-cache``, to compare the ``.pte``/``.ptd``
-  bytes with the cold build's (reproducibility);
+* clean: a second build into another folder with ``--no-cache`` and other empty Inductor and
+  Triton caches (another machine), to compare the ``.pte``/``.ptd`` bytes with the cold build's;
+* warm-inductor: ``--no-cache`` once more, with the clean build's Inductor and Triton caches
+  (ptebuild lowers again; Inductor reuses its compiled kernels);
 * baseline: ``python -c pass`` (interpreter start-up).
 
-The builds run ``python -m ptebuild`` as subprocesses, one worker (``--jobs 1``). Inductor's and
-Triton's own caches (``/tmp/torchinductor_$USER``) are left as they are: say whether they were warm.
+The builds run ``python -m ptebuild`` as subprocesses, one worker (``--jobs 1``).
 """
 
 from __future__ import annotations
@@ -51,18 +53,25 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-cuda-") as tmp:
         tmp = Path(tmp)
-        for name, out, cache in (("cold", "out1", tmp / "cache"), ("cached", "out1", tmp / "cache"), ("clean", "out2", None)):
-            figures[name] = build_cli(MANIFEST, tmp / out, cache)
+        steps = (
+            ("cold", "out1", tmp / "cache", "inductor1"),
+            ("cached", "out1", tmp / "cache", "inductor1"),
+            ("clean", "out2", None, "inductor2"),
+            ("warm-inductor", "out3", None, "inductor2"),
+        )
+        for name, out, cache, inductor in steps:
+            env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp / inductor / "inductor"), "TRITON_CACHE_DIR": str(tmp / inductor / "triton")}
+            figures[name] = build_cli(MANIFEST, tmp / out, cache, env=env)
             figures[f"sha256_{name}"] = _hashes(tmp / out) if (tmp / out).is_dir() else {}
             print(f"{name:7s} rc={figures[name]['rc']} {figures[name]['seconds']:7.2f} s", flush=True)
             save()
     first, second = figures["sha256_cold"], figures["sha256_clean"]
-    figures["byte_identical"] = bool(first) and first == second
+    figures["byte_identical"] = bool(first) and first == second == figures["sha256_warm-inductor"]
     print(f"python -c pass {figures['python_start_seconds']:.3f} s; byte identical: {figures['byte_identical']}")
     for file, digest in first.items():
         print(f"  {file} {digest} {'==' if second.get(file) == digest else '!='} {second.get(file)}")
     save()
-    return 0 if all(figures[n]["rc"] == 0 for n in ("cold", "cached", "clean")) else 1
+    return 0 if all(figures[name]["rc"] == 0 for name, *_ in steps) else 1
 
 
 if __name__ == "__main__":

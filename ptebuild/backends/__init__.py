@@ -1,20 +1,16 @@
 """Backends: one module each, registered here by name.
 
-A backend module defines a ``BACKEND`` object with:
+A backend module defines a ``BACKEND`` object, a :class:`ptebuild.backends.base.Backend` (or a
+subclass overriding some of its hooks): ``name`` (the manifest spelling, ``backend = "xnnpack"``),
+``options_factory`` (a frozen pydantic model of its options or compile specs, validated when the
+manifest is loaded, before anything is imported from torch), ``keeps_data_in_pte`` (True for a
+backend that cannot write a ``.ptd``), its check tolerances, and the hooks documented in
+:mod:`ptebuild.backends.base`: cheap ones the builder calls (key facts, can this machine build or
+run it) and worker ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
+``data_files``, ``rewrite_keys``, ``check``).
 
-- ``name``: the manifest spelling (``backend = "xnnpack"``);
-- ``Options``: a frozen pydantic model of its ``options`` table (validated when the manifest is
-  loaded, before anything is imported from torch);
-- ``keeps_data_in_pte``: True for a backend that cannot write a ``.ptd`` (it refuses ``data_name``);
-- ``default_check`` and ``check_defaults(options)``: the tolerances a program is checked against
-  eager PyTorch with;
-- ``prepare(exported_program, data_name, options, export, calibration)``: a hook run on each
-  method's exported program before lowering (returns the program to lower): quantization,
-  tagging weights for the ``.ptd``;
-- ``partitioners(options)``: the partitioners handed to ``to_edge_transform_and_lower``.
-
-Only ``prepare`` and ``partitioners`` may import torch or executorch, and only inside the
-function: loading the registry stays cheap. ``cuda`` (:mod:`.cuda`) is one such module;
+Only the worker hooks may import torch or executorch, and only inside the function: loading the
+registry stays cheap. ``cuda`` (:mod:`.cuda`) is one such module;
 ``coreml`` or ``vulkan`` slot in as one more module and one more line in :data:`BACKEND_MODULES`.
 """
 

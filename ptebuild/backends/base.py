@@ -1,7 +1,7 @@
 """What every backend shares: the options base model, check tolerances and the hooks with defaults.
 
 A backend is a :class:`Backend` (or a subclass overriding some hooks). Hooks that run in a worker
-(``prepare``, ``partitioners``, ``emit_config``, ``data_files``, ``check``) may import torch and
+(``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``, ``data_files``, ``check``) may import torch and
 executorch inside the function; the others (``toolchain_facts``, ``can_build``,
 ``can_execute``, ``resources``, ``check_defaults``) run in the builder and must stay cheap.
 """
@@ -9,6 +9,7 @@ executorch inside the function; the others (``toolchain_facts``, ``can_build``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,11 @@ class Backend:
     def partitioners(self, options, program=None) -> list:
         """The partitioners for ``to_edge_transform_and_lower`` (``program`` gives method names)."""
         return []
+
+    def lowering_context(self, options) -> AbstractContextManager:
+        """A context the lowering runs in (partitioning, the delegate's compile, emitting): for
+        backends that set compiler configuration for the duration (default: none)."""
+        return nullcontext()
 
     def emit_config(self, data_name: str | None, options):
         """The ``ExecutorchBackendConfig`` for ``to_executorch``: weights into ``data_name``."""

@@ -14,7 +14,19 @@ Compile specs (``compile_specs = {...}`` on a program, ``compile_specs.cuda = {.
   against ``shim_library``, a ``[shims.*]`` target of the manifest that must be called
   ``aoti_cuda_shims``: AOTInductor links that library name);
 - ``low_memory_mode``, ``max_autotune``, ``emulate_precision_casts``, ``triton_kernel_mode``:
-  booleans, passed to ExecuTorch as ``ON``/``OFF`` (ExecuTorch's defaults: off, on, on, on).
+  booleans, passed to ExecuTorch as ``ON``/``OFF`` (defaults: off, off, on, on).
+
+Reproducible kernels. With ``max_autotune`` on (ExecuTorch's default), Inductor times several
+variants of each GEMM, convolution and pointwise kernel on the building GPU and compiles the
+fastest: the choice follows the timings, so two builds on the same machine give different
+``.so`` files inside the ``.pte`` (seen on the H200: ``.text``/``.rodata`` differ between a cold
+and a warm build). ptebuild's default is off, and :meth:`CudaBackend.lowering_context` then runs
+the lowering with Inductor's deterministic mode (no timing decides a kernel: GEMMs and
+convolutions take the first Triton template of their search space, reductions a fixed config),
+Triton templates still on for GEMMs and convolutions (``max_autotune_gemm``: ExecuTorch's CUDA
+runtime has no aten fallback for them) and one heuristic config per pointwise kernel. Turn
+``max_autotune`` on for the fastest kernels at the price of byte reproducibility. User Triton
+kernels with several ``@triton.autotune`` configs (ExecuTorch's int4 matmul) are still timed.
 
 Weight keys: 1.5.1 keys each storage ``cuda_fqn_weight:cuda:<fqn>`` in the ``.ptd`` and in the
 delegate's payload (:mod:`ptebuild.runtime.cuda_payload`). :meth:`CudaBackend.rewrite_keys`
@@ -36,6 +48,7 @@ the ``.pte``'s payload, and is compared with eager PyTorch on the GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -56,12 +69,13 @@ MINGW_GXX = "x86_64-w64-mingw32-g++"
 SHIM_DIR_ENV = "PTEBUILD_SHIM_LIBRARY_DIR"
 
 
-# ExecuTorch's defaults for the specs ptebuild exposes.
+# The defaults of the specs ptebuild exposes: ExecuTorch's, except max_autotune (reproducible
+# kernels; see the module's docstring).
 DEFAULTS = {
     "platform": "linux",
     "shim_library": None,
     "low_memory_mode": False,
-    "max_autotune": True,
+    "max_autotune": False,
     "emulate_precision_casts": True,
     "triton_kernel_mode": True,
 }
@@ -100,8 +114,9 @@ def options_model() -> type:
         """Windows: the ``[shims.*]`` target (``aoti_cuda_shims``) whose import library is linked."""
         low_memory_mode: bool = False
         """Keep mutated buffers' compile-time clones on the CPU (large models on small GPUs)."""
-        max_autotune: bool = True
-        """Let Inductor benchmark kernel variants (slower lowering, faster program)."""
+        max_autotune: bool = False
+        """Let Inductor time kernel variants and keep the fastest (faster program, slower
+        lowering, and the ``.pte`` is no longer byte-reproducible); off: chosen without timing."""
         emulate_precision_casts: bool = True
         """Round like eager PyTorch where low-precision values are cast."""
         triton_kernel_mode: bool = True
@@ -266,6 +281,13 @@ class CudaBackend(Backend):
             for name in names
         }
 
+    def lowering_context(self, options):
+        """Inductor's configuration for the lowering: deterministic kernel choices unless
+        ``max_autotune`` is on (then ExecuTorch's own options, unchanged)."""
+        if options.max_autotune:
+            return contextlib.nullcontext()
+        return reproducible_inductor()
+
     def emit_config(self, data_name, options):
         from executorch.exir import ExecutorchBackendConfig
         from executorch.exir.passes import MemoryPlanningPass
@@ -295,6 +317,43 @@ class CudaBackend(Backend):
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
         return check_with_aoti_runner(model, program, pte, ptd), "aoti-runner-cuda"
+
+
+# Inductor settings under which no measured time picks a kernel (torch >= 2.9 has them all).
+REPRODUCIBLE_INDUCTOR = {
+    "deterministic": True,
+    "max_autotune_gemm": True,
+    "triton.autotune_pointwise": False,
+    "coordinate_descent_tuning": False,
+}
+
+
+def reproducible_inductor():
+    """A context with :data:`REPRODUCIBLE_INDUCTOR` set in ``torch._inductor.config``.
+
+    ExecuTorch's compile options (``max_autotune`` off, Triton-only GEMM and convolution
+    backends) are applied on top of it by the delegate; these keys are not among them.
+    """
+    import torch
+    from torch._inductor import config as inductor_config
+
+    from ptebuild.errors import BuildError
+
+    missing = [key for key in REPRODUCIBLE_INDUCTOR if not _has_config(inductor_config, key)]
+    if missing:
+        raise BuildError(
+            f"torch {torch.__version__} lacks Inductor's {', '.join(missing)}: reproducible CUDA kernels "
+            "need torch >= 2.9; or set compile_specs max_autotune = true (kernels chosen by timing, "
+            "not byte-reproducible)"
+        )
+    return inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR))
+
+
+def _has_config(config, dotted: str) -> bool:
+    head, _, rest = dotted.partition(".")
+    if not hasattr(config, head):
+        return False
+    return not rest or hasattr(getattr(config, head), rest)
 
 
 def _buffer_sha256(buffer) -> str:

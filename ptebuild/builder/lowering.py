@@ -130,14 +130,15 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
     try:
-        edge = to_edge_transform_and_lower(
-            exported,
-            partitioner=backend.partitioners(options, program),
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        )
-        config = backend.emit_config(data_name, options)
-        progress("emitting the program")
-        executorch_program = edge.to_executorch(config)
+        with backend.lowering_context(options):
+            edge = to_edge_transform_and_lower(
+                exported,
+                partitioner=backend.partitioners(options, program),
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            )
+            config = backend.emit_config(data_name, options)
+            progress("emitting the program")
+            executorch_program = edge.to_executorch(config)
         backend.rewrite_keys(executorch_program, config)
     except BuildError:
         raise

@@ -23,12 +23,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def build_cli(manifest: Path, out: Path, cache: Path | None, *extra: str) -> dict:
-    """``ptebuild build MANIFEST --out OUT --json`` in a new process; returns the report and timing."""
+def build_cli(manifest: Path, out: Path, cache: Path | None, *extra: str, env: dict | None = None) -> dict:
+    """``ptebuild build MANIFEST --out OUT --json`` in a new process (``env``: more variables);
+    returns the report and timing."""
     command = [sys.executable, "-m", "ptebuild", "build", str(manifest), "--out", str(out), "--json", "--jobs", "1"]
     command += ["--cache", str(cache)] if cache else ["--no-cache"]
     command += list(extra)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     seconds = time.monotonic() - started

@@ -1,16 +1,21 @@
 """On the GPU machine: is a CUDA lowering byte-reproducible, and if not, which part differs?
 
-    python tests/cuda/repro_probe.py OUT.json [RUNS [MANIFEST PROGRAM]]
+    python tests/cuda/repro_probe.py OUT.json [--runs N] [--parallel] [--manifest M --program P]
 
-Lowers PROGRAM (default ``tiny_cuda_a`` of ``tiny_cuda.toml``) RUNS times (default 3), each in a fresh process (the first with
-Inductor's on-disk caches as the machine has them, normally cold), then compares the ``.pte``,
-the ``.ptd`` and the compiled ``.so`` inside each ``.pte`` section by section (ELF).
+Lowers PROGRAM (default ``tiny_cuda_a`` of ``tiny_cuda.toml``) N times (default 2), each in a
+fresh process with its own empty Inductor and Triton caches (as on another machine: nothing
+tuned or compiled before), sequentially or all at once (``--parallel``). Each run also checks the
+program on the GPU (``build_direct``). Then compares the ``.pte``, the ``.ptd`` and the compiled
+``.so`` inside each ``.pte`` section by section (ELF), and says whether a run's cache folder
+name appears inside its ``.so`` (a path baked into the code would differ between machines).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +28,7 @@ BUILD = """
 import sys, json
 sys.path.insert(0, {here!r})
 from gpu_build import build_direct
-print(json.dumps(build_direct({manifest!r}, {out!r}, only=[{program!r}])[{program!r}]["files"]))
+print(json.dumps(build_direct({manifest!r}, {out!r}, only=[{program!r}])[{program!r}]))
 """
 
 
@@ -36,48 +41,72 @@ def sections(so: bytes) -> dict[str, str]:
     return {s.name: f"{s.data_size}:{hashlib.sha256(s.data()).hexdigest()[:16]}" for s in elf.iter_sections()}
 
 
-def main(argv: list[str]) -> int:
+def _start(tmp: Path, i: int, args) -> tuple[subprocess.Popen, Path, Path, float]:
+    out, caches = tmp / f"run{i}", tmp / f"caches-for-run-{i}"
+    env = dict(
+        os.environ,
+        TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
+        TRITON_CACHE_DIR=str(caches / "triton"),
+    )
+    code = BUILD.format(here=str(HERE), manifest=str(args.manifest), out=str(out), program=args.program)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    return process, out, caches, time.monotonic()
+
+
+def _finish(started, args) -> dict:
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
 
-    target = Path(argv[0])
-    runs = int(argv[1]) if len(argv) > 1 else 3
-    manifest = Path(argv[2]).resolve() if len(argv) > 2 else HERE / "tiny_cuda.toml"
-    program = argv[3] if len(argv) > 3 else "tiny_cuda_a"
-    result = {"runs": []}
+    process, out, caches, at = started
+    stdout, stderr = process.communicate()
+    run = {"seconds": time.monotonic() - at, "rc": process.returncode}
+    if process.returncode:
+        run["stderr"] = stderr[-3000:]
+        return run
+    run.update(json.loads(stdout.strip().splitlines()[-1]))
+    pte = out / f"{args.program}.pte"
+    run["so_sections"] = {}
+    run["cache_path_in_so"] = False
+    for delegate in read_cuda_delegates(pte):
+        so = read_pte_named_data(pte, delegate.payload.so_blob_key)
+        run[f"so_key_{delegate.method}"] = delegate.payload.so_blob_key
+        run["so_sections"].update({f"{delegate.method}:{k}": v for k, v in sections(so).items()})
+        run["cache_path_in_so"] |= caches.name.encode() in so or str(out).encode() in so
+    return run
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("target", type=Path)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--parallel", action="store_true")
+    parser.add_argument("--manifest", type=Path, default=HERE / "tiny_cuda.toml")
+    parser.add_argument("--program", default="tiny_cuda_a")
+    args = parser.parse_args(argv)
+    args.manifest = args.manifest.resolve()
+    result: dict = {"manifest": str(args.manifest), "program": args.program, "parallel": args.parallel, "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(runs):
-            out = Path(tmp, f"run{i}")
-            started = time.monotonic()
-            done = subprocess.run(
-                [sys.executable, "-c", BUILD.format(here=str(HERE), manifest=str(manifest), out=str(out), program=program)],
-                capture_output=True, text=True,
-            )
-            run = {"seconds": time.monotonic() - started, "rc": done.returncode}
-            if done.returncode:
-                run["stderr"] = done.stderr[-3000:]
-            else:
-                run["files"] = json.loads(done.stdout.strip().splitlines()[-1])
-                pte = out / f"{program}.pte"
-                run["so_sections"] = {}
-                for delegate in read_cuda_delegates(pte):
-                    so = read_pte_named_data(pte, delegate.payload.so_blob_key)
-                    run[f"so_key_{delegate.method}"] = delegate.payload.so_blob_key
-                    run["so_sections"].update(
-                        {f"{delegate.method}:{k}": v for k, v in sections(so).items()}
-                    )
-            result["runs"].append(run)
-            target.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        if args.parallel:
+            started = [_start(Path(tmp), i, args) for i in range(args.runs)]
+            result["runs"] = [_finish(s, args) for s in started]
+        else:
+            for i in range(args.runs):
+                result["runs"].append(_finish(_start(Path(tmp), i, args), args))
+                args.target.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     ok = [r for r in result["runs"] if "so_sections" in r]
     if len(ok) > 1:
         names = sorted(set().union(*(r["so_sections"] for r in ok)))
         result["differing_sections"] = {
             n: [r["so_sections"].get(n) for r in ok] for n in names if len({r["so_sections"].get(n) for r in ok}) > 1
         }
-        for name in ok[0]["files"]:
-            result[f"identical:{name}"] = [r["files"][name]["sha256"] for r in ok]
-    target.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+        result["byte_identical"] = all(r["files"] == ok[0]["files"] for r in ok)
+    result["seconds"] = [round(r["seconds"], 1) for r in result["runs"]]
+    args.target.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
-    return 0
+    for r in result["runs"]:
+        print(r.get("rc"), r.get("stderr", "")[-1500:])
+    return 0 if len(ok) == len(result["runs"]) else 1
 
 
 if __name__ == "__main__":

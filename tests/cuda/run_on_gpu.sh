@@ -1,13 +1,14 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, with the wheels of cuda-notes.md in .whl/:
-#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,robot,bench,repro,pytest; default all)
-# Installs the wheels into /tmp/site, then: test data (make_data.py), the robot policy built
-# directly twice (check figures, byte identity), bench_cuda.py (CLI: cold, cached, clean), the
-# GPU tests (pytest plugin autoload off: the wheels' hydra plugin needs another antlr4).
-# Results go to $OUT (log.txt, bench.json, robot.json, repro.json, data.tar) or ./gpu-out.
+#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,repro,bench,pytest; default all)
+# Installs the wheels into /tmp/site, then: test data (make_data.py); repro_probe.py on the tiny
+# program and on the robot policy, two cold lowerings of each at once (check figures, byte
+# identity, which ELF sections differ); bench_cuda.py (CLI: cold, cached, clean, warm Inductor);
+# the GPU tests (pytest plugin autoload off: the wheels' hydra plugin needs another antlr4).
+# Results go to $OUT (log.txt, bench.json, repro-*.json, data.tar) or ./gpu-out.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-STEPS=${1:-data,robot,bench,repro,pytest}
+STEPS=${1:-data,repro,bench,pytest}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 LOG=$OUT/log.txt
 step() { echo "== $1 $(date -u +%T)" >>"$LOG"; }
@@ -23,35 +24,21 @@ case $STEPS in *data*)
   echo "make_data rc=$?" >>"$LOG"
   (cd "$OUT" && tar cf data.tar data && rm -rf data)
 esac
-case $STEPS in *robot*)
-  step robot
-  timeout 300 python3 - >>"$LOG" 2>&1 <<'PY'
-import json, os, sys, time
-sys.path.insert(0, "tests/cuda")
-from gpu_build import build_direct
-out = os.environ["OUT"]
-runs = []
-for i in range(2):
-    t = time.monotonic()
-    r = build_direct("manifests/robot_cuda.toml", f"/tmp/robot{i}")
-    runs.append({"seconds": time.monotonic() - t, "programs": r})
-    print("robot build", i, round(runs[-1]["seconds"], 1), "s", flush=True)
-    json.dump({"runs": runs}, open(f"{out}/robot.json", "w"), indent=1)
-same = runs[0]["programs"]["policy_cuda"]["files"] == runs[1]["programs"]["policy_cuda"]["files"]
-json.dump({"runs": runs, "byte_identical": same}, open(f"{out}/robot.json", "w"), indent=1)
-print("byte identical", same)
-PY
-  echo "robot rc=$?" >>"$LOG"
+case $STEPS in *repro*)
+  step repro
+  # Two cold lowerings at once (each with its own empty Inductor/Triton caches), tiny and robot.
+  timeout 280 python3 tests/cuda/repro_probe.py "$OUT/repro-tiny.json" --runs 2 --parallel >"$OUT/repro-tiny.log" 2>&1 &
+  tiny=$!
+  timeout 280 python3 tests/cuda/repro_probe.py "$OUT/repro-robot.json" --runs 2 --parallel \
+    --manifest manifests/robot_cuda.toml --program policy_cuda >"$OUT/repro-robot.log" 2>&1
+  echo "repro robot rc=$?" >>"$LOG"
+  wait $tiny; echo "repro tiny rc=$?" >>"$LOG"
+  tail -n 30 "$OUT/repro-tiny.log" "$OUT/repro-robot.log" >>"$LOG"
 esac
 case $STEPS in *bench*)
   step bench
-  timeout 420 python3 bench/bench_cuda.py --json "$OUT/bench.json" >>"$LOG" 2>&1
+  timeout ${BENCH_TIMEOUT:-420} python3 bench/bench_cuda.py --json "$OUT/bench.json" >>"$LOG" 2>&1
   echo "bench rc=$?" >>"$LOG"
-esac
-case $STEPS in *repro*)
-  step repro
-  timeout 240 python3 tests/cuda/repro_probe.py "$OUT/repro.json" 3 >>"$LOG" 2>&1
-  echo "repro rc=$?" >>"$LOG"
 esac
 case $STEPS in *pytest*)
   step pytest

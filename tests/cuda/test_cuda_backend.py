@@ -62,15 +62,15 @@ def test_windows_names_a_missing_cuda_runtime(monkeypatch, tmp_path):
 def test_toolchain_facts_are_cheap_and_follow_the_specs(monkeypatch):
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     backend = get_backend("cuda")
-    facts = backend.toolchain_facts({"max_autotune": False})
+    facts = backend.toolchain_facts({"max_autotune": True})
     assert set(facts) == {
         "cuda.torch_build", "cuda.runtime", "cuda.toolkit", "cuda.triton", "cuda.gpu_arch", "cuda.compile_specs"
     }
     assert facts["cuda.gpu_arch"] == "9.0"
-    assert json.loads(facts["cuda.compile_specs"])["max_autotune"] == "OFF"
-    model = backend.options_model.model_validate({"max_autotune": False})
+    assert json.loads(facts["cuda.compile_specs"])["max_autotune"] == "ON"
+    model = backend.options_model.model_validate({"max_autotune": True})
     assert backend.toolchain_facts(model) == facts
-    assert backend.toolchain_facts({}) != facts
+    assert backend.toolchain_facts({}) != facts  # the default: off
     assert backend.resources({}) == {"num_gpus": 1}
 
 
@@ -81,3 +81,41 @@ def test_builder_side_hooks_import_no_torch():
         "assert 'torch' not in sys.modules and 'executorch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reproducible_mode_is_on_only_during_lowering():
+    """max_autotune off: Inductor's deterministic mode, Triton GEMM templates, one pointwise config."""
+    import torch._inductor.config as inductor_config
+
+    from ptebuild.backends import get_backend
+
+    backend = get_backend("cuda")
+    options = backend.options_model.model_validate({})
+    before = inductor_config.deterministic
+    with backend.lowering_context(options):
+        assert inductor_config.deterministic and inductor_config.max_autotune_gemm
+        assert not inductor_config.triton.autotune_pointwise
+    assert inductor_config.deterministic == before
+
+
+def test_max_autotune_keeps_inductor_as_executorch_sets_it():
+    import torch._inductor.config as inductor_config
+
+    from ptebuild.backends import get_backend
+
+    backend = get_backend("cuda")
+    with backend.lowering_context(backend.options_model.model_validate({"max_autotune": True})):
+        assert not inductor_config.deterministic
+
+
+def test_older_torch_without_deterministic_mode_is_named(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    from ptebuild.backends import cuda
+    from ptebuild.errors import BuildError
+
+    assert cuda._has_config(inductor_config, "triton.autotune_pointwise")
+    assert not cuda._has_config(inductor_config, "triton.no_such_knob")
+    monkeypatch.setattr(cuda, "REPRODUCIBLE_INDUCTOR", {**cuda.REPRODUCIBLE_INDUCTOR, "no_such_knob": True})
+    with pytest.raises(BuildError, match=r"lacks Inductor's no_such_knob: .*max_autotune = true"):
+        cuda.reproducible_inductor()

@@ -5,10 +5,11 @@ Run: ``python bench/bench_cuda.py [--json FILE]``. Everything goes to a fresh te
 * cold: ``ptebuild build --json`` with an empty ptebuild cache and empty Inductor and Triton
   caches (lowering, the GPU check, publishing), as on a fresh machine;
 * cached: the same command again in a new process (nothing to lower);
-* clean: a second build into another folder with ``--no-cache`` and other empty Inductor and
-  Triton caches (another machine), to compare the ``.pte``/``.ptd`` bytes with the cold build's;
-* warm-inductor: ``--no-cache`` once more, with the clean build's Inductor and Triton caches
-  (ptebuild lowers again; Inductor reuses its compiled kernels);
+* clean: a second build into another folder with ``--no-cache``, Inductor's and Triton's caches
+  emptied again (at the same path: another machine of the same kind), to compare the
+  ``.pte``/``.ptd`` bytes with the cold build's;
+* warm-inductor: ``--no-cache`` once more, Inductor's caches kept (ptebuild lowers again;
+  Inductor reuses its compiled kernels);
 * baseline: ``python -c pass`` (interpreter start-up).
 
 The builds run ``python -m ptebuild`` as subprocesses, one worker (``--jobs 1``).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,14 +55,17 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-cuda-") as tmp:
         tmp = Path(tmp)
-        steps = (
-            ("cold", "out1", tmp / "cache", "inductor1"),
-            ("cached", "out1", tmp / "cache", "inductor1"),
-            ("clean", "out2", None, "inductor2"),
-            ("warm-inductor", "out3", None, "inductor2"),
+        steps = (  # name, output folder, ptebuild cache, empty Inductor's first
+            ("cold", "out1", tmp / "cache", True),
+            ("cached", "out1", tmp / "cache", False),
+            ("clean", "out2", None, True),
+            ("warm-inductor", "out3", None, False),
         )
-        for name, out, cache, inductor in steps:
-            env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp / inductor / "inductor"), "TRITON_CACHE_DIR": str(tmp / inductor / "triton")}
+        compiled = tmp / "compiled"
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(compiled / "inductor"), "TRITON_CACHE_DIR": str(compiled / "triton")}
+        for name, out, cache, empty in steps:
+            if empty:
+                shutil.rmtree(compiled, ignore_errors=True)
             figures[name] = build_cli(MANIFEST, tmp / out, cache, env=env)
             figures[f"sha256_{name}"] = _hashes(tmp / out) if (tmp / out).is_dir() else {}
             print(f"{name:7s} rc={figures[name]['rc']} {figures[name]['seconds']:7.2f} s", flush=True)

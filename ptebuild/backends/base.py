@@ -37,6 +37,9 @@ class Backend:
     the builder's cheap hooks never pay for importing pydantic)."""
     keeps_data_in_pte: bool
     default_check: CheckTolerances
+    forks_safely: bool = True
+    """False if a worker forked from a warm process that imported torch cannot lower or check
+    this backend's programs (the warm server then starts a fresh interpreter for them)."""
 
     @property
     def options_model(self) -> type:

@@ -219,6 +219,10 @@ class CudaBackend(Backend):
     """The delegate always writes a .ptd; resolve refuses a CUDA program without a data name."""
     shim_library_name: str = SHIM_LIBRARY_NAME
     """The import library AOTInductor links for Windows; resolve checks the shim target's name."""
+    forks_safely: bool = False
+    """torch marks a process that queried the CUDA driver (``torch.cuda.is_available()``, which
+    imports such as torchao's do) so that its forked children cannot initialise CUDA: seen on the
+    H200, "Cannot re-initialize CUDA in forked subprocess" from a warm server's child."""
 
     def toolchain_facts(self, options) -> dict[str, str]:
         torch_version = _dist_version("torch") or "none"
@@ -328,11 +332,34 @@ REPRODUCIBLE_INDUCTOR = {
 }
 
 
+def inductor_cache_dir() -> str:
+    """Where Inductor keeps its compiled files during a CUDA lowering.
+
+    The ``.so`` records paths under it (its C++ wrapper's name and compile command, the Triton
+    kernels' line tables), so it must not move between builds: ``$TORCHINDUCTOR_CACHE_DIR`` if
+    set, else Inductor's own default with ``/tmp`` fixed (Inductor takes ``$TMPDIR``, which
+    ``build --check`` and CI runners change).
+    """
+    configured = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if configured:
+        return os.path.abspath(configured)
+    import getpass
+    import re
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join("/tmp", "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
+@contextlib.contextmanager
 def reproducible_inductor():
-    """A context with :data:`REPRODUCIBLE_INDUCTOR` set in ``torch._inductor.config``.
+    """Lowering whose bytes depend on no timing: :data:`REPRODUCIBLE_INDUCTOR` in
+    ``torch._inductor.config``, Inductor's cache at :func:`inductor_cache_dir`.
 
     ExecuTorch's compile options (``max_autotune`` off, Triton-only GEMM and convolution
-    backends) are applied on top of it by the delegate; these keys are not among them.
+    backends) apply on top of it; these keys are not among them.
     """
     import torch
     from torch._inductor import config as inductor_config
@@ -346,7 +373,16 @@ def reproducible_inductor():
             "need torch >= 2.9; or set compile_specs max_autotune = true (kernels chosen by timing, "
             "not byte-reproducible)"
         )
-    return inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR))
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
+    try:
+        with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)):
+            yield
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
 
 def _has_config(config, dotted: str) -> bool:

@@ -16,6 +16,12 @@ idle native thread that ``import torch`` starts is the same one DataLoader worke
 the server (``PR_SET_PDEATHSIG``). A child whose resident memory passes ``PTEBUILD_DAEMON_MAX_RSS``
 (bytes, or with K/M/G suffix; default 80% of the machine's memory) is killed and its task failed.
 
+A task whose backend does not survive ``fork()`` (``Backend.forks_safely``: CUDA, whose driver
+refuses a child forked from a process where torch has asked it anything) runs in a fresh
+interpreter instead (:mod:`ptebuild.daemon.fresh_child`): same pipe, log, memory limit and
+death with the server, but it imports the toolchain itself. ``PTEBUILD_DAEMON_FRESH=1`` does that
+for every task.
+
 At most ``PTEBUILD_DAEMON_JOBS`` children run at once (default: the number of cores); each client
 also keeps its own ``--jobs``. Tasks wait in one queue, first come first served.
 """
@@ -120,6 +126,8 @@ class _Child:
     reader: protocol.Reader = field(default_factory=protocol.Reader)
     finished: bool = False
     killed_for: str = ""
+    process: object = None
+    """The ``subprocess.Popen`` of a fresh-interpreter child (None for a forked one)."""
 
 
 class Server:
@@ -284,21 +292,36 @@ class Server:
             task = submit["task"]
             if client not in self.clients:
                 continue
+            if needs_fresh_interpreter(task):
+                self._start(client, submit, fresh=True)
+                continue
             unsafe = fork_is_safe()
             if unsafe:
                 self._send(client, {"op": "failed", "task_id": task["task_id"], "kind": "build",
                                     "message": f"the warm worker server cannot fork safely ({unsafe}); "
                                                "build with --no-daemon"})
                 continue
-            self._fork(client, submit)
+            self._start(client, submit, fresh=False)
 
-    def _fork(self, client: _Client, submit: dict) -> None:
+    def _start(self, client: _Client, submit: dict, fresh: bool) -> None:
         task = submit["task"]
         fd, log_path = tempfile.mkstemp(prefix="task-", suffix=".log", dir=self.log_dir)
         read_end, write_end = os.pipe()
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
+        process = None
+        if fresh:
+            try:
+                process = _spawn_fresh(submit, write_end, fd, self.log_dir)
+            except OSError as exc:
+                for end in (fd, read_end, write_end):
+                    os.close(end)
+                self._send(client, {"op": "failed", "task_id": task["task_id"], "kind": "build",
+                                    "message": f"the warm worker server could not start a fresh interpreter: {exc}"})
+                return
+            pid = process.pid
+        else:
+            pid = os.fork()
+        if pid == 0:  # the forked child: never returns
             code = 1
             try:
                 os.close(read_end)
@@ -313,7 +336,8 @@ class Server:
         os.close(fd)
         os.close(write_end)
         os.set_blocking(read_end, False)
-        child = _Child(pid=pid, pipe=read_end, client=client, task_id=task["task_id"], log_path=log_path)
+        child = _Child(pid=pid, pipe=read_end, client=client, task_id=task["task_id"], log_path=log_path,
+                       process=process)
         self.children[pid] = child
         self.tasks_run += 1
         self.selector.register(read_end, selectors.EVENT_READ, ("child", child))
@@ -367,6 +391,8 @@ class Server:
             _, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
         except ChildProcessError:
             status = 0
+        if child.process is not None:
+            child.process.returncode = os.waitstatus_to_exitcode(status) if status else 0  # reaped here
         self.children.pop(child.pid, None)
         if not child.finished:
             reason = child.killed_for or (describe_wait_status(status) + last_words(child.log_path))
@@ -388,8 +414,35 @@ class Server:
                                   f"{format_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
 
 
+def needs_fresh_interpreter(task: dict) -> bool:
+    """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
+    if os.environ.get("PTEBUILD_DAEMON_FRESH", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    from ptebuild.backends import BACKEND_MODULES, get_backend
+
+    name = task.get("backend")
+    return name in BACKEND_MODULES and not get_backend(name).forks_safely
+
+
+def _spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
+    """Start ``python -m ptebuild.daemon.fresh_child`` for ``submit``, reporting on ``pipe``."""
+    import json
+    import subprocess
+
+    fd, submit_path = tempfile.mkstemp(prefix="submit-", suffix=".json", dir=folder)
+    with os.fdopen(fd, "w") as out:
+        json.dump(submit, out)
+    env = submit.get("env") if isinstance(submit.get("env"), dict) else dict(os.environ)
+    command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
+               "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
+    return subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(pipe,),
+        cwd=submit.get("cwd") or "/", env={str(k): str(v) for k, v in env.items()},
+    )
+
+
 def _run_child(submit: dict, pipe: int) -> int:
-    """In a forked child: run one task, report on ``pipe``; return the exit code.
+    """In a child (forked, or a fresh interpreter): run one task, report on ``pipe``; return the exit code.
 
     The child takes the build's working folder and environment (model code may read either), as a
     worker process of the local executor would have; what torch read from the environment when it

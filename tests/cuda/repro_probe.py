@@ -1,13 +1,16 @@
 """On the GPU machine: is a CUDA lowering byte-reproducible, and if not, which part differs?
 
-    python tests/cuda/repro_probe.py OUT.json [--runs N] [--parallel] [--manifest M --program P]
+    python tests/cuda/repro_probe.py OUT.json [--runs N] [--seeds S,S,..] [--same-path | --parallel]
+                                               [--manifest M --program P]
 
 Lowers PROGRAM (default ``tiny_cuda_a`` of ``tiny_cuda.toml``) N times (default 2), each in a
-fresh process with its own empty Inductor and Triton caches (as on another machine: nothing
-tuned or compiled before), sequentially or all at once (``--parallel``). Each run also checks the
-program on the GPU (``build_direct``). Then compares the ``.pte``, the ``.ptd`` and the compiled
-``.so`` inside each ``.pte`` section by section (ELF), and says whether a run's cache folder
-name appears inside its ``.so`` (a path baked into the code would differ between machines).
+fresh process with empty Inductor and Triton caches (as on another machine: nothing tuned or
+compiled before). ``--same-path``: every run's caches are at one path, emptied before each run
+(what two machines of one kind see); otherwise each run has its own path, and ``--parallel``
+runs them all at once. ``--seeds``: each run's ``PYTHONHASHSEED`` (and so N). Each run also
+checks the program on the GPU (``build_direct``). Then compares the ``.pte``, the ``.ptd`` and the
+compiled ``.so`` inside each ``.pte`` section by section (ELF), and says whether a run's cache
+folder appears inside its ``.so`` (a path baked into the code).
 """
 
 from __future__ import annotations
@@ -42,12 +45,18 @@ def sections(so: bytes) -> dict[str, str]:
 
 
 def _start(tmp: Path, i: int, args) -> tuple[subprocess.Popen, Path, Path, float]:
-    out, caches = tmp / f"run{i}", tmp / f"caches-for-run-{i}"
+    import shutil
+
+    out = tmp / f"run{i}"
+    caches = tmp / ("caches-shared" if args.same_path else f"caches-for-run-{i}")
+    shutil.rmtree(caches, ignore_errors=True)
     env = dict(
         os.environ,
         TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
         TRITON_CACHE_DIR=str(caches / "triton"),
     )
+    if args.seeds:
+        env["PYTHONHASHSEED"] = args.seeds[i]
     code = BUILD.format(here=str(HERE), manifest=str(args.manifest), out=str(out), program=args.program)
     process = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -81,10 +90,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("target", type=Path)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--parallel", action="store_true")
+    parser.add_argument("--same-path", action="store_true")
+    parser.add_argument("--seeds", type=lambda text: text.split(","), default=None)
     parser.add_argument("--manifest", type=Path, default=HERE / "tiny_cuda.toml")
     parser.add_argument("--program", default="tiny_cuda_a")
     args = parser.parse_args(argv)
     args.manifest = args.manifest.resolve()
+    if args.seeds:
+        args.runs = len(args.seeds)
+    if args.same_path and args.parallel:
+        parser.error("--same-path runs one after the other")
     result: dict = {"manifest": str(args.manifest), "program": args.program, "parallel": args.parallel, "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.parallel:
@@ -94,6 +109,8 @@ def main(argv: list[str]) -> int:
             for i in range(args.runs):
                 result["runs"].append(_finish(_start(Path(tmp), i, args), args))
                 args.target.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    for i, run in enumerate(result["runs"]):
+        run["pythonhashseed"] = args.seeds[i] if args.seeds else "random"
     ok = [r for r in result["runs"] if "so_sections" in r]
     if len(ok) > 1:
         names = sorted(set().union(*(r["so_sections"] for r in ok)))

@@ -26,10 +26,12 @@ case $STEPS in *data*)
 esac
 case $STEPS in *repro*)
   step repro
-  # Two cold lowerings at once (each with its own empty Inductor/Triton caches), tiny and robot.
-  timeout 280 python3 tests/cuda/repro_probe.py "$OUT/repro-tiny.json" --runs 2 --parallel >"$OUT/repro-tiny.log" 2>&1 &
+  # Cold lowerings of the robot policy, one after the other with Inductor's caches emptied at
+  # one path (two machines of one kind), the third with another PYTHONHASHSEED; meanwhile the
+  # tiny program twice, at one path of its own, with two seeds.
+  timeout 150 python3 tests/cuda/repro_probe.py "$OUT/repro-tiny.json" --same-path --seeds 0,7 >"$OUT/repro-tiny.log" 2>&1 &
   tiny=$!
-  timeout 280 python3 tests/cuda/repro_probe.py "$OUT/repro-robot.json" --runs 2 --parallel \
+  timeout ${REPRO_TIMEOUT:-300} python3 tests/cuda/repro_probe.py "$OUT/repro-robot.json" --same-path --seeds 0,0,12345 \
     --manifest manifests/robot_cuda.toml --program policy_cuda >"$OUT/repro-robot.log" 2>&1
   echo "repro robot rc=$?" >>"$LOG"
   wait $tiny; echo "repro tiny rc=$?" >>"$LOG"

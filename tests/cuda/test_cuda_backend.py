@@ -118,4 +118,20 @@ def test_older_torch_without_deterministic_mode_is_named(monkeypatch):
     assert not cuda._has_config(inductor_config, "triton.no_such_knob")
     monkeypatch.setattr(cuda, "REPRODUCIBLE_INDUCTOR", {**cuda.REPRODUCIBLE_INDUCTOR, "no_such_knob": True})
     with pytest.raises(BuildError, match=r"lacks Inductor's no_such_knob: .*max_autotune = true"):
-        cuda.reproducible_inductor()
+        with cuda.reproducible_inductor():
+            pass
+
+
+def test_inductor_cache_stays_put_when_tmpdir_moves(monkeypatch, tmp_path):
+    """The .so records paths in Inductor's cache: ``--check`` and CI change $TMPDIR, not them."""
+    import os
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    default = cuda.inductor_cache_dir()
+    assert default.startswith("/tmp/torchinductor_") and str(tmp_path) not in default
+    with cuda.reproducible_inductor():
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "relative/inductor")
+    assert cuda.inductor_cache_dir() == os.path.abspath("relative/inductor")

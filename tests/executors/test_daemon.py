@@ -381,3 +381,33 @@ def test_a_read_only_cache_folder_fails_the_task_with_one_line(tmp_path):
     assert final.kind is EventKind.FAILED
     assert final.text.startswith("cannot start the warm worker server in ") and "--no-daemon" in final.text
     assert "\n" not in final.text
+
+
+def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_path, monkeypatch):
+    """CUDA tasks (and every task with PTEBUILD_DAEMON_FRESH=1) are not forked from the warm server."""
+    from ptebuild.daemon.server import needs_fresh_interpreter
+
+    assert needs_fresh_interpreter({"backend": "cuda"})
+    assert not needs_fresh_interpreter({"backend": "portable"})
+
+    manifest = copy_project(tmp_path / "project")
+    forked = DaemonExecutor(jobs=1, cache_dir=warm)
+    task = make_tasks(manifest, tmp_path / "forked")["tiny_portable"]
+    expected = outputs(run_all(forked, {task.task_id: task})[task.task_id])
+    forked.close()
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PTEBUILD_DAEMON_FRESH", "1")  # read by the server this build starts
+    executor = DaemonExecutor(jobs=1, cache_dir=cache, idle=30)
+    progress = []
+    try:
+        task = make_tasks(manifest, tmp_path / "fresh")["tiny_portable"]
+        final = run_all(executor, {task.task_id: task}, on_event=lambda e: progress.append(e.text or ""))[task.task_id]
+        assert any("in a fresh interpreter" in text for text in progress), progress
+        assert outputs(final) == expected
+        wait_for(lambda: not server_status(cache)["running"], 30, "the fresh child to be reaped")
+        assert server_status(cache)["tasks_run"] == 1
+        assert not list(protocol.workers_dir(cache).glob("children-*/submit-*.json"))
+    finally:
+        executor.close()
+        stop_servers(cache)

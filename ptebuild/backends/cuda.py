@@ -24,7 +24,11 @@ and a warm build). ptebuild's default is off, and :meth:`CudaBackend.lowering_co
 the lowering with Inductor's deterministic mode (no timing decides a kernel: GEMMs and
 convolutions take the first Triton template of their search space, reductions a fixed config),
 Triton templates still on for GEMMs and convolutions (``max_autotune_gemm``: ExecuTorch's CUDA
-runtime has no aten fallback for them) and one heuristic config per pointwise kernel. Turn
+runtime has no aten fallback for them), one heuristic config per pointwise kernel, and Triton
+kernels compiled without line tables (they record the kernel source's modification time).
+The ``.so`` still records paths (Inductor's cache folder, which ptebuild keeps at one place;
+torch's and Python's install folders; the C++ compiler): machines that agree on those, as
+machines of one image do, build the same bytes. Turn
 ``max_autotune`` on for the fastest kernels at the price of byte reproducibility. User Triton
 kernels with several ``@triton.autotune`` configs (ExecuTorch's int4 matmul) are still timed.
 
@@ -332,6 +336,12 @@ REPRODUCIBLE_INDUCTOR = {
 }
 
 
+PATH_AND_TIME_FREE_ENV = {"TRITON_DISABLE_LINE_INFO": "1"}
+"""Triton's line tables name each kernel's source file in Inductor's cache and carry its
+modification time (seen on the H200: two cold builds' cubins differed in exactly those two
+bytes of ``.debug_line``); without them a kernel's binary follows from its PTX alone."""
+
+
 def inductor_cache_dir() -> str:
     """Where Inductor keeps its compiled files during a CUDA lowering.
 
@@ -356,7 +366,9 @@ def inductor_cache_dir() -> str:
 @contextlib.contextmanager
 def reproducible_inductor():
     """Lowering whose bytes depend on no timing: :data:`REPRODUCIBLE_INDUCTOR` in
-    ``torch._inductor.config``, Inductor's cache at :func:`inductor_cache_dir`.
+    ``torch._inductor.config``, Inductor's cache at :func:`inductor_cache_dir`, Triton without
+    line tables (:data:`PATH_AND_TIME_FREE_ENV`; set in the environment, which Inductor's compile
+    workers inherit when the lowering starts them).
 
     ExecuTorch's compile options (``max_autotune`` off, Triton-only GEMM and convolution
     backends) apply on top of it; these keys are not among them.
@@ -373,16 +385,18 @@ def reproducible_inductor():
             "need torch >= 2.9; or set compile_specs max_autotune = true (kernels chosen by timing, "
             "not byte-reproducible)"
         )
-    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
+    environment = {"TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(), **PATH_AND_TIME_FREE_ENV}
+    saved = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
     try:
         with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)):
             yield
     finally:
-        if saved is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _has_config(config, dotted: str) -> bool:

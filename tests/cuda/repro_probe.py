@@ -1,7 +1,7 @@
 """On the GPU machine: is a CUDA lowering byte-reproducible, and if not, which part differs?
 
     python tests/cuda/repro_probe.py OUT.json [--runs N] [--seeds S,S,..] [--same-path | --parallel]
-                                               [--manifest M --program P]
+                                               [--save DIR] [--manifest M --program P]
 
 Lowers PROGRAM (default ``tiny_cuda_a`` of ``tiny_cuda.toml``) N times (default 2), each in a
 fresh process with empty Inductor and Triton caches (as on another machine: nothing tuned or
@@ -64,6 +64,14 @@ def _start(tmp: Path, i: int, args) -> tuple[subprocess.Popen, Path, Path, float
     return process, out, caches, time.monotonic()
 
 
+def _listing(folder: Path) -> dict[str, str]:
+    """Every file under ``folder``: relative path -> size and start of its SHA-256."""
+    return {
+        str(path.relative_to(folder)): f"{path.stat().st_size}:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
+        for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()
+    }
+
+
 def _finish(started, args) -> dict:
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
 
@@ -82,6 +90,11 @@ def _finish(started, args) -> dict:
         run[f"so_key_{delegate.method}"] = delegate.payload.so_blob_key
         run["so_sections"].update({f"{delegate.method}:{k}": v for k, v in sections(so).items()})
         run["cache_path_in_so"] |= caches.name.encode() in so or str(out).encode() in so
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            (args.save / f"{out.name}-{delegate.method}.so").write_bytes(so)
+    if args.save:
+        (args.save / f"{out.name}-caches.json").write_text(json.dumps(_listing(caches), indent=0))
     return run
 
 
@@ -91,6 +104,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--parallel", action="store_true")
     parser.add_argument("--same-path", action="store_true")
+    parser.add_argument("--save", type=Path, help="keep each run's .so files and a listing of its caches here")
     parser.add_argument("--seeds", type=lambda text: text.split(","), default=None)
     parser.add_argument("--manifest", type=Path, default=HERE / "tiny_cuda.toml")
     parser.add_argument("--program", default="tiny_cuda_a")

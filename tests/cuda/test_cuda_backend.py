@@ -130,8 +130,10 @@ def test_inductor_cache_stays_put_when_tmpdir_moves(monkeypatch, tmp_path):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     default = cuda.inductor_cache_dir()
     assert default.startswith("/tmp/torchinductor_") and str(tmp_path) not in default
+    monkeypatch.delenv("TRITON_DISABLE_LINE_INFO", raising=False)
     with cuda.reproducible_inductor():
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default
-    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+        assert os.environ["TRITON_DISABLE_LINE_INFO"] == "1"  # line tables carry the source's mtime
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and "TRITON_DISABLE_LINE_INFO" not in os.environ
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "relative/inductor")
     assert cuda.inductor_cache_dir() == os.path.abspath("relative/inductor")

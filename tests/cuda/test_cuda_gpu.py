@@ -55,25 +55,28 @@ def test_keys_carry_sha256_and_pairs_are_checked(built):
         check(out / "tiny_cuda_a.pte", [out / "tiny_cuda_b_weights.ptd"])
 
 
-def test_weights_file_is_reproducible(built, tmp_path):
-    """A second lowering, in a fresh process with empty Inductor caches (another machine), writes the same ``.ptd``."""
-    run = _lower_again(tmp_path)
-    assert run["files"]["tiny_cuda_a_weights.ptd"] == built[1]["tiny_cuda_a"]["files"]["tiny_cuda_a_weights.ptd"]
-
-
-def test_program_is_reproducible(built, tmp_path):
-    """max_autotune off (the default): no measured time picks a kernel, so the ``.so`` repeats."""
-    run = _lower_again(tmp_path)
-    assert run["files"]["tiny_cuda_a.pte"] == built[1]["tiny_cuda_a"]["files"]["tiny_cuda_a.pte"]
-    assert not run["cache_path_in_so"]
-
-
-def _lower_again(tmp_path) -> dict:
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory) -> dict:
+    """tiny_cuda_a lowered twice in fresh processes, Inductor's and Triton's caches emptied at one
+    path before each (two machines of one kind), with two PYTHONHASHSEEDs."""
     import json
     import subprocess
     import sys
 
-    probe = tmp_path / "probe.json"
-    subprocess.run([sys.executable, str(HERE / "repro_probe.py"), str(probe), "--runs", "1"], check=True)
-    (run,) = json.loads(probe.read_text())["runs"]
-    return run
+    probe = tmp_path_factory.mktemp("repro") / "probe.json"
+    subprocess.run(
+        [sys.executable, str(HERE / "repro_probe.py"), str(probe), "--same-path", "--seeds", "0,12345"], check=True
+    )
+    return json.loads(probe.read_text())
+
+
+def test_weights_file_is_reproducible(twice):
+    first, second = twice["runs"]
+    assert first["files"]["tiny_cuda_a_weights.ptd"] == second["files"]["tiny_cuda_a_weights.ptd"]
+
+
+def test_program_is_reproducible(twice):
+    """max_autotune off (the default): no measured time picks a kernel, no line table records a
+    file's time, so the ``.so`` and the ``.pte`` repeat byte for byte."""
+    assert twice["byte_identical"], twice["differing_sections"]
+    assert twice["differing_sections"] == {}

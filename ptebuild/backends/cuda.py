@@ -24,7 +24,8 @@ and a warm build). ptebuild's default is off, and :meth:`CudaBackend.lowering_co
 the lowering with Inductor's deterministic mode (no timing decides a kernel: GEMMs and
 convolutions take the first Triton template of their search space, reductions a fixed config),
 Triton templates still on for GEMMs and convolutions (``max_autotune_gemm``: ExecuTorch's CUDA
-runtime has no aten fallback for them), one heuristic config per pointwise kernel, and Triton
+runtime has no aten fallback for them), one heuristic config per pointwise kernel, the first
+working config for a kernel that still has several, and Triton
 kernels compiled without line tables (they record the kernel source's modification time).
 The ``.so`` still records paths (Inductor's cache folder, which ptebuild keeps at one place;
 torch's and Python's install folders; the C++ compiler): machines that agree on those, as
@@ -389,7 +390,7 @@ def reproducible_inductor():
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
-        with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)):
+        with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)), _first_working_config():
             yield
     finally:
         for name, value in saved.items():
@@ -397,6 +398,34 @@ def reproducible_inductor():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _first_working_config():
+    """Triton kernels that keep several configs pick the first one that compiles and runs.
+
+    Inductor's deterministic mode leaves some kernels with several configs (torch 2.11: the
+    robot policy's persistent reductions) and times them when the AOTInductor wrapper is
+    generated: seen on the H200, two cold builds then differed by one kernel. The timings are
+    still taken (a config that spills registers or fails stays out: that is a property of the
+    code), but the choice among the working ones follows the configs' order, not the clock.
+    """
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    timed = CachingAutotuner.benchmark_all_configs
+
+    def in_order(self, *args, **kwargs):
+        timings = timed(self, *args, **kwargs)
+        return {
+            launcher: (float(rank) if timing != float("inf") else timing)
+            for rank, (launcher, timing) in enumerate(timings.items())
+        }
+
+    CachingAutotuner.benchmark_all_configs = in_order
+    try:
+        yield
+    finally:
+        CachingAutotuner.benchmark_all_configs = timed
 
 
 def _has_config(config, dotted: str) -> bool:

@@ -137,3 +137,16 @@ def test_inductor_cache_stays_put_when_tmpdir_moves(monkeypatch, tmp_path):
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ and "TRITON_DISABLE_LINE_INFO" not in os.environ
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "relative/inductor")
     assert cuda.inductor_cache_dir() == os.path.abspath("relative/inductor")
+
+
+def test_kernels_with_several_configs_take_the_first_working_one(monkeypatch):
+    """The timings still rule out configs that fail (inf); the order of the rest is the configs' own."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    measured = {"first": 3.0, "spills": float("inf"), "third": 1.0}
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", lambda self: dict(measured))
+    with cuda._first_working_config():
+        timings = CachingAutotuner.benchmark_all_configs(None)
+    assert min(timings, key=timings.get) == "first"
+    assert timings == {"first": 0.0, "spills": float("inf"), "third": 2.0}
+    assert CachingAutotuner.benchmark_all_configs(None) == measured  # restored

@@ -404,9 +404,10 @@ def reproducible_inductor():
 def _first_working_config():
     """Triton kernels that keep several configs pick the first one that compiles and runs.
 
-    Inductor's deterministic mode leaves some kernels with several configs (torch 2.11: the
-    robot policy's persistent reductions) and times them when the AOTInductor wrapper is
-    generated: seen on the H200, two cold builds then differed by one kernel. The timings are
+    Inductor's deterministic mode (torch 2.11 on the H200) can leave a kernel with several
+    configs, timed when the AOTInductor wrapper is generated. Seen there: two cold builds of the
+    robot policy had one symbol more or less in each method's ``.so``; with this choice,
+    ``predict_actions`` came out byte-identical and the symbol counts matched. The timings are
     still taken (a config that spills registers or fails stays out: that is a property of the
     code), but the choice among the working ones follows the configs' order, not the clock.
     """

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Mapping
+
+WORKER_HASH_SEED = "0"
+"""The ``PYTHONHASHSEED`` of every interpreter that lowers programs, unless the environment sets
+one (``build --check`` sets a random one on purpose): the order of a set of strings inside a
+compiler must not change a program's bytes from one build to the next."""
+
+
+def worker_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """``environment`` for a new lowering interpreter: with :data:`WORKER_HASH_SEED` if it has none."""
+    return {"PYTHONHASHSEED": WORKER_HASH_SEED, **environment}
 
 
 def pid_alive(pid: int) -> bool:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.daemon import protocol
-from ptebuild.processes import describe_wait_status, last_words
+from ptebuild.processes import describe_wait_status, last_words, worker_environment
 from ptebuild.store.sizes import format_size, parse_size
 
 CHECK_SECONDS = 0.25
@@ -432,7 +432,7 @@ def _spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
     fd, submit_path = tempfile.mkstemp(prefix="submit-", suffix=".json", dir=folder)
     with os.fdopen(fd, "w") as out:
         json.dump(submit, out)
-    env = submit.get("env") if isinstance(submit.get("env"), dict) else dict(os.environ)
+    env = worker_environment(submit.get("env") if isinstance(submit.get("env"), dict) else os.environ)
     command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
                "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
     return subprocess.Popen(
@@ -489,7 +489,7 @@ def start_detached(sock_path: Path, idle: float | None = None) -> int:
         command += ["--idle", str(idle)]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        cwd="/", start_new_session=True, close_fds=True,
+        cwd="/", start_new_session=True, close_fds=True, env=worker_environment(os.environ),
     )
     out, _ = process.communicate(timeout=30)  # the first process forks the server, says its pid, exits
     try:

@@ -16,7 +16,7 @@ from multiprocessing.connection import wait
 
 from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.builder.worker import worker_main
-from ptebuild.processes import describe_exit, last_words
+from ptebuild.processes import describe_exit, last_words, worker_environment
 from ptebuild.results import FailureKind
 
 
@@ -59,7 +59,8 @@ class LocalExecutor:
             target=worker_main, args=(child, log_path, self.cwd), daemon=True, name="ptebuild-worker"
         )
         saved = dict(os.environ)
-        os.environ.update(self.environment)  # a spawned interpreter starts with this environment
+        environment = worker_environment({**os.environ, **self.environment})
+        os.environ.update(environment)  # a spawned interpreter starts with this environment
         try:
             process.start()
         finally:

@@ -12,6 +12,11 @@ one (``build --check`` sets a random one on purpose): the order of a set of stri
 compiler must not change a program's bytes from one build to the next."""
 
 
+def env_flag(name: str) -> bool:
+    """True if the environment variable ``name`` is ``1``, ``true``, ``yes`` or ``on`` (any case)."""
+    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+
+
 def worker_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """``environment`` for a new lowering interpreter: with :data:`WORKER_HASH_SEED` if it has none."""
     return {"PYTHONHASHSEED": WORKER_HASH_SEED, **environment}

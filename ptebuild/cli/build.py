@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ptebuild.errors import UsageError
+from ptebuild.processes import env_flag
 
 
 def register(subparsers) -> None:
@@ -358,7 +359,6 @@ def _replay(args, stamp: Path) -> bool:
     return True
 
 
-_TRUE = ("1", "true", "yes", "on")
 
 
 def _executor(args, cache) -> str:
@@ -370,7 +370,7 @@ def _executor(args, cache) -> str:
 
     name = args.executor or os.environ.get("PTEBUILD_EXECUTOR")
     if name is None:
-        no_daemon = args.no_daemon or os.environ.get("PTEBUILD_NO_DAEMON", "").lower() in _TRUE
+        no_daemon = args.no_daemon or env_flag("PTEBUILD_NO_DAEMON")
         on_ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
         local_cache = cache is not None and cache.local_root is not None
         # The warm server forks a child per task after importing torch: tried on Linux only.

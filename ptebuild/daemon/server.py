@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.daemon import protocol
-from ptebuild.processes import describe_wait_status, last_words, worker_environment
+from ptebuild.processes import describe_wait_status, env_flag, last_words, worker_environment
 from ptebuild.store.sizes import format_size, parse_size
 
 CHECK_SECONDS = 0.25
@@ -416,7 +416,7 @@ class Server:
 
 def needs_fresh_interpreter(task: dict) -> bool:
     """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
-    if os.environ.get("PTEBUILD_DAEMON_FRESH", "").lower() in ("1", "true", "yes", "on"):
+    if env_flag("PTEBUILD_DAEMON_FRESH"):
         return True
     from ptebuild.backends import BACKEND_MODULES, get_backend
 
@@ -435,10 +435,14 @@ def _spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
     env = worker_environment(submit.get("env") if isinstance(submit.get("env"), dict) else os.environ)
     command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
                "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
-    return subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(pipe,),
-        cwd=submit.get("cwd") or "/", env={str(k): str(v) for k, v in env.items()},
-    )
+    try:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(pipe,),
+            cwd=submit.get("cwd") or "/", env={str(k): str(v) for k, v in env.items()},
+        )
+    except OSError:
+        os.unlink(submit_path)  # the child would have removed it
+        raise
 
 
 def _run_child(submit: dict, pipe: int) -> int:

@@ -292,9 +292,10 @@ class CudaBackend(Backend):
 
     def lowering_context(self, options):
         """Inductor's configuration for the lowering: deterministic kernel choices unless
-        ``max_autotune`` is on (then ExecuTorch's own options, unchanged)."""
+        ``max_autotune`` is on (then ExecuTorch's own options, unchanged). Either way, the C++
+        wrapper's size and stride arrays follow :func:`int_arrays_keyed_by_live_writers`."""
         if options.max_autotune:
-            return contextlib.nullcontext()
+            return int_arrays_keyed_by_live_writers()
         return reproducible_inductor()
 
     def emit_config(self, data_name, options):
@@ -390,7 +391,8 @@ def reproducible_inductor():
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
-        with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)), _first_working_config():
+        with inductor_config.patch(dict(REPRODUCIBLE_INDUCTOR)), _first_working_config(), \
+                int_arrays_keyed_by_live_writers():
             yield
     finally:
         for name, value in saved.items():
@@ -427,6 +429,43 @@ def _first_working_config():
         yield
     finally:
         CachingAutotuner.benchmark_all_configs = timed
+
+
+@contextlib.contextmanager
+def int_arrays_keyed_by_live_writers():
+    """The C++ wrapper declares its size and stride arrays where they are used, whatever the
+    addresses of Python objects.
+
+    Inductor's ``CppWrapperCpu.codegen_int_array_var`` (torch 2.11 to 2.13) reuses an array
+    already declared for the same values, keyed by ``id()`` of the object whose ``writeline``
+    declared it. Those objects are short-lived: once one is freed, a new one can get its address
+    and is handed the old variable with no declaration of its own. Seen on the H200: two cold
+    builds of the robot policy differed only there (``buf10`` took ``int_array_12`` in one and
+    declared ``int_array_14`` in the other), which changed every later array's number and the
+    ``.so``; and a variable declared in another buffer would not compile. Keeping each such
+    object alive for as long as the wrapper lives makes its ``id`` unique, so the reuse happens
+    only for the same writer, the same way in every build.
+    """
+    try:
+        from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    except ImportError:  # no C++ wrapper in this torch: nothing to key
+        yield
+        return
+    declare = CppWrapperCpu.codegen_int_array_var
+
+    @functools.wraps(declare)
+    def keeping_writers_alive(self, int_array, writeline, *args, **kwargs):
+        alive = self.__dict__.setdefault("_ptebuild_int_array_writers", {})
+        graph = kwargs.get("graph", args[1] if len(args) > 1 else None)
+        for keyed in (getattr(writeline, "__self__", writeline), graph):
+            alive[id(keyed)] = keyed
+        return declare(self, int_array, writeline, *args, **kwargs)
+
+    CppWrapperCpu.codegen_int_array_var = keeping_writers_alive
+    try:
+        yield
+    finally:
+        CppWrapperCpu.codegen_int_array_var = declare
 
 
 def _has_config(config, dotted: str) -> bool:

@@ -150,3 +150,30 @@ def test_kernels_with_several_configs_take_the_first_working_one(monkeypatch):
     assert min(timings, key=timings.get) == "first"
     assert timings == {"first": 0.0, "spills": float("inf"), "third": 2.0}
     assert CachingAutotuner.benchmark_all_configs(None) == measured  # restored
+
+
+@pytest.mark.parametrize("max_autotune", [False, True])
+def test_wrapper_declares_every_int_array_it_hands_out(max_autotune):
+    """Inductor keys its reuse of declared size/stride arrays by ``id()`` of a short-lived
+    writer: a new writer at a freed one's address got the old variable and no declaration (on
+    the H200 this made two cold builds differ). Under the lowering context, every writer that
+    is handed a variable has declared it itself."""
+    import torch
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.utils import IndentedBuffer
+    from torch._inductor.virtualized import V
+
+    options = cuda.options_model()(max_autotune=max_autotune)
+    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.ReLU()), aot_mode=True, cpp_wrapper=True)
+    undeclared = []
+    with get_backend("cuda").lowering_context(options), V.set_graph_handler(graph):
+        wrapper = CppWrapperCpu()
+        for attempt in range(50):  # freed writers' addresses come back within a few tries
+            writer = IndentedBuffer()
+            name = wrapper.codegen_int_array_var("{2L, 3L}", writer.writeline, graph=graph)
+            if f"{name}[]" not in writer.getvalue():
+                undeclared.append((attempt, name))
+            del writer
+    assert undeclared == []
+    assert not hasattr(CppWrapperCpu.codegen_int_array_var, "__wrapped__")  # restored

@@ -436,15 +436,18 @@ def int_arrays_keyed_by_live_writers():
     """The C++ wrapper declares its size and stride arrays where they are used, whatever the
     addresses of Python objects.
 
-    Inductor's ``CppWrapperCpu.codegen_int_array_var`` (torch 2.11 to 2.13) reuses an array
-    already declared for the same values, keyed by ``id()`` of the object whose ``writeline``
-    declared it. Those objects are short-lived: once one is freed, a new one can get its address
-    and is handed the old variable with no declaration of its own. Seen on the H200: two cold
+    Inductor's ``CppWrapperCpu.codegen_int_array_var`` reuses an array already declared for the
+    same values, keyed by ``id()`` of the ``writeline`` that declared it (torch 2.11: of the
+    bound method itself; 2.13: of the object it is bound to). Both are short-lived: once one is
+    freed, a new one can get its address and is handed the old variable with no declaration of
+    its own. Seen on the H200: two cold
     builds of the robot policy differed only there (``buf10`` took ``int_array_12`` in one and
     declared ``int_array_14`` in the other), which changed every later array's number and the
     ``.so``; and a variable declared in another buffer would not compile. Keeping each such
-    object alive for as long as the wrapper lives makes its ``id`` unique, so the reuse happens
-    only for the same writer, the same way in every build.
+    object (the method, what it is bound to, the graph) alive for as long as the wrapper lives
+    makes its ``id`` unique, so the reuse happens only for the same writer, the same way in
+    every build. PyTorch's own repository later took the same approach (its test
+    ``test_int_array_declared_in_every_fresh_writeline_target``).
     """
     try:
         from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
@@ -457,7 +460,7 @@ def int_arrays_keyed_by_live_writers():
     def keeping_writers_alive(self, int_array, writeline, *args, **kwargs):
         alive = self.__dict__.setdefault("_ptebuild_int_array_writers", {})
         graph = kwargs.get("graph", args[1] if len(args) > 1 else None)
-        for keyed in (getattr(writeline, "__self__", writeline), graph):
+        for keyed in (writeline, getattr(writeline, "__self__", None), graph):
             alive[id(keyed)] = keyed
         return declare(self, int_array, writeline, *args, **kwargs)
 

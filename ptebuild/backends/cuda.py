@@ -65,11 +65,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from ptebuild.backends import cuda_windows
 from ptebuild.backends.base import Backend, CheckTolerances
+from ptebuild.backends.cuda_windows import SHIM_LIBRARY_NAME
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"
 DATA_TAG = "aoti_cuda_blob"
-SHIM_LIBRARY_NAME = "aoti_cuda_shims"
 MINGW_GXX = "x86_64-w64-mingw32-g++"
 SHIM_DIR_ENV = "PTEBUILD_SHIM_LIBRARY_DIR"
 
@@ -191,6 +192,29 @@ def _cuda_toolkit_version() -> str | None:
     return None
 
 
+def _platform(options) -> str | None:
+    return options.get("platform") if isinstance(options, dict) else getattr(options, "platform", None)
+
+
+def _windows_facts() -> dict[str, str]:
+    """What else changes a Windows program's code: the MinGW compiler and the CUDA runtime DLL."""
+    facts = {"cuda.mingw": "none", "cuda.windows_cudart": "none"}
+    gxx = shutil.which(MINGW_GXX)
+    if gxx:
+        try:
+            done = subprocess.run([gxx, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, timeout=20)
+            facts["cuda.mingw"] = done.stdout.strip() or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            facts["cuda.mingw"] = "unknown"
+    home = os.environ.get("WINDOWS_CUDA_HOME")
+    dll = cuda_windows.cudart_dll(home) if home else None
+    if dll is not None:
+        import hashlib
+
+        facts["cuda.windows_cudart"] = f"{dll.name}:{hashlib.sha256(dll.read_bytes()).hexdigest()}"
+    return facts
+
+
 def windows_toolchain_problem() -> str | None:
     """What the Windows cross toolchain lacks on this machine (one line), or None."""
     gxx = shutil.which(MINGW_GXX)
@@ -215,6 +239,9 @@ def windows_toolchain_problem() -> str | None:
         return f"WINDOWS_CUDA_HOME={home} has no include/cuda_runtime.h"
     if not (Path(home, "lib", "x64", "cudart.lib").is_file() or Path(home, "lib", "cudart.lib").is_file()):
         return f"WINDOWS_CUDA_HOME={home} has no lib/x64/cudart.lib"
+    if cuda_windows.cudart_dll(home) is None:
+        return (f"WINDOWS_CUDA_HOME={home} has no bin/x64/cudart64_*.dll (MinGW's import library for the CUDA "
+                "runtime is made from it)")
     return None
 
 
@@ -240,6 +267,7 @@ class CudaBackend(Backend):
             "cuda.triton": _dist_version("triton", "pytorch-triton") or "none",
             "cuda.gpu_arch": arch,
             "cuda.compile_specs": json.dumps(compile_specs(options), sort_keys=True, separators=(",", ":")),
+            **(_windows_facts() if _platform(options) == "windows" else {}),
         }
 
     def can_build(self, options=None) -> str | None:
@@ -247,8 +275,7 @@ class CudaBackend(Backend):
             return NEEDS_GPU
         if shutil.which("g++") is None and shutil.which("c++") is None:
             return "AOTInductor needs a C++ compiler (g++) on PATH"
-        platform = options.get("platform") if isinstance(options, dict) else getattr(options, "platform", None)
-        if platform == "windows":
+        if _platform(options) == "windows":
             return windows_toolchain_problem()
         return None
 
@@ -283,7 +310,10 @@ class CudaBackend(Backend):
                     f"cannot lower for Windows: no {SHIM_LIBRARY_NAME}.lib from shim target "
                     f"{options.shim_library!r} (build it first; its folder: {folder or 'not given'})"
                 )
-            specs.append(CompileSpec("shim_library_path", str(Path(folder).resolve()).encode()))
+            link = cuda_windows.link_folder(
+                folder, os.environ["WINDOWS_CUDA_HOME"], inductor_cache_dir(), shutil.which(MINGW_GXX)
+            )
+            specs.append(CompileSpec("shim_library_path", str(link).encode()))
         names = [m.name for m in program.methods] if program is not None else ["forward"]
         return {
             name: [CudaPartitioner([EtCudaBackend.generate_method_name_compile_spec(name), *specs])]
@@ -326,6 +356,11 @@ class CudaBackend(Backend):
         key_cuda_weights_by_sha256(manager, config)
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+        if self.options_model.model_validate(program.options).platform == "windows":
+            figures = cuda_windows.check_windows_program(
+                program, pte, ptd, os.environ.get(SHIM_DIR_ENV), os.environ.get("WINDOWS_CUDA_HOME")
+            )
+            return figures, cuda_windows.CHECK_NAME
         return check_with_aoti_runner(model, program, pte, ptd), "aoti-runner-cuda"
 
 

@@ -5,9 +5,7 @@
 - Shared library: every declared export, PRIVATE included, must be defined. ELF (``.so``): the
   dynamic symbol table (``.dynsym``, found through the section table), defined symbols only
   (``st_shndx != SHN_UNDEF``), GLOBAL, WEAK or GNU_UNIQUE binding; read with pyelftools. PE
-  (``.dll``): the names of the export directory (data directory 0); the layout is in the PE/COFF
-  spec, "The .edata Section": u32 flags, time, u16 major, minor, u32 name RVA, ordinal base,
-  address count, name count, address table RVA, name pointer RVA, ordinal table RVA.
+  (``.dll``): the names of the export directory, read by :mod:`ptebuild.shims.pe`.
 """
 
 from __future__ import annotations
@@ -21,17 +19,6 @@ from ptebuild.shims.model import ShimList
 
 ELF_MAGIC = b"\x7fELF"
 DOS_MAGIC = b"MZ"
-PE_SIGNATURE = b"PE\0\0"
-DOS_LFANEW_OFFSET = 0x3C
-PE_FILE_HEADER = struct.Struct("<HHIIIHH")
-PE_OPTIONAL_MAGIC = struct.Struct("<H")
-PE32_MAGIC, PE32_PLUS_MAGIC = 0x10B, 0x20B
-# Offset of NumberOfRvaAndSizes in the optional header; the data directories follow it.
-PE_RVA_COUNT_OFFSET = {PE32_MAGIC: 92, PE32_PLUS_MAGIC: 108}
-PE_DATA_DIRECTORY = struct.Struct("<II")
-PE_SECTION_HEADER = struct.Struct("<8sIIIIIIHHI")
-PE_EXPORT_DIRECTORY = struct.Struct("<IIHHIIIIIII")
-U32_LE = struct.Struct("<I")
 DEFINED_BINDINGS = {"STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE", "STB_LOOS"}
 
 
@@ -102,55 +89,7 @@ def elf_defined_symbols(data: bytes, source: str) -> set[str]:
 
 
 def pe_exported_names(data: bytes, source: str) -> set[str]:
-    """Names in a PE image's export directory. Raises :class:`FormatError`."""
-    where = "DOS header"
-    try:
-        (pe_at,) = U32_LE.unpack_from(data, DOS_LFANEW_OFFSET)
-        where = "PE signature"
-        if data[pe_at : pe_at + 4] != PE_SIGNATURE:
-            raise FormatError(f"{source}: offset {pe_at}: no PE signature; pass a Windows DLL")
-        where = "COFF file header"
-        header_at = pe_at + 4
-        _machine, section_count, _t, _p, _n, optional_size, _flags = PE_FILE_HEADER.unpack_from(data, header_at)
-        optional_at = header_at + PE_FILE_HEADER.size
-        where = "optional header"
-        (magic,) = PE_OPTIONAL_MAGIC.unpack_from(data, optional_at)
-        if magic not in PE_RVA_COUNT_OFFSET:
-            raise FormatError(f"{source}: offset {optional_at}: unknown optional header magic 0x{magic:x}")
-        (directory_count,) = U32_LE.unpack_from(data, optional_at + PE_RVA_COUNT_OFFSET[magic])
-        sections_at = optional_at + optional_size
-        where = "section table"
-        sections = [PE_SECTION_HEADER.unpack_from(data, sections_at + i * PE_SECTION_HEADER.size) for i in range(section_count)]
-        if directory_count < 1:
-            return set()
-        export_rva, export_size = PE_DATA_DIRECTORY.unpack_from(data, optional_at + PE_RVA_COUNT_OFFSET[magic] + 4)
-        if export_rva == 0 or export_size == 0:
-            return set()
+    """Names in a PE image's export directory (:mod:`ptebuild.shims.pe`). Raises :class:`FormatError`."""
+    from ptebuild.shims.pe import PeImage
 
-        def file_offset(rva: int) -> int:
-            for _name, virtual_size, address, raw_size, raw_at, *_rest in sections:
-                if address <= rva < address + max(virtual_size, raw_size):
-                    offset = raw_at + rva - address
-                    if offset >= len(data):
-                        break
-                    return offset
-            raise FormatError(f"{source}: RVA 0x{rva:x} lies in no section of the file; the DLL is damaged")
-
-        where = "export directory"
-        directory = PE_EXPORT_DIRECTORY.unpack_from(data, file_offset(export_rva))
-        name_count, names_rva = directory[7], directory[9]
-        where = "export name table"
-        pointers_at = file_offset(names_rva) if name_count else 0
-        names = set()
-        for index in range(name_count):
-            (name_rva,) = U32_LE.unpack_from(data, pointers_at + 4 * index)
-            start = file_offset(name_rva)
-            end = data.find(b"\0", start)
-            if end < 0:
-                raise FormatError(f"{source}: offset {start}: export name is not NUL-terminated; the DLL is damaged")
-            names.add(data[start:end].decode("utf-8"))
-        return names
-    except struct.error:
-        raise FormatError(f"{source}: {where} truncated; the DLL is damaged") from None
-    except UnicodeDecodeError:
-        raise FormatError(f"{source}: an export name is not UTF-8; the DLL is damaged") from None
+    return set(PeImage(data, source).exports())

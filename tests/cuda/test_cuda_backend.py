@@ -54,6 +54,9 @@ def test_windows_names_a_missing_cuda_runtime(monkeypatch, tmp_path):
     assert cuda.windows_toolchain_problem() == f"WINDOWS_CUDA_HOME={tmp_path} has no lib/x64/cudart.lib"
     (tmp_path / "lib" / "x64").mkdir(parents=True)
     (tmp_path / "lib" / "x64" / "cudart.lib").write_text("")
+    assert cuda.windows_toolchain_problem().startswith(f"WINDOWS_CUDA_HOME={tmp_path} has no bin/x64/cudart64_*.dll")
+    (tmp_path / "bin" / "x86_64").mkdir(parents=True)
+    (tmp_path / "bin" / "x86_64" / "cudart64_13.dll").write_text("")  # the PyPI wheel's layout
     assert cuda.windows_toolchain_problem() is None
     fake.write_text("#!/bin/sh\necho 'Thread model: win32' >&2\n")
     assert "win32-threads flavour" in cuda.windows_toolchain_problem()

@@ -198,7 +198,11 @@ def _platform(options) -> str | None:
 
 def _windows_facts() -> dict[str, str]:
     """What else changes a Windows program's code: the MinGW compiler and the CUDA runtime DLL."""
-    facts = {"cuda.mingw": "none", "cuda.windows_cudart": "none"}
+    facts = {
+        "cuda.mingw": "none",
+        "cuda.windows_cudart": "none",
+        "cuda.source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH") or FIXED_SOURCE_DATE_EPOCH,
+    }
     gxx = shutil.which(MINGW_GXX)
     if gxx:
         try:
@@ -378,6 +382,21 @@ PATH_AND_TIME_FREE_ENV = {"TRITON_DISABLE_LINE_INFO": "1"}
 modification time (seen on the H200: two cold builds' cubins differed in exactly those two
 bytes of ``.debug_line``); without them a kernel's binary follows from its PTX alone."""
 
+FIXED_SOURCE_DATE_EPOCH = "315532800"
+"""1980-01-01, as in wheels. MinGW's ld writes the link time into each Windows DLL's COFF header
+unless ``SOURCE_DATE_EPOCH`` is set (seen on the H200: two cold builds of a Windows program had
+identical weights and differing ``.pte`` files); GCC's ``__DATE__`` follows it too. A value the
+environment sets is kept."""
+
+
+def reproducible_environment() -> dict[str, str]:
+    """The variables a reproducible lowering sets (its compilers and linkers inherit them)."""
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(),
+        **PATH_AND_TIME_FREE_ENV,
+        "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH") or FIXED_SOURCE_DATE_EPOCH,
+    }
+
 
 def inductor_cache_dir() -> str:
     """Where Inductor keeps its compiled files during a CUDA lowering.
@@ -404,7 +423,8 @@ def inductor_cache_dir() -> str:
 def reproducible_inductor():
     """Lowering whose bytes depend on no timing: :data:`REPRODUCIBLE_INDUCTOR` in
     ``torch._inductor.config``, Inductor's cache at :func:`inductor_cache_dir`, Triton without
-    line tables (:data:`PATH_AND_TIME_FREE_ENV`; set in the environment, which Inductor's compile
+    line tables (:data:`PATH_AND_TIME_FREE_ENV`), linkers at a fixed time
+    (:data:`FIXED_SOURCE_DATE_EPOCH`): :func:`reproducible_environment`, set in the environment, which Inductor's compile
     workers inherit when the lowering starts them).
 
     ExecuTorch's compile options (``max_autotune`` off, Triton-only GEMM and convolution
@@ -422,7 +442,7 @@ def reproducible_inductor():
             "need torch >= 2.9; or set compile_specs max_autotune = true (kernels chosen by timing, "
             "not byte-reproducible)"
         )
-    environment = {"TORCHINDUCTOR_CACHE_DIR": inductor_cache_dir(), **PATH_AND_TIME_FREE_ENV}
+    environment = reproducible_environment()
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -95,10 +96,23 @@ def test_reproducible_mode_is_on_only_during_lowering():
     backend = get_backend("cuda")
     options = backend.options_model.model_validate({})
     before = inductor_config.deterministic
+    had_epoch = "SOURCE_DATE_EPOCH" in os.environ
     with backend.lowering_context(options):
         assert inductor_config.deterministic and inductor_config.max_autotune_gemm
         assert not inductor_config.triton.autotune_pointwise
+        assert os.environ["SOURCE_DATE_EPOCH"] == (os.environ.get("SOURCE_DATE_EPOCH") if had_epoch else cuda.FIXED_SOURCE_DATE_EPOCH)
     assert inductor_config.deterministic == before
+    assert ("SOURCE_DATE_EPOCH" in os.environ) == had_epoch
+
+
+def test_a_source_date_epoch_of_the_environment_is_kept(monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert cuda.reproducible_environment()["SOURCE_DATE_EPOCH"] == "1700000000"
+    windows = get_backend("cuda").options_model.model_validate({"platform": "windows", "shim_library": "aoti_cuda_shims"})
+    assert get_backend("cuda").toolchain_facts(windows)["cuda.source_date_epoch"] == "1700000000"
+    assert "cuda.source_date_epoch" not in get_backend("cuda").toolchain_facts(get_backend("cuda").options_model.model_validate({}))
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    assert cuda.reproducible_environment()["SOURCE_DATE_EPOCH"] == cuda.FIXED_SOURCE_DATE_EPOCH
 
 
 def test_max_autotune_keeps_inductor_as_executorch_sets_it():

@@ -82,12 +82,12 @@ def test_link_folder_holds_both_import_libraries_at_a_path_of_their_contents(win
 STATIC_RUNTIME = ("-static-libstdc++", "-static-libgcc", "-Wl,-Bstatic", "-lwinpthread", "-Wl,-Bdynamic")  # as AOTInductor links
 
 
-def _link(tmp_path: Path, folders: list[Path], *extra: str) -> bytes:
+def _link(tmp_path: Path, folders: list[Path], *extra: str, env: dict | None = None) -> bytes:
     gxx = require_tool(MINGW_GXX)
     (tmp_path / "program.cpp").write_text(PROGRAM_SOURCE)
     command = [gxx, "program.cpp", "-O2", "-shared", "-std=c++17", *extra, "-o", "program.dll",
                "-laoti_cuda_shims", "-lcudart", *(f"-L{f}" for f in folders)]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return (tmp_path / "program.dll").read_bytes()
 
@@ -143,3 +143,29 @@ def test_check_refuses_what_is_not_an_x86_64_dll(tmp_path):
         subprocess.run([clang, "--target=x86_64-pc-windows-msvc", "-c", "a.c", "-o", "a.obj"], cwd=tmp_path, check=True)
         subprocess.run([lld_link, "/nodefaultlib", "/entry:main", "/out:a.exe", "a.obj"], cwd=tmp_path, check=True)
         cuda_windows.check_dll((tmp_path / "a.exe").read_bytes(), "a.exe", {}, "aoti_cuda_shims.dll")
+
+
+def test_dll_bytes_repeat_under_the_lowering_environment(windows_cuda_home, shim_dir, tmp_path):
+    """MinGW's ld stamps each DLL with the link time unless SOURCE_DATE_EPOCH is set, as the
+    lowering sets it: two links a second apart, at one path, differ without it and not with it."""
+    import os
+    import time
+
+    from ptebuild.backends import cuda
+
+    gxx = require_tool(MINGW_GXX)
+    folder = cuda_windows.link_folder(shim_dir, windows_cuda_home, tmp_path / "root", gxx)
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+
+    def twice(environment):
+        results = []
+        for _ in range(2):
+            (tmp_path / "program.dll").unlink(missing_ok=True)
+            results.append(_link(tmp_path, [folder], *STATIC_RUNTIME, env=environment))
+            time.sleep(1.1)
+        return results
+
+    first, second = twice(env)
+    assert first != second
+    first, second = twice({**env, "SOURCE_DATE_EPOCH": cuda.reproducible_environment()["SOURCE_DATE_EPOCH"]})
+    assert first == second

@@ -196,7 +196,9 @@ def inspect_pte(path: str | Path) -> PteInspection:
 
     path = Path(path)
     source = str(path)
-    needs = tuple(sorted(read_pte(path).required_keys))
+    from ptebuild.runtime.loader import with_cuda_keys
+
+    needs = tuple(sorted(with_cuda_keys(read_pte(path)).required_keys))
     with open(path, "rb") as f:
         size = file_size(f)
         layout = _read_layout(f, source)
@@ -414,6 +416,7 @@ def _delegate(
     f, index: int, method: str, delegate: Table, inline: list[Table], segments: list[tuple[int, int]], notes: list[str]
 ) -> DelegateInfo:
     from ptebuild.runtime.pte_file import DataLocation, _delegate_blob
+    from ptebuild.runtime import cuda_payload
     from ptebuild.runtime.xnnpack_blob import BACKEND_ID, xnnpack_named_keys
 
     source = delegate.view.source
@@ -436,6 +439,13 @@ def _delegate(
     if backend == BACKEND_ID:
         try:
             keys = tuple(sorted(xnnpack_named_keys(_delegate_blob(f, delegate, inline, segments, where), where)))
+        except FormatError as exc:
+            notes.append(f"cannot list the keys of method {method!r} delegate {index}: {exc}")
+    elif backend == cuda_payload.BACKEND_ID:
+        try:
+            blob = _delegate_blob(f, delegate, inline, segments, where)
+            if cuda_payload.is_cuda_payload(blob):
+                keys = tuple(sorted(cuda_payload.decode(blob, where).keys))
         except FormatError as exc:
             notes.append(f"cannot list the keys of method {method!r} delegate {index}: {exc}")
     return DelegateInfo(

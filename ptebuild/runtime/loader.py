@@ -96,7 +96,7 @@ def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool =
     """The checks of :func:`load`, without loading; imports neither torch nor executorch."""
     if isinstance(data, (str, Path)):
         data = [data]  # one path, not a sequence of one-letter paths
-    program = _with_cuda_keys(read_pte(pte))
+    program = with_cuda_keys(read_pte(pte))
     ptds = [read_ptd(path) for path in data]
     _require_keys(program, ptds)
     if verify_bytes:
@@ -105,7 +105,7 @@ def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool =
     return CheckedFiles(program, _single_data_file(program, ptds))
 
 
-def _with_cuda_keys(program: PteFile) -> PteFile:
+def with_cuda_keys(program: PteFile) -> PteFile:
     """``program`` with its CUDA delegates' keys (:mod:`.cuda_payload`) listed, no longer opaque."""
     if not any(backend == CUDA_BACKEND_ID for _, backend in program.opaque_delegates):
         return program

@@ -67,3 +67,15 @@ def _digest(fqn: str) -> str:
 
     (delegate,) = read_cuda_delegates(PTE)
     return next(w.storage_key for w in delegate.payload.weights if w.fqn == fqn).rpartition(":")[2]
+
+
+def test_inspect_lists_the_keys_a_cuda_program_needs():
+    """``ptebuild inspect`` reads the CUDA payload like the loader: its weight keys, not 'unknown'."""
+    from ptebuild.runtime.inspect import describe, inspect
+
+    result = inspect(PTE)
+    needed = check(PTE, [OWN]).pte.required_keys
+    assert set(result.needs) == needed and len(needed) == 3
+    (delegate,) = result.methods[0].delegates
+    assert delegate.keys is not None and set(delegate.keys) >= needed
+    assert f"needs from a .ptd: {len(needed)} keys" in describe(result)

@@ -3,7 +3,7 @@
 #   ./bootstrap.sh          the build tool
 #   ./bootstrap.sh --test   also the test dependencies (with Ray, for the executor tests), and the Debian tools the tests use
 #                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git;
-#                           nginx for the remote-cache tests)
+#                           nginx for the remote-cache tests; MinGW-w64 for the CUDA Windows link tests)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,7 +11,7 @@ extras=""
 if [ "${1:-}" = "--test" ]; then
   extras="[test,ray]"
   missing=""
-  for tool in clang lld-link llvm-dlltool llvm-dlltool-19 llvm-readobj gcc git; do
+  for tool in clang lld-link llvm-dlltool llvm-dlltool-19 llvm-readobj gcc git x86_64-w64-mingw32-g++; do
     command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
   done
   # nginx (WebDAV PUT) serves the remote-cache tests; /usr/sbin is not on every PATH.
@@ -21,7 +21,7 @@ if [ "${1:-}" = "--test" ]; then
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-      clang lld llvm llvm-19 gcc git nginx >/dev/null
+      clang lld llvm llvm-19 gcc git nginx g++-mingw-w64-x86-64-posix >/dev/null
   fi
 fi
 

@@ -1,0 +1,58 @@
+"""A real Windows CUDA program (built on the GPU machine, committed in data/windows/): the loader
+pairs it with its own weights only, and its DLL needs only shims the shipped list declares."""
+
+from __future__ import annotations
+
+import lzma
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
+from shim_tools import SHIPPED_DEF  # noqa: E402
+
+from ptebuild.backends import cuda_windows  # noqa: E402
+from ptebuild.errors import CheckError, LoadError  # noqa: E402
+from ptebuild.runtime import check  # noqa: E402
+from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data  # noqa: E402
+from ptebuild.shims import load_shim_list  # noqa: E402
+from ptebuild.shims.pe import MACHINE_AMD64, PeImage  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+WINDOWS = DATA / "windows"
+
+
+@pytest.fixture(scope="module")
+def pte(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("windows") / "tiny_cuda_windows.pte"
+    path.write_bytes(lzma.decompress((WINDOWS / "tiny_cuda_windows.pte.xz").read_bytes()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def dll(pte) -> bytes:
+    (delegate,) = read_cuda_delegates(pte)
+    return read_pte_named_data(pte, delegate.payload.so_blob_key)
+
+
+def test_pairs_with_its_own_weights_only(pte):
+    checked = check(pte, [WINDOWS / "tiny_cuda_windows_weights.ptd"], verify_bytes=True)
+    assert len(checked.pte.required_keys) == 3
+    with pytest.raises(LoadError, match="needs key 'cuda_fqn_weight:cuda:"):
+        check(pte, [DATA / "tiny_cuda_b_weights.ptd"])
+
+
+def test_its_code_is_a_self_contained_windows_dll(dll):
+    image = PeImage(dll, "forward")
+    assert image.machine == MACHINE_AMD64 and image.is_dll
+    assert sorted(image.imports()) == ["KERNEL32.dll", "aoti_cuda_shims.dll", "cudart64_13.dll", "msvcrt.dll"]
+
+
+def test_the_shipped_shim_list_covers_what_the_dll_imports(dll):
+    shims = load_shim_list(SHIPPED_DEF)
+    imports = cuda_windows.check_dll(dll, "forward", {shims.dll: shims.names()}, shims.dll)
+    assert imports["aoti_cuda_shims.dll"] == 23
+    used = sorted(str(name) for name in PeImage(dll, "forward").imports()["aoti_cuda_shims.dll"])
+    with pytest.raises(CheckError, match=f"imports {used[0]} from aoti_cuda_shims.dll, which does not export it"):
+        cuda_windows.check_dll(dll, "forward", {shims.dll: shims.names() - {used[0]}}, shims.dll)

@@ -12,7 +12,8 @@ Compile specs (``compile_specs = {...}`` on a program, ``compile_specs.cuda = {.
 
 - ``platform``: ``"linux"`` (default) or ``"windows"`` (cross-compiled with MinGW-w64, linked
   against ``shim_library``, a ``[shims.*]`` target of the manifest that must be called
-  ``aoti_cuda_shims``: AOTInductor links that library name);
+  ``aoti_cuda_shims``: AOTInductor links that library name; the link folder and the Windows
+  check are in :mod:`ptebuild.backends.cuda_windows`);
 - ``low_memory_mode``, ``max_autotune``, ``emulate_precision_casts``, ``triton_kernel_mode``:
   booleans, passed to ExecuTorch as ``ON``/``OFF`` (defaults: off, off, on, on).
 
@@ -48,7 +49,8 @@ the current device's capability), and the compile specs.
 The build check (:meth:`CudaBackend.check`, ``"aoti-runner-cuda"``): ExecuTorch's pip runtime
 has no CUDA backend, so each method's own compiled ``.so``, taken from the ``.pte``, runs through
 PyTorch's ``AOTIModelContainerRunnerCuda`` with the weights read from the ``.ptd`` by the keys in
-the ``.pte``'s payload, and is compared with eager PyTorch on the GPU.
+the ``.pte``'s payload, and is compared with eager PyTorch on the GPU. A Windows program's DLL
+cannot run here: its check is ``"windows-imports"`` (:func:`cuda_windows.check_windows_program`).
 """
 
 from __future__ import annotations

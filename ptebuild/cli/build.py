@@ -149,8 +149,8 @@ def _summary(results, out_dir: Path, elapsed: float) -> str:
             worst = max(f["max_abs_error"] for f in r.figures)
             cosine = min(f["cosine"] for f in r.figures)
             check = f"err {worst:.1e} cos {cosine:.6f}"
-        else:
-            check = "-"
+        else:  # a check without numbers (a Windows program's imports): its name
+            check = getattr(r, "check", "") or "-"
         outputs = ", ".join(f"{o.name} ({format_size(o.size)})" for o in r.outputs) or "-"
         status = str(r.status) + (" (remote)" if r.source is not None and r.source.value == "remote" else "")
         rows.append((r.name, r.backend or "shims", status, f"{r.seconds:.1f}", check, outputs))

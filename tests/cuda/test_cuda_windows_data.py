@@ -56,3 +56,16 @@ def test_the_shipped_shim_list_covers_what_the_dll_imports(dll):
     used = sorted(str(name) for name in PeImage(dll, "forward").imports()["aoti_cuda_shims.dll"])
     with pytest.raises(CheckError, match=f"imports {used[0]} from aoti_cuda_shims.dll, which does not export it"):
         cuda_windows.check_dll(dll, "forward", {shims.dll: shims.names() - {used[0]}}, shims.dll)
+
+
+def test_the_build_summary_names_a_check_without_numbers():
+    """The human summary shows error and cosine for numeric checks, the check's name otherwise."""
+    from ptebuild.cli.build import _summary
+    from ptebuild.results import Status, TargetResult
+
+    windows = TargetResult("tiny_cuda_windows", "program", "cuda", status=Status.BUILT, check=cuda_windows.CHECK_NAME,
+                           figures=({"method": "forward", "dll_bytes": 3404317, "imports": {"aoti_cuda_shims.dll": 23}},))
+    linux = TargetResult("tiny_cuda_a", "program", "cuda", status=Status.BUILT, check="aoti-runner-cuda",
+                         figures=({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 2e-7, "cosine": 1.0},))
+    lines = _summary([windows, linux], Path("out"), 1.0).splitlines()
+    assert "windows-imports" in lines[1] and "err 2.0e-07 cos 1.000000" in lines[2]

@@ -464,9 +464,11 @@ def _first_working_config():
     """Triton kernels that keep several configs pick the first one that compiles and runs.
 
     Inductor's deterministic mode (torch 2.11 on the H200) can leave a kernel with several
-    configs, timed when the AOTInductor wrapper is generated. Seen there: two cold builds of the
-    robot policy had one symbol more or less in each method's ``.so``; with this choice,
-    ``predict_actions`` came out byte-identical and the symbol counts matched. The timings are
+    configs, timed when the AOTInductor wrapper is generated. Two cold builds of the robot policy
+    had one symbol more or less in each method's ``.so`` before this choice, and matching symbol
+    counts after it; the remaining difference then was the wrapper's int arrays
+    (:func:`int_arrays_keyed_by_live_writers`), so how much each change did alone was not
+    measured. The timings are
     still taken (a config that spills registers or fails stays out: that is a property of the
     code), but the choice among the working ones follows the configs' order, not the clock.
     """

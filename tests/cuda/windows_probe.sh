@@ -1,6 +1,7 @@
 #!/bin/bash
-# On the GPU machine: lower tests/cuda/tiny_cuda_windows.toml (a CUDA program for Windows,
-# cross-compiled with MinGW-w64) through `ptebuild build`, and keep what comes out in $OUT.
+# On the GPU machine: lower PROGRAM of MANIFEST (default: tiny_cuda_windows of
+# tests/cuda/tiny_cuda_windows.toml), a CUDA program for Windows cross-compiled with MinGW-w64,
+# through `ptebuild build`, and keep what comes out in $OUT.
 # Needs, in the git-ignored .wintools/ (carried to the machine beside .whl/):
 #   mingw.tar.xz   Debian bookworm's g++-mingw-w64-x86-64-posix and its dependencies, unpacked
 #                  (dpkg -x), without lto1, cc1, Ada/Fortran, docs, gcc plugin headers and a
@@ -10,6 +11,8 @@
 # If the CLI build fails, the program is lowered directly (no check) so its files still come back;
 # if it passes, a second cold build says whether the bytes repeat (TWICE=0 skips it).
 set -u
+MANIFEST=${1:-tests/cuda/tiny_cuda_windows.toml}
+PROGRAM=${2:-tiny_cuda_windows}
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >"$OUT/install.log" 2>&1 || exit 1
@@ -25,11 +28,11 @@ export WINDOWS_CUDA_HOME=/tmp/wincuda/nvidia/cu13
 { x86_64-w64-mingw32-g++ -v 2>&1 | tail -n 1; ldd /tmp/mingw/usr/lib/gcc/x86_64-w64-mingw32/12-posix/cc1plus | grep -c "not found"
   python3 -c "from ptebuild.backends.cuda import windows_toolchain_problem as p; print('toolchain problem:', p())"; } >"$OUT/toolchain.txt" 2>&1
 cat "$OUT/toolchain.txt"
-/usr/bin/time -f "cli build %e s" timeout ${BUILD_TIMEOUT:-300} python3 -m ptebuild build tests/cuda/tiny_cuda_windows.toml \
+/usr/bin/time -f "cli build %e s" timeout ${BUILD_TIMEOUT:-300} python3 -m ptebuild build $MANIFEST \
   --out /tmp/winout --no-cache --json --jobs 1 --no-daemon >"$OUT/build.json" 2>"$OUT/build.err"
 echo "cli build rc=$?"; tail -n 5 "$OUT/build.err"
-if [ ! -f /tmp/winout/tiny_cuda_windows.pte ]; then
-  timeout ${BUILD_TIMEOUT:-300} python3 - <<'PY' >"$OUT/direct.log" 2>&1
+if [ ! -f /tmp/winout/$PROGRAM.pte ]; then
+  MANIFEST=$MANIFEST PROGRAM=$PROGRAM timeout ${BUILD_TIMEOUT:-300} python3 - <<'PY' >"$OUT/direct.log" 2>&1
 import os, sys, shutil, traceback
 from pathlib import Path
 sys.path.insert(0, "tests/cuda")
@@ -38,8 +41,8 @@ from ptebuild.builder.examples import make_inputs
 from ptebuild.builder.lowering import lower
 from ptebuild.builder.model_loading import build_model
 from ptebuild.manifest import load_manifest
-plan = load_manifest("tests/cuda/tiny_cuda_windows.toml")
-program = next(p for p in plan.programs if p.name == "tiny_cuda_windows")
+plan = load_manifest(os.environ["MANIFEST"])
+program = next(p for p in plan.programs if p.name == os.environ["PROGRAM"])
 model = build_model(program, Path(plan.manifest_dir), plan.manifest)
 inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
 lowered = lower(model, program, inputs, Path("/tmp/winout/direct"), print)
@@ -49,14 +52,14 @@ print("direct lowering wrote", sorted(lowered.files))
 PY
   echo "direct lowering rc=$?"; tail -n 30 "$OUT/direct.log"
 fi
-if [ -f /tmp/winout/tiny_cuda_windows.pte ] && [ "${TWICE:-1}" = 1 ]; then
+if [ -f /tmp/winout/$PROGRAM.pte ] && [ "${TWICE:-1}" = 1 ]; then
   # A second cold build (Inductor's and Triton's caches emptied, same paths): the same bytes?
   rm -rf /tmp/torchinductor_root ~/.triton/cache "${TRITON_CACHE_DIR:-/nonexistent}"
-  timeout ${BUILD_TIMEOUT:-300} python3 -m ptebuild build tests/cuda/tiny_cuda_windows.toml \
+  timeout ${BUILD_TIMEOUT:-300} python3 -m ptebuild build $MANIFEST \
     --out /tmp/winout2 --no-cache --json --jobs 1 --no-daemon >"$OUT/build2.json" 2>>"$OUT/build.err"
   echo "second cli build rc=$?"
   (cd /tmp && sha256sum winout/*.pte winout/*.ptd winout2/*.pte winout2/*.ptd) | tee "$OUT/sha256.txt"
-  cmp -s /tmp/winout/tiny_cuda_windows.pte /tmp/winout2/tiny_cuda_windows.pte || cp /tmp/winout2/tiny_cuda_windows.pte "$OUT/second.pte"
+  cmp -s /tmp/winout/$PROGRAM.pte /tmp/winout2/$PROGRAM.pte || cp /tmp/winout2/$PROGRAM.pte "$OUT/second.pte"
 fi
 python3 -m ptebuild verify /tmp/winout --bytes >>"$OUT/build.err" 2>&1; echo "verify rc=$?"
 cp /tmp/winout/*.pte /tmp/winout/*.ptd "$OUT/" 2>/dev/null

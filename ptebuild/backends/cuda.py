@@ -513,7 +513,10 @@ def int_arrays_keyed_by_live_writers():
     except ImportError:  # no C++ wrapper in this torch: nothing to key
         yield
         return
-    declare = CppWrapperCpu.codegen_int_array_var
+    declare = getattr(CppWrapperCpu, "codegen_int_array_var", None)
+    if declare is None:  # a torch without this cache
+        yield
+        return
 
     @functools.wraps(declare)
     def keeping_writers_alive(self, int_array, writeline, *args, **kwargs):

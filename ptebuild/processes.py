@@ -55,8 +55,8 @@ def describe_wait_status(status: int) -> str:
     return describe_exit(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
-def last_words(log_path: str) -> str:
-    """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
+def last_line(log_path: str | os.PathLike) -> str:
+    """The last non-blank line of a log (at most 300 characters), or "" if none or unreadable."""
     try:
         with open(log_path, "rb") as log:
             log.seek(0, os.SEEK_END)
@@ -64,4 +64,10 @@ def last_words(log_path: str) -> str:
             lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return f"; it last printed: {lines[-1][:300]}" if lines else ""
+    return lines[-1][:300] if lines else ""
+
+
+def last_words(log_path: str | os.PathLike) -> str:
+    """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
+    line = last_line(log_path)
+    return f"; it last printed: {line}" if line else ""

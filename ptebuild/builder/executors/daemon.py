@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.daemon import protocol
-from ptebuild.processes import pid_alive
+from ptebuild.processes import last_line, pid_alive
 from ptebuild.results import FailureKind
 
 START_SECONDS = 180.0
@@ -35,17 +35,6 @@ ATTEMPTS = 2
 
 
 
-
-
-def _last_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 4096))
-            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:300] if lines else ""
 
 
 def retire_idle_servers(keep: Path) -> list[int]:
@@ -235,7 +224,7 @@ class DaemonExecutor:
         self._announced = False
 
     def _fail_waiting(self, events: list[Event], why: str) -> None:
-        last = _last_line(self.log_path)
+        last = last_line(self.log_path)
         message = f"{why} (log: {self.log_path}{'; it last printed: ' + last if last else ''}); build with --no-daemon"
         for task in self._waiting:
             events.append(Event(task.task_id, EventKind.FAILED, message))

@@ -59,6 +59,11 @@ class BuildError(PtebuildError):
     """Lowering, serialising or checking a program failed (exit 1)."""
 
 
+class StaleWorker(BuildError):
+    """A long-lived worker's imported libraries are no longer what is installed: a new worker
+    process must run the task (executors retry it there)."""
+
+
 class CheckError(BuildError):
     """A built program disagrees with eager PyTorch beyond its tolerances."""
 

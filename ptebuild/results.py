@@ -47,6 +47,9 @@ class FailureKind(str, enum.Enum):
 
     MANIFEST = "manifest"
     BUILD = "build"
+    STALE = "stale"
+    """The worker's imported libraries changed on disk since it imported them: run the task again
+    in a new worker process (never reported as such unless that fails too)."""
 
 
 class Source(str, enum.Enum):

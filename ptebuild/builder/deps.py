@@ -30,6 +30,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.results import Dependencies
@@ -57,28 +58,43 @@ def _entries(path: Iterable[str]) -> list[str]:
     return out
 
 
-def installed_versions(path: Iterable[str] | None = None) -> dict[str, str]:
-    """Normalised distribution name -> version, from the dist-info folders on ``path``.
+@dataclass(frozen=True)
+class InstalledDist:
+    """One distribution as installed now: its version and the ``.dist-info`` folders saying so."""
 
-    The first entry that has a distribution wins, as for imports. Two versions of one
-    distribution in one folder (a ``pip install --target`` leaves the old dist-info) read as
-    both, ``"1.0|1.1"``, so that any change to either is seen. No metadata file is read.
+    version: str
+    """``"1.0"``; two in one folder (a ``pip install --target`` leaves the old one) read ``"1.0|1.1"``."""
+    paths: tuple[str, ...]
+
+
+def installed_dists(path: Iterable[str] | None = None) -> dict[str, InstalledDist]:
+    """Normalised distribution name -> what is installed, from the dist-info folders on ``path``.
+
+    The first entry that has a distribution wins, as for imports. No metadata file is read: one
+    ``listdir`` per entry.
     """
-    versions: dict[str, str] = {}
+    found: dict[str, InstalledDist] = {}
     for entry in _entries(sys.path if path is None else path):
         try:
             names = sorted(os.listdir(entry))
         except OSError:
             continue
-        here: dict[str, list[str]] = {}
+        here: dict[str, list[tuple[str, str]]] = {}
         for name in names:
             if name.endswith((".dist-info", ".egg-info")):
                 match = _DIST_INFO.match(name)
                 if match:
-                    here.setdefault(normalize(match["name"]), []).append(match["version"])
-        for dist, found in here.items():
-            versions.setdefault(dist, "|".join(sorted(set(found))))
-    return versions
+                    here.setdefault(normalize(match["name"]), []).append((match["version"], os.path.join(entry, name)))
+        for dist, items in here.items():
+            if dist not in found:
+                versions = "|".join(sorted({version for version, _ in items}))
+                found[dist] = InstalledDist(versions, tuple(sorted(p for _, p in items)))
+    return found
+
+
+def installed_versions(path: Iterable[str] | None = None) -> dict[str, str]:
+    """Normalised distribution name -> version (:func:`installed_dists`), e.g. ``"1.0"`` or ``"1.0|1.1"``."""
+    return {name: dist.version for name, dist in installed_dists(path).items()}
 
 
 def _under(path: str, folders: list[str]) -> str | None:

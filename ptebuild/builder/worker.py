@@ -25,12 +25,16 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from ptebuild.builder import imported
 from ptebuild.builder.tasks import Task, TaskResult
-from ptebuild.errors import ManifestError, PtebuildError
+from ptebuild.errors import BuildError, ManifestError, PtebuildError, StaleWorker
 from ptebuild.results import OutputFile
 
-
 _baseline: frozenset[str] = frozenset()
+_imported: dict[str, imported.ImportedDist] = {}
+"""The distributions this process has imported, as installed when it did (:mod:`.imported`)."""
+_attributed: set[str] = set()
+"""The modules whose distributions :data:`_imported` already accounts for."""
 
 
 def prepare_worker() -> None:
@@ -51,6 +55,25 @@ def prepare_worker() -> None:
     import ptebuild.builder.lowering  # noqa: F401
 
     _baseline = frozenset(sys.modules)
+    _note_imports()
+
+
+def _note_imports() -> None:
+    """Add the distributions of modules imported since the last call to :data:`_imported`."""
+    new = [name for name in list(sys.modules) if name not in _attributed]
+    for name, dist in imported.snapshot(new).items():
+        _imported.setdefault(name, dist)
+    _attributed.update(new)
+
+
+_changed_during_task: list[str] = []
+"""A library that changed while a task ran: this process may hold either version, for good."""
+
+
+def stale_toolchain() -> str | None:
+    """Why this process must not run another task (a library it imported changed on disk), or None."""
+    lines = _changed_during_task + imported.changes(_imported)
+    return "; ".join(lines) + " since this worker process imported it" if lines else None
 
 
 def _user_modules() -> list[str]:
@@ -94,18 +117,22 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     import tempfile
 
     from ptebuild.backends import get_backend
-    from ptebuild.builder.deps import discover
+    from ptebuild.builder.deps import STARTUP_PATH, discover, installed_dists
     from ptebuild.builder.examples import make_inputs
     from ptebuild.builder.lowering import lower
     from ptebuild.builder.model_loading import build_model
     from ptebuild.manifest.plan import BuildPlan
     from ptebuild.store.hashing import hash_file
 
+    stale = stale_toolchain()
+    if stale is not None:
+        raise StaleWorker(stale)
     fresh_state()
     started = time.monotonic()
     plan = BuildPlan.from_json(task.plan_json, manifest=task.manifest, manifest_dir=task.manifest_dir)
     program = next(p for p in plan.programs if p.name == task.program)
     manifest_dir = Path(plan.manifest_dir)
+    installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
     try:
         progress("building the model")
@@ -122,6 +149,15 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             )
             figures = [f.to_json() for f in checked]
         deps = discover(manifest_dir, hash_file)
+        for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
+            before = installed_at_start.get(dist)
+            if before is None or before.version != version:
+                _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
+                raise BuildError(
+                    f"distribution {dist} changed while the program was lowered "
+                    f"({before.version if before else 'not installed'} -> {version}); build again",
+                    location=f"programs.{program.name}",
+                )
         outputs = []
         for name, path in sorted(lowered.files.items()):
             digest, size = hash_file(path)
@@ -140,6 +176,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             node=socket.gethostname(),
         )
     finally:
+        _note_imports()  # what this task imported from installed distributions stays loaded
         if not task.staging:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -210,6 +247,8 @@ def execute(task: Task, progress: Callable[[str], None]) -> tuple[str, tuple]:
     where = f"programs.{task.program}"
     try:
         return "done", (run_task(task, progress),)
+    except StaleWorker as exc:
+        return "failed", ("stale", exc.message, "", where)
     except ManifestError as exc:
         return "failed", ("manifest", str(exc), "", "")
     except PtebuildError as exc:

@@ -146,6 +146,9 @@ class Server:
         self.listener: socket.socket | None = None
         self.last_busy = time.monotonic()
         self.stopping = False
+        self.retired = ""
+        """Why this server takes no more tasks (a library it imported changed on disk): it has
+        given up its socket and lock to a new server, and exits once its running tasks are done."""
         _sweep_log_dirs(sock_path.parent)
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"children-{os.getpid()}-", dir=sock_path.parent))
 
@@ -168,6 +171,9 @@ class Server:
                         self._from_child(owner)
                 self._dispatch()
                 self._check_memory()
+                if self.retired and not self.children:
+                    print("retired, and no task left: exiting", flush=True)
+                    break
                 if self.clients or self.children or self.queue:
                     self.last_busy = time.monotonic()
                 elif time.monotonic() - self.last_busy > self.idle:
@@ -287,6 +293,17 @@ class Server:
     # -- children -------------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
+        if self.queue and not self.retired:
+            from ptebuild.builder.worker import stale_toolchain
+
+            stale = stale_toolchain()
+            if stale is not None:
+                self._retire(stale)
+        if self.retired:
+            for client, submit in self.queue:
+                self._send(client, {"op": "retry", "task_id": submit["task"]["task_id"], "reason": self.retired})
+            self.queue.clear()
+            return
         while self.queue and len(self.children) < self.jobs and not self.stopping:
             client, submit = self.queue.popleft()
             task = submit["task"]
@@ -343,6 +360,26 @@ class Server:
         self.selector.register(read_end, selectors.EVENT_READ, ("child", child))
         self._send(client, {"op": "started", "task_id": child.task_id})
 
+    def _retire(self, reason: str) -> None:
+        """Take no more tasks: a library this server imported is no longer what is installed.
+
+        The socket is removed and the lock let go at once, so that the next build starts a new
+        server (which imports what is installed now) while this one finishes its running tasks.
+        """
+        print(f"{reason}: retiring; a new server will run the next tasks", flush=True)
+        self.retired = reason
+        if self.listener is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(self.listener)
+            with contextlib.suppress(OSError):
+                if os.stat(self.sock_path).st_ino == self._inode:
+                    os.unlink(self.sock_path)
+            self.listener.close()
+            self.listener = None
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
+
     def _child_closes(self) -> None:
         """In a new child: let go of the server's sockets and signal handlers."""
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -378,6 +415,11 @@ class Server:
                 message["task_id"] = child.task_id
                 if message["op"] in ("done", "failed"):
                     child.finished = True
+                if message["op"] == "failed" and message.get("kind") == "stale":
+                    # The child found what the check before the fork missed: a new server runs it.
+                    if not self.retired:
+                        self._retire(str(message.get("message", "")))
+                    message = {"op": "retry", "task_id": child.task_id, "reason": self.retired}
                 self._send(child.client, message)
             return
         self._reap(child, block=True)
@@ -566,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             if pid_file.read_text().strip() == str(os.getpid()):
                 pid_file.unlink()
-        os.close(lock)
+        if server.lock is not None:  # a retired server gave it up already
+            os.close(server.lock)
     return 0
 
 

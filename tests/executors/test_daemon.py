@@ -411,3 +411,112 @@ def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_
     finally:
         executor.close()
         stop_servers(cache)
+
+
+# -- a library upgraded under a running server -----------------------------------------------------
+
+
+def _tabulate_wheel(folder: Path, version: str, probe: str) -> Path:
+    """A real wheel of ``tabulate`` (a distribution the warm server imports with executorch):
+    the installed code plus ``STALE_PROBE = probe``, so a model can tell which copy it got."""
+    import base64
+    import hashlib as _hashlib
+    import zipfile
+
+    import tabulate
+
+    source = Path(tabulate.__file__).read_text() + f"\nSTALE_PROBE = {probe!r}\n"
+    info = f"tabulate-{version}.dist-info"
+    files = {
+        "tabulate/__init__.py": source.encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: tabulate\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: ptebuild-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/top_level.txt": b"tabulate\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(_hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = folder / f"tabulate-{version}-py3-none-any.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return wheel
+
+
+def _pip_install(wheel: Path, target: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
+         "--no-deps", "--upgrade", "--target", str(target), str(wheel)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_library_upgraded_under_a_running_server_is_never_lowered_with_its_old_code(tmp_path):
+    """The server keeps every module it imported (tabulate, with executorch): after a ``pip install``
+    of another version, a task must not run with the old copy while the record names the new one."""
+    site = tmp_path / "site"
+    _pip_install(_tabulate_wheel(tmp_path / "wheels", "0.10.0.post1", "one"), site)
+    manifest = copy_project(tmp_path / "project")
+    (manifest.parent / "tiny.toml").write_text(
+        (manifest.parent / "tiny.toml").read_text().split("[programs.tiny_xnnpack]")[0]
+    )
+    model = manifest.parent / "tinymodels" / "tiny.py"
+    model.write_text(model.read_text().replace(
+        "def make_tiny(**kwargs) -> Tiny:\n    return Tiny(**kwargs)\n",
+        "def make_tiny(**kwargs) -> Tiny:\n"
+        "    import tabulate\n"
+        "    tiny = Tiny(**kwargs)\n"
+        "    with torch.no_grad():\n"
+        "        tiny.head.bias.fill_({'one': 1.0, 'two': 2.0}[tabulate.STALE_PROBE])\n"
+        "    return tiny\n",
+    ))
+    cache = tmp_path / "cache"
+    env = {"PYTHONPATH": str(site), "PTEBUILD_CACHE": str(cache), "PTEBUILD_DAEMON_IDLE": "120"}
+    try:
+        before = cli_build(manifest, tmp_path / "out", "--executor", "daemon", env=env)
+        [server] = all_statuses(cache)
+
+        _pip_install(_tabulate_wheel(tmp_path / "wheels", "0.10.0.post2", "two"), site)
+        after = cli_build(manifest, tmp_path / "out", "--executor", "daemon", "--explain", env=env)
+        fresh = cli_build(manifest, tmp_path / "fresh", "--executor", "local", "--no-cache", env=env)
+        assert before != fresh, "the probe does not reach the program's bytes"
+        assert after == fresh, "the warm server lowered with the tabulate it imported before the upgrade"
+        statuses = all_statuses(cache)
+        assert server["pid"] not in [s["pid"] for s in statuses], "the stale server still serves"
+        wait_for(lambda: not alive(server["pid"]), 30, "the stale server to exit")
+    finally:
+        stop_servers(cache)
+
+
+def test_a_library_upgraded_while_a_task_runs_fails_that_task_with_one_line(tmp_path):
+    """Which version did the lowering use? Neither can be known: the task fails, naming it."""
+    site = tmp_path / "site"
+    _pip_install(_tabulate_wheel(tmp_path / "wheels", "0.10.0.post1", "one"), site)
+    newer = _tabulate_wheel(tmp_path / "wheels", "0.10.0.post2", "two")
+    manifest = copy_project(tmp_path / "project")
+    (manifest.parent / "tiny.toml").write_text(
+        (manifest.parent / "tiny.toml").read_text().split("[programs.tiny_xnnpack]")[0]
+    )
+    model = manifest.parent / "tinymodels" / "tiny.py"
+    model.write_text(model.read_text().replace(
+        "def make_tiny(**kwargs) -> Tiny:\n    return Tiny(**kwargs)\n",
+        "def make_tiny(**kwargs) -> Tiny:\n"
+        "    import subprocess, sys, tabulate\n"
+        f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps', '--upgrade',\n"
+        f"                    '--target', {str(site)!r}, {str(newer)!r}], check=True)\n"
+        "    return Tiny(**kwargs)\n",
+    ))
+    done = subprocess.run(
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--executor", "local", "--no-cache"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    # (pip --target leaves the old dist-info beside the new one: both versions are named)
+    assert (f"error: {manifest}: programs.tiny_portable: distribution tabulate changed while the program was "
+            "lowered (0.10.0.post1 -> 0.10.0.post1|0.10.0.post2); build again") in done.stderr, done.stderr[-2000:]
+    assert not list((manifest.parent / "out").glob("*.pt[ed]"))

@@ -84,6 +84,9 @@ class DaemonExecutor:
         self._start_deadline = 0.0
         self._server_pid = 0
         self._announced = False
+        self._stale = ""
+        """Why the connected server takes no more of our tasks (it retired): the tasks it still
+        runs finish there, the others wait for a new server."""
 
     # -- the protocol's methods -----------------------------------------------------------------
 
@@ -100,9 +103,11 @@ class DaemonExecutor:
         if not self._waiting and not self._sent:
             time.sleep(max(0.0, timeout))
             return events
+        if self._stale and self._sock is not None and not self._sent:
+            self._hang_up()  # the stale server has nothing of ours left: on to a new one
         if self._sock is None:
             self._connect(events)
-        if self._sock is not None:
+        if self._sock is not None and not self._stale:
             self._send_waiting(events)
         if self._sock is None:
             if not events:
@@ -130,12 +135,16 @@ class DaemonExecutor:
             with contextlib.suppress(OSError):
                 protocol.send(self._sock, {"op": "cancel", "task_id": task_id})
 
-    def close(self, graceful: bool = True) -> None:
-        """Hang up: the server kills whatever this client still had running, and stays warm."""
+    def _hang_up(self) -> None:
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
             self._sock = None
+        self._stale = ""
+
+    def close(self, graceful: bool = True) -> None:
+        """Hang up: the server kills whatever this client still had running, and stays warm."""
+        self._hang_up()
         self._release_start_lock()
         self._waiting.clear()
         self._sent.clear()
@@ -263,6 +272,11 @@ class DaemonExecutor:
             except (KeyError, TypeError, ValueError) as exc:
                 return Event(task_id, EventKind.FAILED, f"the warm worker server sent a bad result: {exc}")
             return Event(task_id, EventKind.DONE, result=result)
+        if op == "retry":  # the server is stale (a library it imported changed): a new one runs it
+            self._waiting.appendleft(self._sent.pop(task_id))
+            self._stale = str(message.get("reason") or "a library it imported changed")
+            return Event(task_id, EventKind.PROGRESS, f"the warm worker server is stale ({self._stale}): "
+                                                      "starting a new one")
         if op == "failed":
             del self._sent[task_id]
             kind = FailureKind.MANIFEST if message.get("kind") == "manifest" else FailureKind.BUILD
@@ -274,6 +288,7 @@ class DaemonExecutor:
         with contextlib.suppress(OSError):
             self._sock.close()
         self._sock = None
+        self._stale = ""
         for task_id, task in list(self._sent.items()):
             del self._sent[task_id]
             if self._attempts.get(task_id, 1) < ATTEMPTS:

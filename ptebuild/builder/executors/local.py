@@ -7,6 +7,7 @@ worker for the tasks that remain. Workers are started lazily, and only as many a
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -28,6 +29,8 @@ class _Worker:
     task_id: str | None = None
     ready: bool = False
     queued: list = field(default_factory=list)
+    payload: dict | None = None
+    """The task it runs, as sent (for a retry on a new worker)."""
 
 
 def _remove(path: str) -> None:
@@ -50,6 +53,7 @@ class LocalExecutor:
         self.cwd = cwd
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
+        self._retried: set[str] = set()
 
     def _start_worker(self) -> _Worker:
         parent, child = self._context.Pipe()
@@ -84,6 +88,7 @@ class LocalExecutor:
                 raise RuntimeError("no idle worker")
             worker = self._start_worker()
         worker.task_id = task_id
+        worker.payload = payload
         if worker.ready:
             worker.conn.send(("lower", payload))
         else:
@@ -119,6 +124,12 @@ class LocalExecutor:
                 elif kind == "done":
                     events.append(Event(worker.task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
+                elif kind == "failed" and message[1] == FailureKind.STALE.value and worker.task_id not in self._retried:
+                    # A library the worker imported changed on disk: a new worker runs the task.
+                    self._retried.add(worker.task_id)
+                    events.append(Event(worker.task_id, EventKind.PROGRESS, f"{message[2]}: starting a new worker"))
+                    self._replace(worker)
+                    return events
                 elif kind == "failed":
                     manifest, location = message[3:5] if len(message) >= 5 else ("", "")
                     events.append(
@@ -138,6 +149,22 @@ class LocalExecutor:
             self._workers.remove(worker)
             _remove(worker.log_path)
         return events
+
+    def _replace(self, worker: _Worker) -> None:
+        """Stop ``worker`` and give its task, again, to a new one."""
+        task_id, payload = worker.task_id, worker.payload
+        worker.task_id = None
+        with contextlib.suppress(OSError, BrokenPipeError):
+            worker.conn.send(("stop",))
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        self._workers.remove(worker)
+        _remove(worker.log_path)
+        fresh = self._start_worker()
+        fresh.task_id, fresh.payload = task_id, payload
+        fresh.queued.append(payload)
 
     def cancel(self, task_id: str) -> None:
         """Kill the worker running ``task_id``; its FAILED event follows from the next poll."""

@@ -116,6 +116,10 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
         outputs.mkdir()
         task = materialize(Task.from_json(task_json), bundle, folder / "project")
         kind, payload = execute(replace(task, staging=str(outputs)), lambda _text: None)
+        if kind == "failed" and payload[0] == "stale":
+            # A library this worker process imported changed on disk: end the process, so that Ray
+            # retries the task in a new one (as for a worker that died).
+            os._exit(3)
         if kind == "done":
             result = payload[0]
             data = {o.name: (outputs / o.name).read_bytes() for o in result.outputs}

@@ -71,3 +71,35 @@ def last_words(log_path: str | os.PathLike) -> str:
     """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
     line = last_line(log_path)
     return f"; it last printed: {line}" if line else ""
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask Linux to kill this process when its parent dies (``PR_SET_PDEATHSIG``), and exit at
+    once if the parent (``parent``, else the one that started us) is already gone.
+
+    Without it, a ``kill -9`` of ptebuild or of the warm server would leave workers lowering
+    for nobody.
+    """
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
+        except (OSError, AttributeError):
+            pass
+    if (os.getppid() != parent) if parent is not None else (os.getppid() == 1):
+        os._exit(1)
+
+
+def redirect_output(log_path: str | os.PathLike) -> None:
+    """Send this process's stdout and stderr (fd 1 and 2) to ``log_path`` (appending).
+
+    Native code in torch, XNNPACK and cpuinfo prints probe chatter there; what a crashed worker
+    last printed is read back from the log (:func:`last_words`).
+    """
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from project_copy import copy_project
-from ptebuild.builder.deps import DependencyCheck, discover, installed_versions, normalize
+from ptebuild.deps import DependencyCheck, discover, installed_versions, normalize
 from ptebuild.results import Dependencies
 from ptebuild.store.hashing import hash_file
 

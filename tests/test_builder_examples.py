@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptebuild.builder.examples import check_sizes, make_inputs
-from ptebuild.manifest.plan import DimPlan, InputPlan, MethodPlan
+from ptebuild.lowering.examples import check_sizes, make_inputs
+from ptebuild.plan import DimPlan, InputPlan, MethodPlan
 
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"]
 

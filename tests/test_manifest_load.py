@@ -11,7 +11,7 @@ import pytest
 
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest import load_manifest
-from ptebuild.manifest.plan import BuildPlan
+from ptebuild.plan import BuildPlan
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 BAD = sorted(MANIFESTS.glob("bad-*.toml"))

@@ -122,12 +122,12 @@ class Backend:
 
     def rewrite_keys(self, manager, config) -> None:
         """Key the program's external weights by SHA-256 (default: portable constants)."""
-        from ptebuild.builder import weightkeys
+        from ptebuild.lowering import weightkeys
 
         weightkeys.key_constants_by_sha256(manager, config)
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
         """Run the built program against eager PyTorch; return (figures, name of the check)."""
-        from ptebuild.builder.check import check_program
+        from ptebuild.lowering.check import check_program
 
         return check_program(model, program, pte, ptd), "executorch-runtime"

@@ -658,8 +658,8 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
 
     import torch
 
-    from ptebuild.builder.check import checked_figures, flatten_outputs
-    from ptebuild.builder.examples import check_sizes, make_inputs
+    from ptebuild.lowering.check import checked_figures, flatten_outputs
+    from ptebuild.lowering.examples import check_sizes, make_inputs
     from ptebuild.errors import BuildError
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data

@@ -3,7 +3,7 @@
 The pieces, each in its own module:
 
 - :mod:`ptebuild.builder.keys`: a target's static inputs and its action key;
-- :mod:`ptebuild.builder.deps`: dependencies discovered by the last lowering, checked now;
+- :mod:`ptebuild.deps`: dependencies discovered by the last lowering, checked now;
 - :mod:`ptebuild.store.frontend`: the cache (local and remote tiers) behind four verbs;
 - :mod:`ptebuild.builder.schedule` and :mod:`ptebuild.builder.executors`: who lowers what;
 - :mod:`ptebuild.builder.outdir`: the output folder (ownership, staging, publishing, record).
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.builder import keys
-from ptebuild.builder.deps import DependencyCheck
+from ptebuild.deps import DependencyCheck
 from ptebuild.builder.outdir import OutputFolder
 from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
-from ptebuild.results import ActionResult, FailureKind, Source, Status, TargetResult
+from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
+from ptebuild.results import ActionResult, Source, Status, TargetResult
 
 Report = Callable[[str, str, str], None]
 """(target name, event, text): "start", "progress", "warning", "done" events for the CLI."""
@@ -270,7 +270,7 @@ class Builder:
     def _task_maker(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str]):
         def make():
             from ptebuild.backends import get_backend
-            from ptebuild.builder.tasks import Task, TaskFile
+            from ptebuild.worker.tasks import Task, TaskFile
 
             files = tuple(
                 TaskFile(name.partition(":")[2], digest)
@@ -316,7 +316,7 @@ class Builder:
             self.report(job.name, "start", f"lowering for {program.backend}")
 
         def finished(job, event) -> bool:
-            from ptebuild.builder.tasks import EventKind
+            from ptebuild.worker.tasks import EventKind
 
             result = self.results[job.name]
             program, inputs = job.data
@@ -325,8 +325,8 @@ class Builder:
                     self._finish(program, result, inputs, event.result)
                 else:
                     result.status = Status.FAILED
-                    result.message = self._failure(program, event)
-                    result.failure = event.failure
+                    result.message = event.failure.line(self.plan.manifest, program.name)
+                    result.failure = event.failure.kind
             finally:
                 shutil.rmtree(self._job_staging.pop(job.name), ignore_errors=True)
             result.seconds = time.monotonic() - started_at.get(job.name, time.monotonic())
@@ -370,7 +370,7 @@ class Builder:
         import tempfile
 
         from ptebuild.builder.schedule import Job
-        from ptebuild.builder.tasks import EventKind
+        from ptebuild.worker.tasks import EventKind
 
         self._plan_json = self._plan_json or self.plan.to_json()
         programs = [
@@ -394,8 +394,10 @@ class Builder:
             try:
                 if event.kind is not EventKind.DONE:
                     result.status = Status.FAILED
-                    result.message = self._located(job.data, f"--check: lowering again failed: {event.text}", event.location, event.manifest)
-                    result.failure = event.failure
+                    failure = event.failure
+                    result.message = self._located(job.data, f"--check: lowering again failed: {failure.message}",
+                                                   failure.location, failure.manifest)
+                    result.failure = failure.kind
                     return self.options.keep_going
                 files = event.result.files_into(staging / "inline")
                 differences = []
@@ -448,12 +450,6 @@ class Builder:
         return str(
             BuildError(message, manifest=manifest or self.plan.manifest, location=location or f"programs.{program.name}")
         )
-
-    def _failure(self, program: ProgramPlan, event) -> str:
-        """The line for a FAILED event: complete already (a manifest error), or located from its fields."""
-        if event.failure is FailureKind.MANIFEST and not event.location:
-            return event.text
-        return self._located(program, event.text, event.location, event.manifest)
 
     def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict, done) -> None:
         from ptebuild.store.hashing import hash_file

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
-from ptebuild.manifest.plan import BuildPlan, ProgramPlan, ShimPlan
+from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.manifest.modules import find_module_file, module_search_path
 
 KEY_SCHEMA = "ptebuild-action-key 1"
@@ -34,8 +34,8 @@ DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
 _PTEBUILD_ROOT = Path(__file__).resolve().parent.parent
-LOWERING_MODULES = ("lowering.py", "weightkeys.py", "model_loading.py", "examples.py")
-"""The modules of ptebuild.builder whose code decides the bytes of a lowered program."""
+LOWERING_MODULES = ("worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py")
+"""The modules of ptebuild whose code decides the bytes of a lowered program (with the backends')."""
 
 
 def digest_text(text: str) -> str:
@@ -52,7 +52,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     global _toolchain_cache
     if _toolchain_cache is None:
         from ptebuild import __version__
-        from ptebuild.builder.deps import installed_versions
+        from ptebuild.distributions import installed_versions
 
         # Versions from the dist-info folder names: importlib.metadata costs more than a no-op build.
         versions = installed_versions()
@@ -70,7 +70,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         # ptebuild's own code that shapes the bytes: an edit to it must rebuild, even without a
         # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
         lowering_code = sorted(
-            [_PTEBUILD_ROOT / "builder" / name for name in LOWERING_MODULES]
+            [_PTEBUILD_ROOT / name for name in LOWERING_MODULES]
             + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
         )
         parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ptebuild.errors import DataNameError, FormatError
-from ptebuild.manifest.plan import BuildPlan, ProgramPlan
+from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.names import case_key
 from ptebuild.processes import pid_alive
 from ptebuild.results import ActionResult, OutputFile

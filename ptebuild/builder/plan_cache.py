@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptebuild.errors import ManifestError
-from ptebuild.manifest.plan import BuildPlan
+from ptebuild.plan import BuildPlan
 
 SCHEMA = b"ptebuild-plan-cache 1\0"
 

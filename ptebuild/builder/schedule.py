@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.builder.executors import Executor
-from ptebuild.builder.tasks import Event, EventKind, Task
+from ptebuild.worker.tasks import Event, EventKind, Task
 
 LOCK_RETRY_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0

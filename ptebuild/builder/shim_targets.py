@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ptebuild.builder import keys
 from ptebuild.builder.outdir import OutputFolder
-from ptebuild.manifest.plan import BuildPlan, ShimPlan
+from ptebuild.plan import BuildPlan, ShimPlan
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.record import write_atomically
 from ptebuild.store.hashing import hash_file

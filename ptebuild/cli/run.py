@@ -33,7 +33,7 @@ def _ms(seconds: float) -> str:
 
 def run_command(args) -> int:
     from ptebuild.manifest import load_manifest
-    from ptebuild.builder.runner import run_program
+    from ptebuild.worker.timed_run import run_program
 
     plan = load_manifest(args.manifest)
     result = run_program(

@@ -26,7 +26,9 @@ Server -> client
     toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
     process runs it), ``{"op": "progress", "task_id", "text"}``, and one of
     ``{"op": "done", "task_id", "result": result_to_json(TaskResult)}`` or
-    ``{"op": "failed", "task_id", "kind": "manifest"|"build", "message": ONE_LINE}``;
+    ``{"op": "failed", "task_id", "failure": TaskFailure.to_json()}`` (its kind, message, manifest
+    and location), or ``{"op": "retry", "task_id", "reason"}``: the server retired (a library it
+    imported changed on disk) and a new server must run the task;
     ``{"op": "status", ...}`` answers a status request (:meth:`Server.status`), ``{"op":
     "stopping"}`` a stop request.
 
@@ -52,10 +54,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ptebuild.builder.tasks import TaskResult
+from ptebuild.worker.tasks import TaskResult
 from ptebuild.results import Dependencies, OutputFile
 
-PROTOCOL = 1
+PROTOCOL = 2
 HEADER = struct.Struct(">I")
 MAX_MESSAGE = 256 << 20
 """Results with outputs inline can be large; local clients use staging folders and stay small."""
@@ -127,24 +129,6 @@ def workers_dir(cache_dir: Path) -> Path:
     return Path(cache_dir) / "workers"
 
 
-def _dist_versions(names: tuple[str, ...]) -> dict[str, str]:
-    """``name -> version`` from the ``<name>-<version>.dist-info`` folders on ``sys.path``."""
-    found: dict[str, str] = {}
-    for entry in sys.path:
-        try:
-            listing = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for item in listing:
-            if not item.endswith(".dist-info"):
-                continue
-            name, _, version = item[: -len(".dist-info")].partition("-")
-            name = name.lower().replace("-", "_")
-            if name in names:
-                found.setdefault(name, version)
-    return found
-
-
 def _source_digest() -> str:
     """SHA-256 over ptebuild's own ``.py`` files (names and bytes)."""
     root = Path(__file__).resolve().parent.parent
@@ -168,7 +152,9 @@ def toolchain_id() -> str:
     """A short digest of everything that makes a warm server's imports valid for this process."""
     global _toolchain
     if _toolchain is None:
-        versions = _dist_versions(("torch", "executorch", "ptebuild"))
+        from ptebuild.distributions import installed_versions
+
+        versions = installed_versions()
         parts = [
             f"python={os.path.realpath(sys.executable)}",
             f"version={sys.version}",

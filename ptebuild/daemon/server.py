@@ -3,7 +3,7 @@
 Started by the first build that needs it (:func:`start_detached`, ``python -m
 ptebuild.daemon.server --socket PATH``), it detaches (``setsid``, its output in ``<id>.log``),
 takes the ``<id>.lock`` flock (a second server for the same socket exits), imports the toolchain
-(:func:`ptebuild.builder.worker.prepare_worker`), then listens on its socket
+(:func:`ptebuild.worker.execute.prepare_worker`), then listens on its socket
 (:mod:`ptebuild.daemon.protocol`). It exits when it has had no client and no task for
 ``--idle`` seconds (``PTEBUILD_DAEMON_IDLE``, default 300), on ``SIGTERM`` or on a stop request.
 
@@ -22,6 +22,14 @@ interpreter instead (:mod:`ptebuild.daemon.fresh_child`): same pipe, log, memory
 death with the server, but it imports the toolchain itself. ``PTEBUILD_DAEMON_FRESH=1`` does that
 for every task.
 
+Never stale: before it starts a task, the server checks that every distribution it imported
+(numpy, torchao, sympy... as well as torch and executorch) is still installed as it was
+(:func:`ptebuild.worker.execute.stale_toolchain`). If one changed, it retires: it gives up its
+socket and lock at once, answers ``retry`` for every task it has not started (the client hands
+them to a new server, which imports what is installed now), and exits once its running tasks
+are done. The socket's name covers only what can be read without importing (Python,
+``PYTHONPATH``, torch, executorch, ptebuild); this covers the rest.
+
 At most ``PTEBUILD_DAEMON_JOBS`` children run at once (default: the number of cores); each client
 also keeps its own ``--jobs``. Tasks wait in one queue, first come first served.
 """
@@ -30,33 +38,32 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
-import fcntl
 import os
 import selectors
 import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.daemon import protocol
-from ptebuild.processes import describe_wait_status, env_flag, last_words, worker_environment
+from ptebuild.daemon.children import (
+    default_max_rss,
+    fork_is_safe,
+    needs_fresh_interpreter,
+    run_child,
+    spawn_fresh,
+    sweep_log_dirs,
+)
+from ptebuild.daemon.launch import take_lock
+from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output
 from ptebuild.store.sizes import format_size, parse_size
 
 CHECK_SECONDS = 0.25
 """How often memory and idle time are looked at."""
-
-
-def default_max_rss() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
-    except (ValueError, OSError):
-        return 16 << 30
 
 
 def rss_bytes(pid: int) -> int:
@@ -69,43 +76,6 @@ def rss_bytes(pid: int) -> int:
 
 
 
-
-
-def fork_is_safe() -> str | None:
-    """None if this process may fork task children, else why not."""
-    if threading.active_count() > 1:
-        return f"{threading.active_count()} Python threads are running"
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "CUDA is initialised"
-    return None
-
-
-def _die_with_parent(parent: int) -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _sweep_log_dirs(folder: Path) -> None:
-    """Remove the children's log folders of servers that died without cleaning up (``kill -9``)."""
-    import shutil
-
-    for log_dir in folder.glob("children-*"):
-        pid = log_dir.name.split("-")[1]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(log_dir, ignore_errors=True)
-        except PermissionError:
-            pass
 
 
 @dataclass
@@ -149,7 +119,7 @@ class Server:
         self.retired = ""
         """Why this server takes no more tasks (a library it imported changed on disk): it has
         given up its socket and lock to a new server, and exits once its running tasks are done."""
-        _sweep_log_dirs(sock_path.parent)
+        sweep_log_dirs(sock_path.parent)
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"children-{os.getpid()}-", dir=sock_path.parent))
 
     # -- the loop -------------------------------------------------------------------------------
@@ -212,6 +182,11 @@ class Server:
         self.clients.append(client)
         self.selector.register(sock, selectors.EVENT_READ, ("client", client))
 
+    def _fail(self, client: _Client, task_id: str, message: str) -> None:
+        """Fail a task with a message of the server's own (a build failure at the program)."""
+        failure = {"kind": "build", "message": message, "manifest": "", "location": ""}
+        self._send(client, {"op": "failed", "task_id": task_id, "failure": failure})
+
     def _send(self, client: _Client, message: dict) -> None:
         if client not in self.clients:
             return
@@ -266,7 +241,7 @@ class Server:
             queued = [item for item in self.queue if item[0] is client and item[1]["task"]["task_id"] == task_id]
             for item in queued:
                 self.queue.remove(item)
-                self._send(client, {"op": "failed", "task_id": task_id, "kind": "build", "message": "cancelled"})
+                self._fail(client, task_id, "cancelled")
             for child in list(self.children.values()):
                 if child.client is client and child.task_id == task_id:
                     self._kill(child, "cancelled")
@@ -294,7 +269,7 @@ class Server:
 
     def _dispatch(self) -> None:
         if self.queue and not self.retired:
-            from ptebuild.builder.worker import stale_toolchain
+            from ptebuild.worker.execute import stale_toolchain
 
             stale = stale_toolchain()
             if stale is not None:
@@ -314,9 +289,8 @@ class Server:
                 continue
             unsafe = fork_is_safe()
             if unsafe:
-                self._send(client, {"op": "failed", "task_id": task["task_id"], "kind": "build",
-                                    "message": f"the warm worker server cannot fork safely ({unsafe}); "
-                                               "build with --no-daemon"})
+                self._fail(client, task["task_id"], f"the warm worker server cannot fork safely ({unsafe}); "
+                                                    "build with --no-daemon")
                 continue
             self._start(client, submit, fresh=False)
 
@@ -328,12 +302,11 @@ class Server:
         process = None
         if fresh:
             try:
-                process = _spawn_fresh(submit, write_end, fd, self.log_dir)
+                process = spawn_fresh(submit, write_end, fd, self.log_dir)
             except OSError as exc:
                 for end in (fd, read_end, write_end):
                     os.close(end)
-                self._send(client, {"op": "failed", "task_id": task["task_id"], "kind": "build",
-                                    "message": f"the warm worker server could not start a fresh interpreter: {exc}"})
+                self._fail(client, task["task_id"], f"the warm worker server could not start a fresh interpreter: {exc}")
                 return
             pid = process.pid
         else:
@@ -343,11 +316,11 @@ class Server:
             try:
                 os.close(read_end)
                 self._child_closes()
-                _die_with_parent(parent)
+                die_with_parent(parent)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 os.close(fd)
-                code = _run_child(submit, write_end)
+                code = run_child(submit, write_end)
             finally:
                 os._exit(code)
         os.close(fd)
@@ -415,10 +388,11 @@ class Server:
                 message["task_id"] = child.task_id
                 if message["op"] in ("done", "failed"):
                     child.finished = True
-                if message["op"] == "failed" and message.get("kind") == "stale":
+                failure = message.get("failure") if message["op"] == "failed" else None
+                if isinstance(failure, dict) and failure.get("kind") == "stale":
                     # The child found what the check before the fork missed: a new server runs it.
                     if not self.retired:
-                        self._retire(str(message.get("message", "")))
+                        self._retire(str(failure.get("message", "")))
                     message = {"op": "retry", "task_id": child.task_id, "reason": self.retired}
                 self._send(child.client, message)
             return
@@ -438,7 +412,7 @@ class Server:
         self.children.pop(child.pid, None)
         if not child.finished:
             reason = child.killed_for or (describe_wait_status(status) + last_words(child.log_path))
-            self._send(child.client, {"op": "failed", "task_id": child.task_id, "kind": "build", "message": reason})
+            self._fail(child.client, child.task_id, reason)
         with contextlib.suppress(OSError):
             os.unlink(child.log_path)
 
@@ -456,119 +430,6 @@ class Server:
                                   f"{format_size(self.max_rss)} (PTEBUILD_DAEMON_MAX_RSS); it was killed")
 
 
-def needs_fresh_interpreter(task: dict) -> bool:
-    """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
-    if env_flag("PTEBUILD_DAEMON_FRESH"):
-        return True
-    from ptebuild.backends import BACKEND_MODULES, get_backend
-
-    name = task.get("backend")
-    return name in BACKEND_MODULES and not get_backend(name).forks_safely
-
-
-def _spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
-    """Start ``python -m ptebuild.daemon.fresh_child`` for ``submit``, reporting on ``pipe``."""
-    import json
-    import subprocess
-
-    fd, submit_path = tempfile.mkstemp(prefix="submit-", suffix=".json", dir=folder)
-    with os.fdopen(fd, "w") as out:
-        json.dump(submit, out)
-    env = worker_environment(submit.get("env") if isinstance(submit.get("env"), dict) else os.environ)
-    command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
-               "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
-    try:
-        return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(pipe,),
-            cwd=submit.get("cwd") or "/", env={str(k): str(v) for k, v in env.items()},
-        )
-    except OSError:
-        os.unlink(submit_path)  # the child would have removed it
-        raise
-
-
-def _run_child(submit: dict, pipe: int) -> int:
-    """In a child (forked, or a fresh interpreter): run one task, report on ``pipe``; return the exit code.
-
-    The child takes the build's working folder and environment (model code may read either), as a
-    worker process of the local executor would have; what torch read from the environment when it
-    was imported stays as the server's first build had it.
-    """
-    from ptebuild.builder.tasks import Task
-    from ptebuild.builder.worker import execute
-
-    if isinstance(submit.get("env"), dict):
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in submit["env"].items()})
-    with contextlib.suppress(OSError, TypeError):
-        os.chdir(submit.get("cwd") or "/")
-    task_json = submit["task"]
-
-    def write_all(message: dict) -> None:
-        data = memoryview(protocol.encode(message))
-        while data:
-            data = data[os.write(pipe, data):]
-
-    task = Task.from_json(task_json)
-    kind, payload = execute(task, lambda text: write_all({"op": "progress", "text": str(text)}))
-    if kind == "done":
-        write_all({"op": "done", "result": protocol.result_to_json(payload[0])})
-    else:
-        write_all({"op": "failed", "kind": payload[0], "message": payload[1]})
-    return 0
-
-
-# -- starting a server ---------------------------------------------------------------------------
-
-
-def start_detached(sock_path: Path, idle: float | None = None) -> int:
-    """Start a server for ``sock_path`` in its own session; return its pid once it has detached."""
-    import subprocess
-
-    sock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log = protocol.sibling(sock_path, ".log")
-    with contextlib.suppress(OSError):
-        if log.stat().st_size > 1 << 20:
-            log.unlink()
-    command = [sys.executable, "-m", "ptebuild.daemon.server", "--socket", str(sock_path), "--detach"]
-    if idle is not None:
-        command += ["--idle", str(idle)]
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        cwd="/", start_new_session=True, close_fds=True, env=worker_environment(os.environ),
-    )
-    out, _ = process.communicate(timeout=30)  # the first process forks the server, says its pid, exits
-    try:
-        return int(out.decode().strip())
-    except ValueError:
-        raise OSError(f"the worker server did not start (exit code {process.returncode})") from None
-
-
-def _take_lock(path: Path, wait: float) -> int | None:
-    """The server's lifelong flock, waiting up to ``wait`` seconds (a killed server's children may
-    hold it for a moment); None if another server keeps it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or time.monotonic() > deadline:
-                os.close(fd)
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    return None
-                raise
-        time.sleep(0.05)
-
-
-def _redirect_output(log: Path) -> None:
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ptebuild.daemon.server")
     parser.add_argument("--socket", required=True, type=Path)
@@ -582,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         if pid != 0:
             os.write(1, f"{pid}\n".encode())
             os._exit(0)
-        _redirect_output(protocol.sibling(sock_path, ".log"))
-    lock = _take_lock(protocol.sibling(sock_path, ".lock"), wait=10)
+        redirect_output(protocol.sibling(sock_path, ".log"))
+    lock = take_lock(protocol.sibling(sock_path, ".lock"), wait=10)
     if lock is None:
         print(f"{os.getpid()}: another server holds {sock_path}: exiting", flush=True)
         return 0
@@ -593,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build's Ctrl-C is not for us (own session anyway)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     started = time.monotonic()
-    from ptebuild.builder.worker import prepare_worker
+    from ptebuild.worker.execute import prepare_worker
 
     prepare_worker()
     print(f"{os.getpid()}: toolchain imported in {time.monotonic() - started:.1f}s", flush=True)

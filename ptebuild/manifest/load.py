@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import ManifestError
-from ptebuild.manifest.plan import BuildPlan
+from ptebuild.plan import BuildPlan
 from ptebuild.manifest.locations import describe_validation_error, dotted  # noqa: F401 - re-exported
 
 _TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import DataNameError, ManifestError
-from ptebuild.manifest.plan import (
-    RECORD_NAME,
+from ptebuild.runtime.record import RECORD_NAME
+from ptebuild.plan import (
     BuildPlan,
     DimPlan,
     InputPlan,

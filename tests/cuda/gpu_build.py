@@ -43,9 +43,9 @@ def build_cli(manifest: Path, out: Path, cache: Path | None, *extra: str, env: d
 def build_direct(manifest: Path, out: Path, only: list[str] | None = None) -> dict:
     """Lower and check each (chosen) program of ``manifest`` in this process; files into ``out``."""
     from ptebuild.backends import get_backend
-    from ptebuild.builder.examples import make_inputs
-    from ptebuild.builder.lowering import lower
-    from ptebuild.builder.model_loading import build_model
+    from ptebuild.lowering.examples import make_inputs
+    from ptebuild.worker.lower import lower
+    from ptebuild.worker.model_loading import build_model
     from ptebuild.manifest import load_manifest
 
     plan = load_manifest(manifest)

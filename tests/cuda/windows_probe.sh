@@ -37,9 +37,9 @@ import os, sys, shutil, traceback
 from pathlib import Path
 sys.path.insert(0, "tests/cuda")
 os.environ["PTEBUILD_SHIM_LIBRARY_DIR"] = "/tmp/winout"
-from ptebuild.builder.examples import make_inputs
-from ptebuild.builder.lowering import lower
-from ptebuild.builder.model_loading import build_model
+from ptebuild.lowering.examples import make_inputs
+from ptebuild.worker.lower import lower
+from ptebuild.worker.model_loading import build_model
 from ptebuild.manifest import load_manifest
 plan = load_manifest(os.environ["MANIFEST"])
 program = next(p for p in plan.programs if p.name == os.environ["PROGRAM"])

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ptebuild.builder import keys
-from ptebuild.builder.tasks import Event, EventKind, Task, TaskFile
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFile
 from ptebuild.manifest import load_manifest
 from ptebuild.store.hashing import hash_file
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, wait_for  # noqa: E402
 
 from ptebuild.builder.executors.daemon import DaemonExecutor  # noqa: E402
-from ptebuild.builder.tasks import EventKind  # noqa: E402
+from ptebuild.worker.tasks import EventKind  # noqa: E402
 from ptebuild.cli import main  # noqa: E402
 from ptebuild.daemon import protocol  # noqa: E402
 
@@ -126,8 +126,8 @@ def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm,
 
 FRESH_BUILD = """
 import json, sys
-from ptebuild.builder.tasks import Task
-from ptebuild.builder.worker import prepare_worker, run_task
+from ptebuild.worker.tasks import Task
+from ptebuild.worker.execute import prepare_worker, run_task
 prepare_worker()
 result = run_task(Task.from_json(json.loads(sys.argv[1])), lambda text: None)
 print(json.dumps({o.name: o.sha256 for o in result.outputs}))
@@ -236,7 +236,7 @@ def test_a_client_killed_mid_task_has_its_child_killed(warm, tmp_path):
     task = make_tasks(manifest, tmp_path / "staging")["tiny_portable"]
     client = subprocess.Popen([sys.executable, "-c", (
         "import json, sys, time\n"
-        "from ptebuild.builder.tasks import Task\n"
+        "from ptebuild.worker.tasks import Task\n"
         "from ptebuild.builder.executors.daemon import DaemonExecutor\n"
         f"executor = DaemonExecutor(jobs=1, cache_dir={str(warm)!r})\n"
         "executor.submit(Task.from_json(json.loads(sys.argv[1])))\n"
@@ -294,7 +294,7 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
 
     threading.Thread(target=impostor, daemon=True).start()
     # An idle server of another toolchain (an older ptebuild): stopped when ours starts.
-    from ptebuild.daemon.server import start_detached
+    from ptebuild.daemon.launch import start_detached
 
     stale = start_detached(protocol.socket_path(cache, "f" * 20), idle=60)
     wait_for(lambda: protocol.socket_path(cache, "f" * 20).exists(), 120, "the stale server to listen")
@@ -385,7 +385,7 @@ def test_a_read_only_cache_folder_fails_the_task_with_one_line(tmp_path):
 
 def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_path, monkeypatch):
     """CUDA tasks (and every task with PTEBUILD_DAEMON_FRESH=1) are not forked from the warm server."""
-    from ptebuild.daemon.server import needs_fresh_interpreter
+    from ptebuild.daemon.children import needs_fresh_interpreter
 
     assert needs_fresh_interpreter({"backend": "cuda"})
     assert not needs_fresh_interpreter({"backend": "portable"})

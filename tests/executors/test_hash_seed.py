@@ -14,7 +14,7 @@ from tasks_for_tests import make_tasks, run_all  # noqa: E402
 
 from ptebuild.builder.executors.daemon import DaemonExecutor  # noqa: E402
 from ptebuild.builder.executors.local import LocalExecutor  # noqa: E402
-from ptebuild.builder.tasks import EventKind  # noqa: E402
+from ptebuild.worker.tasks import EventKind  # noqa: E402
 from ptebuild.processes import WORKER_HASH_SEED, worker_environment  # noqa: E402
 
 PROBE = "ptebuild-hash-seed-probe"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tasks_for_tests import cli_build, local_reference, make_tasks, slow_on_first_attempt, wait_for  # noqa: E402
 
 from ptebuild.builder.executors.ray import RayExecutor, ray_options  # noqa: E402
-from ptebuild.builder.tasks import EventKind  # noqa: E402
+from ptebuild.worker.tasks import EventKind  # noqa: E402
 
 RAY = str(Path(sys.executable).with_name("ray"))
 RAY_ENV = {

@@ -94,7 +94,7 @@ def export_portable(
 ) -> Built:
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    from ptebuild.builder.weightkeys import key_constants_by_sha256
+    from ptebuild.lowering.weightkeys import key_constants_by_sha256
 
     programs = {m: torch.export.export(mod, EXAMPLE) for m, mod in methods.items()}
     config = ExecutorchBackendConfig(external_constants=lambda node: data_name)
@@ -112,7 +112,7 @@ def export_xnnpack(
         delegate_external_constants_pass_unlifted,
     )
 
-    from ptebuild.builder.weightkeys import key_constants_by_sha256
+    from ptebuild.lowering.weightkeys import key_constants_by_sha256
 
     config = ExecutorchBackendConfig()
     program = torch.export.export(model, EXAMPLE)

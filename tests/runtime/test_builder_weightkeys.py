@@ -106,7 +106,7 @@ def test_xnnpack_keeps_its_bare_sha256_keys_and_needs_no_renaming(programs):
 def test_keying_twice_changes_nothing(tmp_path):
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    from ptebuild.builder.weightkeys import key_constants_by_sha256
+    from ptebuild.lowering.weightkeys import key_constants_by_sha256
 
     config = ExecutorchBackendConfig(external_constants=lambda node: "w")
     et = to_edge(torch.export.export(two_linear(5), EXAMPLE)).to_executorch(config)
@@ -119,7 +119,7 @@ def test_keying_twice_changes_nothing(tmp_path):
 def test_portable_export_without_external_weights_is_left_alone(tmp_path):
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    from ptebuild.builder.weightkeys import key_constants_by_sha256
+    from ptebuild.lowering.weightkeys import key_constants_by_sha256
 
     config = ExecutorchBackendConfig()
     et = to_edge(torch.export.export(two_linear(5), EXAMPLE)).to_executorch(config)

@@ -78,7 +78,7 @@ def test_keys_split_over_two_ptds_are_refused(tmp_path):
     """executorch 1.5.1 takes one .ptd per program; say so instead of failing inside it."""
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    from ptebuild.builder.weightkeys import key_constants_by_sha256
+    from ptebuild.lowering.weightkeys import key_constants_by_sha256
 
     config = ExecutorchBackendConfig(
         external_constants=lambda node: "one" if "first" in node.name else "two"

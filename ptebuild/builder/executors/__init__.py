@@ -1,8 +1,8 @@
 """Executors: where the build loop's tasks run.
 
-An executor takes :class:`~ptebuild.builder.tasks.Task` values and reports
-:class:`~ptebuild.builder.tasks.Event` values (progress, done with a
-:class:`~ptebuild.builder.tasks.TaskResult`, failed). The build loop (:mod:`ptebuild.builder.schedule`)
+An executor takes :class:`~ptebuild.worker.tasks.Task` values and reports
+:class:`~ptebuild.worker.tasks.Event` values (progress, done with a
+:class:`~ptebuild.worker.tasks.TaskResult`, failed). The build loop (:mod:`ptebuild.builder.schedule`)
 knows nothing else about them. A new executor is one module here with a class implementing
 :class:`Executor` and one line in :data:`EXECUTOR_MODULES`.
 """
@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ptebuild.builder.tasks import Event, Task
+    from ptebuild.worker.tasks import Event, Task
 
 #: ``--executor`` name -> "module:class" under ptebuild.builder.executors.
 EXECUTOR_MODULES = {

@@ -23,10 +23,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from ptebuild.builder.tasks import Event, EventKind, Task
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 from ptebuild.daemon import protocol
 from ptebuild.processes import last_line, pid_alive
-from ptebuild.results import FailureKind
 
 START_SECONDS = 180.0
 """How long a new server may take to import the toolchain and listen."""
@@ -203,7 +202,7 @@ class DaemonExecutor:
                 self._sock = sock
                 self._release_start_lock()
                 return
-            from ptebuild.daemon.server import start_detached
+            from ptebuild.daemon.launch import start_detached
 
             try:
                 self._server_pid = start_detached(self.sock_path, self.idle)
@@ -236,7 +235,7 @@ class DaemonExecutor:
         last = last_line(self.log_path)
         message = f"{why} (log: {self.log_path}{'; it last printed: ' + last if last else ''}); build with --no-daemon"
         for task in self._waiting:
-            events.append(Event(task.task_id, EventKind.FAILED, message))
+            events.append(Event.failed(task.task_id, message))
         self._waiting.clear()
         self._release_start_lock()
 
@@ -270,7 +269,7 @@ class DaemonExecutor:
             try:
                 result = protocol.result_from_json(message["result"])
             except (KeyError, TypeError, ValueError) as exc:
-                return Event(task_id, EventKind.FAILED, f"the warm worker server sent a bad result: {exc}")
+                return Event.failed(task_id, f"the warm worker server sent a bad result: {exc}")
             return Event(task_id, EventKind.DONE, result=result)
         if op == "retry":  # the server is stale (a library it imported changed): a new one runs it
             self._waiting.appendleft(self._sent.pop(task_id))
@@ -279,8 +278,7 @@ class DaemonExecutor:
                                                       "starting a new one")
         if op == "failed":
             del self._sent[task_id]
-            kind = FailureKind.MANIFEST if message.get("kind") == "manifest" else FailureKind.BUILD
-            return Event(task_id, EventKind.FAILED, str(message.get("message", "")), failure=kind)
+            return Event.failed(task_id, TaskFailure.from_json(message.get("failure")))
         return None
 
     def _lost(self, events: list[Event], exc: BaseException) -> None:
@@ -297,8 +295,8 @@ class DaemonExecutor:
                 self.report(f"{task_id}: the warm worker server died while building it ({exc}); retrying once")
                 events.append(Event(task_id, EventKind.PROGRESS, "the warm worker server died; retrying on a new one"))
             else:
-                events.append(Event(
-                    task_id, EventKind.FAILED,
+                events.append(Event.failed(
+                    task_id,
                     f"the warm worker server died while building it, twice (killed, or out of memory?); "
                     f"see {self.log_path}, or build with --no-daemon",
                 ))

@@ -3,6 +3,16 @@
 Unlike :class:`concurrent.futures.ProcessPoolExecutor`, whose every pending future breaks when one
 worker dies, a crash here fails only the task that worker was running; the pool starts a new
 worker for the tasks that remain. Workers are started lazily, and only as many as there is work.
+
+Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
+
+- parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.worker.tasks.Task` as
+  JSON, or ``("stop",)``;
+- worker -> parent: ``("ready",)`` once imports are done; ``("progress", text)`` while working;
+  ``("done", TaskResult)`` or ``("failed", TaskFailure.to_json())`` at the end of each task.
+
+A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
+parent fails the one task it was running.
 """
 
 from __future__ import annotations
@@ -10,15 +20,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import signal
 import tempfile
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from ptebuild.builder.tasks import Event, EventKind, Task
-from ptebuild.builder.worker import worker_main
-from ptebuild.processes import describe_exit, last_words, worker_environment
+from ptebuild.processes import describe_exit, die_with_parent, last_words, redirect_output, worker_environment
 from ptebuild.results import FailureKind
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 
 
 @dataclass
@@ -124,20 +132,15 @@ class LocalExecutor:
                 elif kind == "done":
                     events.append(Event(worker.task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
-                elif kind == "failed" and message[1] == FailureKind.STALE.value and worker.task_id not in self._retried:
-                    # A library the worker imported changed on disk: a new worker runs the task.
-                    self._retried.add(worker.task_id)
-                    events.append(Event(worker.task_id, EventKind.PROGRESS, f"{message[2]}: starting a new worker"))
-                    self._replace(worker)
-                    return events
                 elif kind == "failed":
-                    manifest, location = message[3:5] if len(message) >= 5 else ("", "")
-                    events.append(
-                        Event(
-                            worker.task_id, EventKind.FAILED, message[2], failure=FailureKind(message[1]),
-                            manifest=manifest, location=location,
-                        )
-                    )
+                    failure = TaskFailure.from_json(message[1])
+                    if failure.kind is FailureKind.STALE and worker.task_id not in self._retried:
+                        # A library the worker imported changed on disk: a new worker runs the task.
+                        self._retried.add(worker.task_id)
+                        events.append(Event(worker.task_id, EventKind.PROGRESS, f"{failure.message}: starting a new worker"))
+                        self._replace(worker)
+                        return events
+                    events.append(Event.failed(worker.task_id, failure))
                     worker.task_id = None
         except (EOFError, OSError):
             pass
@@ -145,7 +148,7 @@ class LocalExecutor:
             worker.process.join(timeout=1)
             if worker.task_id is not None:
                 message = describe_exit(worker.process.exitcode) + last_words(worker.log_path)
-                events.append(Event(worker.task_id, EventKind.FAILED, message))
+                events.append(Event.failed(worker.task_id, message))
             self._workers.remove(worker)
             _remove(worker.log_path)
         return events
@@ -192,3 +195,33 @@ class LocalExecutor:
 
     def __exit__(self, exc_type, exc, traceback):
         self.close(graceful=exc_type is None)
+
+
+def worker_main(conn, log_path: str | None = None, cwd: str | None = None) -> None:
+    """Entry point of a worker process of the local executor."""
+    from ptebuild.worker.execute import execute, prepare_worker
+
+    die_with_parent()
+    if cwd:
+        os.chdir(cwd)
+    if log_path:
+        redirect_output(log_path)
+    try:
+        prepare_worker()
+    except BaseException as exc:  # report, then die: the parent fails the task
+        failure = TaskFailure(FailureKind.BUILD, f"the worker cannot import torch/executorch: {exc}")
+        conn.send(("failed", failure.to_json()))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        outcome = execute(Task.from_json(message[1]), lambda text: conn.send(("progress", text)))
+        if isinstance(outcome, TaskFailure):
+            conn.send(("failed", outcome.to_json()))
+        else:
+            conn.send(("done", outcome))

@@ -7,8 +7,8 @@ submitted.
 
 A task ships as data: the plan, and the model's sources and weights by digest (each file put in
 Ray's object store once per build, however many programs use it). The node recreates them in a
-temporary folder (:func:`~ptebuild.builder.tasks.materialize`), imports torch and executorch once
-per Ray worker process (:func:`~ptebuild.builder.worker.prepare_worker`), lowers and checks the
+temporary folder (:func:`~ptebuild.worker.tasks.materialize`), imports torch and executorch once
+per Ray worker process (:func:`~ptebuild.worker.execute.prepare_worker`), lowers and checks the
 program, and returns the outputs' bytes inline with the node's name; the driver checks digests
 and publishes, as for any executor. A node needs ptebuild and the toolchain installed, not the
 user's checkout.
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ptebuild.builder.tasks import Event, EventKind, Task
 from ptebuild.results import FailureKind
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 
 MAX_RETRIES = 2
 LOCAL_NODE_IP = "127.0.0.2" if sys.platform.startswith("linux") else "127.0.0.1"
@@ -43,7 +43,7 @@ Linux all of 127/8 is loopback, so the instance stays off the network."""
 def _memory_bytes(value: Any) -> int:
     if isinstance(value, (int, float)):
         return int(value)
-    from ptebuild.daemon.server import parse_size
+    from ptebuild.store.sizes import parse_size
 
     return parse_size(str(value))
 
@@ -90,7 +90,7 @@ def _sweep_task_folders() -> None:
 
 def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
     """The Ray task: recreate the task's files here, lower, return ``("done", TaskResult)`` or
-    ``("failed", kind, message)``."""
+    ``("failed", TaskFailure.to_json())``."""
     global _prepared
     import shutil
     import socket
@@ -100,8 +100,8 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
 
     import ray
 
-    from ptebuild.builder.tasks import materialize
-    from ptebuild.builder.worker import execute, prepare_worker
+    from ptebuild.worker.execute import execute, prepare_worker
+    from ptebuild.worker.tasks import TaskFailure, materialize
 
     if not _prepared:
         prepare_worker()
@@ -115,17 +115,16 @@ def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
         outputs = folder / ".outputs"
         outputs.mkdir()
         task = materialize(Task.from_json(task_json), bundle, folder / "project")
-        kind, payload = execute(replace(task, staging=str(outputs)), lambda _text: None)
-        if kind == "failed" and payload[0] == "stale":
-            # A library this worker process imported changed on disk: end the process, so that Ray
-            # retries the task in a new one (as for a worker that died).
-            os._exit(3)
-        if kind == "done":
-            result = payload[0]
-            data = {o.name: (outputs / o.name).read_bytes() for o in result.outputs}
-            node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
-            return ("done", replace(result, staging=None, data=data, node=node))
-        return ("failed", *payload)
+        outcome = execute(replace(task, staging=str(outputs)), lambda _text: None)
+        if isinstance(outcome, TaskFailure):
+            if outcome.kind is FailureKind.STALE:
+                # A library this worker process imported changed on disk: end the process, so
+                # that Ray retries the task in a new one (as for a worker that died).
+                os._exit(3)
+            return ("failed", outcome.to_json())
+        data = {o.name: (outputs / o.name).read_bytes() for o in outcome.outputs}
+        node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
+        return ("done", replace(outcome, staging=None, data=data, node=node))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         while str(folder / "project") in sys.path:  # the model loader put the manifest's folder there
@@ -213,7 +212,7 @@ class RayExecutor:
         return max(self.jobs, 1) * 2 - len(self._refs)
 
     def submit(self, task: Task) -> None:
-        from ptebuild.builder.tasks import read_bundle
+        from ptebuild.worker.tasks import read_bundle
 
         ray = self._init()
         refs = {}
@@ -250,19 +249,18 @@ class RayExecutor:
         try:
             outcome = ray.get(ref, timeout=60)
         except ray.exceptions.TaskCancelledError:
-            return Event(task_id, EventKind.FAILED, "cancelled")
+            return Event.failed(task_id, "cancelled")
         except ray.exceptions.RayError as exc:
             if task_id in self._cancelled:
-                return Event(task_id, EventKind.FAILED, "cancelled")
+                return Event.failed(task_id, "cancelled")
             if isinstance(exc, ray.exceptions.RayTaskError):
-                return Event(task_id, EventKind.FAILED, f"on Ray: {_one_line(exc)}")
-            return Event(task_id, EventKind.FAILED,
-                         f"the Ray worker or node running it was lost, {self.max_retries + 1} times "
-                         f"(tried, then retried {self.max_retries}): {_one_line(exc)}")
+                return Event.failed(task_id, f"on Ray: {_one_line(exc)}")
+            return Event.failed(task_id,
+                                f"the Ray worker or node running it was lost, {self.max_retries + 1} times "
+                                f"(tried, then retried {self.max_retries}): {_one_line(exc)}")
         if outcome[0] == "done":
             return Event(task_id, EventKind.DONE, result=outcome[1])
-        kind = FailureKind.MANIFEST if outcome[1] == "manifest" else FailureKind.BUILD
-        return Event(task_id, EventKind.FAILED, str(outcome[2]), failure=kind)
+        return Event.failed(task_id, TaskFailure.from_json(outcome[1]))
 
     def cancel(self, task_id: str) -> None:
         for ref, owner in self._refs.items():

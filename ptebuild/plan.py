@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.canonical import canonical_json
-from ptebuild.runtime.record import RECORD_NAME  # noqa: F401 - the build record's name, re-exported
 
 
 @dataclass(frozen=True)

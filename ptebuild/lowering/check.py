@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.builder.examples import check_sizes, make_inputs
+from ptebuild.lowering.examples import check_sizes, make_inputs
 from ptebuild.errors import CheckError
-from ptebuild.manifest.plan import ProgramPlan
+from ptebuild.plan import ProgramPlan
 
 
 @dataclass(frozen=True)

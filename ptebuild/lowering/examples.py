@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import zlib
 
-from ptebuild.manifest.plan import InputPlan, MethodPlan
+from ptebuild.plan import InputPlan, MethodPlan
 
 TORCH_DTYPES = {
     "float32": "float32",

@@ -144,6 +144,62 @@ class TaskResult:
         return paths
 
 
+@dataclass(frozen=True)
+class TaskFailure:
+    """Why a task failed, as a value: the same from every executor and every worker.
+
+    ``manifest`` and ``location`` are the error's own fields (``models.policy.weights``), empty
+    when the worker did not know them; :meth:`line` fills in the program's. A MANIFEST failure
+    with neither carries a complete line in ``message`` (a manifest error names its place itself).
+    """
+
+    kind: FailureKind
+    message: str
+    manifest: str = ""
+    location: str = ""
+
+    def line(self, manifest: str, program: str) -> str:
+        """The one-line report: ``manifest: location: message``, the program's by default."""
+        if self.kind is FailureKind.MANIFEST and not self.location and not self.manifest:
+            return self.message
+        from ptebuild.errors import PtebuildError
+
+        return str(PtebuildError(self.message, manifest=self.manifest or manifest,
+                                 location=self.location or f"programs.{program}"))
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind.value, "message": self.message, "manifest": self.manifest, "location": self.location}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "TaskFailure":
+        """A failure sent by a worker; anything malformed is itself a (build) failure, never an exception."""
+        if not isinstance(data, dict):
+            return cls(FailureKind.BUILD, f"the worker sent a malformed failure: {data!r:.200}")
+        try:
+            kind = FailureKind(data.get("kind"))
+        except ValueError:
+            kind = FailureKind.BUILD
+        return cls(kind, str(data.get("message", "")), str(data.get("manifest") or ""), str(data.get("location") or ""))
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> "TaskFailure":
+        """The failure of a task that raised ``exc`` (the worker side of every executor)."""
+        from ptebuild.errors import ManifestError, PtebuildError, StaleWorker
+
+        where = f"programs.{program}"
+        if isinstance(exc, StaleWorker):
+            return cls(FailureKind.STALE, exc.message, "", where)
+        if isinstance(exc, ManifestError):
+            return cls(FailureKind.MANIFEST, str(exc))
+        if isinstance(exc, PtebuildError):
+            return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where)
+        import traceback
+
+        detail = traceback.format_exception(exc) if debug else []
+        message = f"{type(exc).__name__}: {exc}".strip() + ("\n" + "".join(detail) if detail else "")
+        return cls(FailureKind.BUILD, message, "", where)
+
+
 class EventKind(str, enum.Enum):
     STARTED = "started"
     """The task reached a worker that is ready to run it."""
@@ -157,9 +213,14 @@ class Event:
     task_id: str
     kind: EventKind
     text: str = ""
-    """Progress text, or the failure's one-line message."""
+    """Progress text, or the failure's message."""
     result: TaskResult | None = None
-    failure: FailureKind = FailureKind.BUILD
-    manifest: str = ""
-    location: str = ""
-    """Where in the manifest a failure is (``programs.X``); both empty: ``text`` is a complete line."""
+    failure: TaskFailure | None = None
+    """Why a FAILED task failed."""
+
+    @classmethod
+    def failed(cls, task_id: str, failure: TaskFailure | str) -> "Event":
+        """A FAILED event; a plain string is a build failure at the program (a crash, a cancel)."""
+        if isinstance(failure, str):
+            failure = TaskFailure(FailureKind.BUILD, failure)
+        return cls(task_id, EventKind.FAILED, failure.message, failure=failure)

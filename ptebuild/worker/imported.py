@@ -3,7 +3,7 @@
 A warm worker server, a local worker and a Ray worker import torch, executorch and what they pull
 in (torchao, numpy, sympy, tabulate...) once and keep those modules for every task after. If one
 of those distributions is upgraded, downgraded or reinstalled on disk meanwhile, the process
-would still lower with the old code while the discovered dependencies (:mod:`.deps`) record the
+would still lower with the old code while the discovered dependencies (:mod:`ptebuild.deps`) record the
 new version: a cache entry that says one thing and holds another.
 
 :func:`snapshot` records, for every module in ``sys.modules`` that comes from an installed
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ptebuild.builder.deps import _dist_dirs, _entries, _top_level_names, _under, installed_dists, normalize
+from ptebuild.distributions import dist_dirs, holding_folder, installed_dists, normalize, path_entries, top_level_names
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ def snapshot(modules: Iterable[str] | None = None, path: Iterable[str] | None = 
     Reading which distribution provides which import name costs a scan of their metadata (about
     0.2 s): it is done only when one of the modules comes from a distribution's folder.
     """
-    search = _entries(sys.path if path is None else path)
-    dist_dirs = _dist_dirs(search)
+    search = path_entries(sys.path if path is None else path)
+    folders = dist_dirs(search)
     installed: dict | None = None
     tops: dict[str, list[str]] | None = None
     found: dict[str, ImportedDist] = {}
@@ -60,10 +60,10 @@ def snapshot(modules: Iterable[str] | None = None, path: Iterable[str] | None = 
     for name in names:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
-        if not isinstance(file, str) or _under(os.path.abspath(file), dist_dirs) is None:
+        if not isinstance(file, str) or holding_folder(os.path.abspath(file), folders) is None:
             continue
         if tops is None or installed is None:  # once, and only when something came from a distribution
-            tops = _top_level_names(search)
+            tops = top_level_names(search)
             installed = installed_dists(search)
         for dist in tops.get(name.partition(".")[0], ()):
             key = normalize(dist)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ptebuild.errors import BuildError, ManifestError
-from ptebuild.manifest.plan import ProgramPlan
+from ptebuild.plan import ProgramPlan
 
 
 def import_factory(program: ProgramPlan, manifest_dir: Path, display: str):

@@ -27,12 +27,19 @@ stdlib and modules without a file (builtins, namespace packages).
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from ptebuild.distributions import (
+    dist_dirs,
+    holding_folder,
+    installed_versions,
+    normalize,
+    path_entries,
+    stdlib_dirs,
+    top_level_names,
+)
 from ptebuild.results import Dependencies
 
 DigestFile = Callable[[Path], tuple[str, int]]
@@ -40,112 +47,12 @@ DigestFile = Callable[[Path], tuple[str, int]]
 _NOT_DEPENDENCIES = frozenset({"ptebuild", "__main__", "__mp_main__"})
 """ptebuild itself (its lowering code is in the key) and the entry script."""
 
-_DIST_INFO = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[^-]*)?\.(?:dist-info|egg-info)$")
-
-
-def normalize(name: str) -> str:
-    """PEP 503 normalised distribution name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _entries(path: Iterable[str]) -> list[str]:
-    seen, out = set(), []
-    for entry in path:
-        real = os.path.abspath(entry or ".")
-        if real not in seen:
-            seen.add(real)
-            out.append(real)
-    return out
-
-
-@dataclass(frozen=True)
-class InstalledDist:
-    """One distribution as installed now: its version and the ``.dist-info`` folders saying so."""
-
-    version: str
-    """``"1.0"``; two in one folder (a ``pip install --target`` leaves the old one) read ``"1.0|1.1"``."""
-    paths: tuple[str, ...]
-
-
-def installed_dists(path: Iterable[str] | None = None) -> dict[str, InstalledDist]:
-    """Normalised distribution name -> what is installed, from the dist-info folders on ``path``.
-
-    The first entry that has a distribution wins, as for imports. No metadata file is read: one
-    ``listdir`` per entry.
-    """
-    found: dict[str, InstalledDist] = {}
-    for entry in _entries(sys.path if path is None else path):
-        try:
-            names = sorted(os.listdir(entry))
-        except OSError:
-            continue
-        here: dict[str, list[tuple[str, str]]] = {}
-        for name in names:
-            if name.endswith((".dist-info", ".egg-info")):
-                match = _DIST_INFO.match(name)
-                if match:
-                    here.setdefault(normalize(match["name"]), []).append((match["version"], os.path.join(entry, name)))
-        for dist, items in here.items():
-            if dist not in found:
-                versions = "|".join(sorted({version for version, _ in items}))
-                found[dist] = InstalledDist(versions, tuple(sorted(p for _, p in items)))
-    return found
-
-
-def installed_versions(path: Iterable[str] | None = None) -> dict[str, str]:
-    """Normalised distribution name -> version (:func:`installed_dists`), e.g. ``"1.0"`` or ``"1.0|1.1"``."""
-    return {name: dist.version for name, dist in installed_dists(path).items()}
-
-
-def _under(path: str, folders: list[str]) -> str | None:
-    for folder in folders:
-        if path.startswith(folder + os.sep):
-            return folder
-    return None
-
-
-def _stdlib_dirs() -> list[str]:
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    return _entries({paths["stdlib"], paths["platstdlib"]})
-
-
-def _dist_dirs(path: list[str]) -> list[str]:
-    """The entries of ``path`` that hold installed distributions (site-packages, --target folders)."""
-    out = []
-    for entry in path:
-        try:
-            if any(n.endswith((".dist-info", ".egg-info")) for n in os.listdir(entry)):
-                out.append(entry)
-        except OSError:
-            continue
-    return out
 
 
 STARTUP_PATH = tuple(sys.path)
 """``sys.path`` when this module was first imported: before torch and friends added their own
 entries (``pkg_resources`` puts setuptools' vendored packages on it). Dependencies are named
 against it, as the builder's process, which never imports them, will look them up."""
-
-
-def _top_level_names(search: list[str]) -> dict[str, list[str]]:
-    """Import name -> the distributions installed on ``search`` that provide it
-    (``importlib.metadata.packages_distributions``, for a given path)."""
-    from importlib import metadata
-
-    found: dict[str, list[str]] = {}
-    for dist in metadata.distributions(path=search):
-        name = dist.metadata["Name"]
-        if not name:
-            continue
-        declared = (dist.read_text("top_level.txt") or "").split()
-        tops = declared or {
-            f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or ()) if f.suffix == ".py"
-        }
-        for top in tops:
-            found.setdefault(top, []).append(name)
-    return found
 
 
 def discover(
@@ -157,10 +64,10 @@ def discover(
     A module found only through an entry added later (a vendored package) is hashed as a source
     file, named relative to the entry of ``path`` that holds it.
     """
-    search = _entries([str(manifest_dir)] + list(STARTUP_PATH if path is None else path))
-    dist_dirs = _dist_dirs(search)
-    stdlib = _stdlib_dirs()
-    top_to_dists = _top_level_names(search)
+    search = path_entries([str(manifest_dir)] + list(STARTUP_PATH if path is None else path))
+    folders = dist_dirs(search)
+    stdlib = stdlib_dirs()
+    top_to_dists = top_level_names(search)
     versions = installed_versions(search)
     sources: dict[str, str] = {}
     dists: dict[str, str] = {}
@@ -172,9 +79,9 @@ def discover(
         if not isinstance(file, str) or not os.path.isfile(file):
             continue
         file = os.path.abspath(file)
-        if _under(file, stdlib) and not _under(file, dist_dirs):
+        if holding_folder(file, stdlib) and not holding_folder(file, folders):
             continue
-        dist_dir = _under(file, dist_dirs)
+        dist_dir = holding_folder(file, folders)
         if dist_dir is not None and dist_dir != os.path.abspath(manifest_dir):
             found = [normalize(d) for d in top_to_dists.get(top, ()) if normalize(d) in versions]
             for dist in found:
@@ -202,7 +109,7 @@ class DependencyCheck:
     """Checks recorded dependencies against this machine, now. One per build (it caches)."""
 
     def __init__(self, manifest_dir: Path, digest_file: DigestFile, path: Iterable[str] | None = None) -> None:
-        self.search = _entries([str(manifest_dir)] + list(sys.path if path is None else path))
+        self.search = path_entries([str(manifest_dir)] + list(sys.path if path is None else path))
         self.digest_file = digest_file
         self._versions: dict[str, str] | None = None
         self._paths: dict[str, Path | None] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import BuildError
-from ptebuild.manifest.plan import MethodPlan, ProgramPlan
+from ptebuild.plan import MethodPlan, ProgramPlan
 
 Progress = Callable[[str], None]
 
@@ -108,7 +108,7 @@ CALIBRATION_DRAWS = 4
 
 def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple]:
     """Inputs to calibrate quantization with: each check size, several seeded draws each."""
-    from ptebuild.builder.examples import check_sizes, make_inputs
+    from ptebuild.lowering.examples import check_sizes, make_inputs
 
     return [
         make_inputs(method, program.seed + 1 + draw, sizes)

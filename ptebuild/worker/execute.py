@@ -1,18 +1,12 @@
-"""The worker process: imports torch and executorch once, then lowers and checks programs.
+"""A worker interpreter: import torch and executorch once, then lower and check programs.
 
-Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
+:func:`prepare_worker` (once per process), :func:`run_task` (one program, in this process) and
+:func:`execute` (the same, any failure turned into a :class:`~ptebuild.worker.tasks.TaskFailure`)
+are the worker side of every executor: a process of the local pool, a child of the warm server,
+a Ray task. How the task and its outcome travel is the executor's business.
 
-- parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.builder.tasks.Task` as
-  JSON, or ``("stop",)``;
-- worker -> parent: ``("ready",)`` once imports are done; ``("progress", text)`` while working;
-  ``("done", TaskResult)`` or ``("failed", kind, message)`` at the end of each task, where ``kind``
-  is ``"manifest"`` (the user must fix the manifest or the model code) or ``"build"``.
-
-:func:`prepare_worker`, :func:`run_task` and :func:`execute` are the worker side of every
-executor (a local pool, a warm server, a Ray task).
-
-A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
-parent fails the one task it was running.
+Before each task the worker checks that every library it has imported is still installed as it
+was (:func:`stale_toolchain`); a worker that lowered with old code would be a stale cache entry.
 """
 
 from __future__ import annotations
@@ -20,15 +14,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from ptebuild.builder import imported
-from ptebuild.builder.tasks import Task, TaskResult
-from ptebuild.errors import BuildError, ManifestError, PtebuildError, StaleWorker
+from ptebuild.errors import BuildError, StaleWorker
 from ptebuild.results import OutputFile
+from ptebuild.worker import imported
+from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
 
 _baseline: frozenset[str] = frozenset()
 _imported: dict[str, imported.ImportedDist] = {}
@@ -44,7 +37,7 @@ def prepare_worker() -> None:
     import logging
 
     logging.disable(logging.WARNING)
-    from ptebuild.builder.check import native_stderr_silenced
+    from ptebuild.lowering.check import native_stderr_silenced
 
     with native_stderr_silenced():  # torchao/executorch native code prints to fd 2 on import
         import torch  # noqa: F401
@@ -52,7 +45,7 @@ def prepare_worker() -> None:
         import executorch.runtime  # noqa: F401
     import ptebuild.backends.portable  # noqa: F401
     import ptebuild.backends.xnnpack  # noqa: F401
-    import ptebuild.builder.lowering  # noqa: F401
+    import ptebuild.worker.lower  # noqa: F401
 
     _baseline = frozenset(sys.modules)
     _note_imports()
@@ -78,9 +71,9 @@ def stale_toolchain() -> str | None:
 
 def _user_modules() -> list[str]:
     """Modules imported since :func:`prepare_worker` that are the user's code, not installed ones."""
-    from ptebuild.builder.deps import _dist_dirs, _entries, _stdlib_dirs
+    from ptebuild.distributions import dist_dirs, path_entries, stdlib_dirs
 
-    installed = _stdlib_dirs() + _dist_dirs(_entries(sys.path))
+    installed = stdlib_dirs() + dist_dirs(path_entries(sys.path))
     out = []
     for name, module in list(sys.modules.items()):
         if name in _baseline or name.partition(".")[0] in sys.stdlib_module_names:
@@ -117,11 +110,12 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     import tempfile
 
     from ptebuild.backends import get_backend
-    from ptebuild.builder.deps import STARTUP_PATH, discover, installed_dists
-    from ptebuild.builder.examples import make_inputs
-    from ptebuild.builder.lowering import lower
-    from ptebuild.builder.model_loading import build_model
-    from ptebuild.manifest.plan import BuildPlan
+    from ptebuild.deps import STARTUP_PATH, discover
+    from ptebuild.distributions import installed_dists
+    from ptebuild.lowering.examples import make_inputs
+    from ptebuild.worker.lower import lower
+    from ptebuild.worker.model_loading import build_model
+    from ptebuild.plan import BuildPlan
     from ptebuild.store.hashing import hash_file
 
     stale = stale_toolchain()
@@ -181,79 +175,10 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _redirect_output(log_path: str) -> None:
-    """Send the worker's stdout and stderr (fd 1 and 2) to its log file.
-
-    Native code in torch, XNNPACK and cpuinfo prints probe chatter there; the parent shows the
-    log's last lines only if the worker crashes.
-    """
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to kill this worker when the ptebuild process that started it dies.
-
-    Without it, a ``kill -9`` of ptebuild would leave workers lowering for nobody.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
+def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:
+    """Run a task and turn any failure into a value (:class:`~ptebuild.worker.tasks.TaskFailure`).
+    Shared by every executor's worker side."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def worker_main(conn, log_path: str | None = None, cwd: str | None = None) -> None:
-    """Entry point of a worker process of the local executor."""
-    _die_with_parent()
-    if cwd:
-        os.chdir(cwd)
-    if log_path:
-        _redirect_output(log_path)
-    try:
-        prepare_worker()
-    except BaseException as exc:  # report, then die: the parent fails the task
-        conn.send(("failed", "build", f"the worker cannot import torch/executorch: {exc}"))
-        return
-    conn.send(("ready",))
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        if message[0] == "stop":
-            return
-        task = Task.from_json(message[1])
-        kind, payload = execute(task, lambda text: conn.send(("progress", text)))
-        conn.send((kind, *payload))
-
-
-def execute(task: Task, progress: Callable[[str], None]) -> tuple[str, tuple]:
-    """Run a task and turn any failure into data: ``("done", (result,))`` or
-    ``("failed", (kind, message, manifest, location))``. Shared by every executor's worker side.
-
-    ``manifest`` and ``location`` are the error's own fields (``programs.X``,
-    ``models.Y.weights``) or, for an exception from the model's code or the toolchain, the
-    program's; both empty for a ManifestError, whose message is complete."""
-    where = f"programs.{task.program}"
-    try:
-        return "done", (run_task(task, progress),)
-    except StaleWorker as exc:
-        return "failed", ("stale", exc.message, "", where)
-    except ManifestError as exc:
-        return "failed", ("manifest", str(exc), "", "")
-    except PtebuildError as exc:
-        return "failed", ("build", exc.message, exc.manifest or "", exc.location or where)
-    except Exception as exc:  # the model's code or the toolchain: keep the worker alive
-        detail = traceback.format_exc() if task.debug else ""
-        message = f"{type(exc).__name__}: {exc}".strip() + (f"\n{detail}" if detail else "")
-        return "failed", ("build", message, "", where)
+        return run_task(task, progress)
+    except Exception as exc:  # the model's code or the toolchain too: keep the worker alive
+        return TaskFailure.from_exception(exc, task.program, task.debug)

@@ -3,8 +3,8 @@
 The program's files are taken from the manifest's output folder (or another one), loaded
 through :func:`ptebuild.runtime.load` (so a ``.ptd`` that does not belong to the ``.pte`` is
 refused before executing), and every method runs on the same example inputs the build checked
-it with (:func:`ptebuild.builder.examples.make_inputs` with the program's seed). The eager
-model is built as the build builds it (:func:`ptebuild.builder.model_loading.build_model`).
+it with (:func:`ptebuild.lowering.examples.make_inputs` with the program's seed). The eager
+model is built as the build builds it (:func:`ptebuild.worker.model_loading.build_model`).
 
 Latency is the median wall time of ``iters`` calls after one warm-up call, for the program in
 ExecuTorch's runtime and for the eager model (under ``torch.no_grad``), on the same inputs.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.errors import LoadError, UsageError
-from ptebuild.manifest.plan import BuildPlan, ProgramPlan
+from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.manifest.typos import did_you_mean
 
 
@@ -154,9 +154,9 @@ def run_program(
 
     import torch
 
-    from ptebuild.builder.check import flatten_outputs, native_stderr_silenced
-    from ptebuild.builder.examples import make_inputs
-    from ptebuild.builder.model_loading import build_model
+    from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
+    from ptebuild.lowering.examples import make_inputs
+    from ptebuild.worker.model_loading import build_model
     from ptebuild.runtime import load
 
     with native_stderr_silenced():
@@ -192,7 +192,7 @@ def run_program(
 
 
 def _compare(program: ProgramPlan, method: str, expected: list, actual: list) -> tuple[OutputRun, ...]:
-    from ptebuild.builder.check import compare_outputs
+    from ptebuild.lowering.check import compare_outputs
 
     figures = compare_outputs(program.name, f"method {method!r}", expected, actual)
     return tuple(OutputRun(index, tuple(e.shape), max_abs, cosine) for (index, max_abs, cosine), e in zip(figures, expected))

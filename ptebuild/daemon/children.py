@@ -1,0 +1,127 @@
+"""A warm server's task children: forked from the warm process, or a fresh interpreter.
+
+A forked child shares the imported toolchain copy-on-write and starts from the module cache of a
+process that never imported user code; a task whose backend does not survive ``fork()``
+(:func:`needs_fresh_interpreter`) runs in ``python -m ptebuild.daemon.fresh_child`` instead.
+Either way the child runs the task in the build's working folder and environment
+(:func:`run_child`) and reports on a pipe with the protocol's framing; it dies with the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from ptebuild.daemon import protocol
+from ptebuild.processes import env_flag, worker_environment
+
+
+def default_max_rss() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+
+
+
+def fork_is_safe() -> str | None:
+    """None if this process may fork task children, else why not."""
+    if threading.active_count() > 1:
+        return f"{threading.active_count()} Python threads are running"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised"
+    return None
+
+
+def sweep_log_dirs(folder: Path) -> None:
+    """Remove the children's log folders of servers that died without cleaning up (``kill -9``)."""
+    import shutil
+
+    for log_dir in folder.glob("children-*"):
+        pid = log_dir.name.split("-")[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(log_dir, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+def needs_fresh_interpreter(task: dict) -> bool:
+    """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
+    if env_flag("PTEBUILD_DAEMON_FRESH"):
+        return True
+    from ptebuild.backends import BACKEND_MODULES, get_backend
+
+    name = task.get("backend")
+    return name in BACKEND_MODULES and not get_backend(name).forks_safely
+
+
+def spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
+    """Start ``python -m ptebuild.daemon.fresh_child`` for ``submit``, reporting on ``pipe``."""
+    import json
+    import subprocess
+
+    fd, submit_path = tempfile.mkstemp(prefix="submit-", suffix=".json", dir=folder)
+    with os.fdopen(fd, "w") as out:
+        json.dump(submit, out)
+    env = worker_environment(submit.get("env") if isinstance(submit.get("env"), dict) else os.environ)
+    command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
+               "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
+    try:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(pipe,),
+            cwd=submit.get("cwd") or "/", env={str(k): str(v) for k, v in env.items()},
+        )
+    except OSError:
+        os.unlink(submit_path)  # the child would have removed it
+        raise
+
+
+def run_child(submit: dict, pipe: int) -> int:
+    """In a child (forked, or a fresh interpreter): run one task, report on ``pipe``; return the exit code.
+
+    The child takes the build's working folder and environment (model code may read either), as a
+    worker process of the local executor would have; what torch read from the environment when it
+    was imported stays as the server's first build had it.
+    """
+    from ptebuild.worker.execute import execute
+    from ptebuild.worker.tasks import Task, TaskFailure
+
+    if isinstance(submit.get("env"), dict):
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in submit["env"].items()})
+    with contextlib.suppress(OSError, TypeError):
+        os.chdir(submit.get("cwd") or "/")
+    task_json = submit["task"]
+
+    def write_all(message: dict) -> None:
+        data = memoryview(protocol.encode(message))
+        while data:
+            data = data[os.write(pipe, data):]
+
+    task = Task.from_json(task_json)
+    outcome = execute(task, lambda text: write_all({"op": "progress", "text": str(text)}))
+    if isinstance(outcome, TaskFailure):
+        write_all({"op": "failed", "failure": outcome.to_json()})
+    else:
+        write_all({"op": "done", "result": protocol.result_to_json(outcome)})
+    return 0

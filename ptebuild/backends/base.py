@@ -1,9 +1,13 @@
-"""What every backend shares: the options base model, check tolerances and the hooks with defaults.
+"""What every backend shares: what it declares about itself, and the hooks with their defaults.
 
-A backend is a :class:`Backend` (or a subclass overriding some hooks). Hooks that run in a worker
-(``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``, ``data_files``, ``check``) may import torch and
-executorch inside the function; the others (``toolchain_facts``, ``can_build``,
-``can_execute``, ``resources``, ``check_defaults``) run in the builder and must stay cheap.
+A backend is a :class:`Backend` (or a subclass overriding some hooks). The builder never tests a
+backend's name: it asks what the backend declares (does it need a GPU, which check does it run,
+where do its weights live, are its bytes reproducible, can this machine lower and check it).
+
+Hooks that run in a worker (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
+``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
+the others (``toolchain_facts``, ``can_build``, ``can_check``, ``resources``, ``check_defaults``,
+``check_kind``, ``reproducible``) run in the builder and must stay cheap.
 """
 
 from __future__ import annotations
@@ -30,16 +34,42 @@ class CheckTolerances:
 
 
 @dataclass(frozen=True)
+class CheckKind:
+    """How a backend's programs are checked before they are published."""
+
+    name: str
+    """As reported (``executorch-runtime``, ``aoti-runner-cuda``, ``windows-imports``...)."""
+    numeric: bool = True
+    """True: outputs compared with eager PyTorch (error figures); False: a structural check only."""
+
+
+EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")
+"""Every method run in ExecuTorch's own runtime, against eager PyTorch."""
+
+
+@dataclass(frozen=True)
 class Backend:
     name: str
     options_factory: Callable[[], type]
     """Returns the backend's options model (a pydantic model: defined when first needed, so that
-    the builder's cheap hooks never pay for importing pydantic)."""
-    keeps_data_in_pte: bool
+    the builder's cheap hooks never pay for importing pydantic). It validates the program's
+    ``options`` and ``compile_specs`` tables together."""
     default_check: CheckTolerances
+    keeps_data_in_pte: bool = False
+    """Where its weights live: True if it cannot write a ``.ptd`` (a data name is refused)."""
+    requires_data_name: bool = False
+    """True if its weights always go to a ``.ptd`` (a program without a data name is refused)."""
+    needs_gpu: bool = False
+    """Lowering needs a GPU: a machine without one restores its programs or reports them
+    ``needs-gpu``; schedulers give its tasks a GPU."""
     forks_safely: bool = True
     """False if a worker forked from a warm process that imported torch cannot lower or check
     this backend's programs (the warm server then starts a fresh interpreter for them)."""
+    toolchain_from_files: bool = True
+    """True if :meth:`toolchain_facts` reads only files (versions from dist-info folders): a
+    no-op stamp's file stats then stand for them. False: a device query (a GPU's architecture)."""
+    shim_library_name: str | None = None
+    """The import library its Windows programs link (the manifest's shim target must be named so)."""
 
     @property
     def options_model(self) -> type:
@@ -62,13 +92,21 @@ class Backend:
         else why not (one line)."""
         return None
 
-    def can_execute(self) -> str | None:
-        """None if this machine can run the backend's programs (for the check), else why not."""
+    def can_check(self, options=None) -> str | None:
+        """None if this machine can run the backend's check on its programs, else why not."""
         return None
+
+    def check_kind(self, options=None) -> CheckKind:
+        """The check its programs (with these options) pass before they are published."""
+        return EXECUTORCH_RUNTIME
+
+    def reproducible(self, options=None) -> bool:
+        """True if two builds of one program (same inputs, same toolchain) give the same bytes."""
+        return True
 
     def resources(self, options) -> dict[str, Any]:
         """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
-        return {}
+        return {"num_gpus": 1} if self.needs_gpu else {}
 
     # -- in a worker: may import torch and executorch -------------------------------------------
 
@@ -130,4 +168,4 @@ class Backend:
         """Run the built program against eager PyTorch; return (figures, name of the check)."""
         from ptebuild.lowering.check import check_program
 
-        return check_program(model, program, pte, ptd), "executorch-runtime"
+        return check_program(model, program, pte, ptd), self.check_kind(program.options).name

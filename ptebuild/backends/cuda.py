@@ -68,10 +68,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ptebuild.backends import cuda_windows
-from ptebuild.backends.base import Backend, CheckTolerances
+from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.cuda_windows import SHIM_LIBRARY_NAME
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"
+AOTI_RUNNER = CheckKind("aoti-runner-cuda")
+"""The program's own compiled code and weights run by PyTorch's AOTInductor runner on the GPU."""
+WINDOWS_IMPORTS = CheckKind("windows-imports", numeric=False)
+"""A Windows program cannot run here: its DLLs' imports are checked against what they link."""
 DATA_TAG = "aoti_cuda_blob"
 MINGW_GXX = "x86_64-w64-mingw32-g++"
 SHIM_DIR_ENV = "PTEBUILD_SHIM_LIBRARY_DIR"
@@ -255,12 +259,15 @@ def windows_toolchain_problem() -> str | None:
 class CudaBackend(Backend):
     requires_data_name: bool = True
     """The delegate always writes a .ptd; resolve refuses a CUDA program without a data name."""
-    shim_library_name: str = SHIM_LIBRARY_NAME
+    shim_library_name: str | None = SHIM_LIBRARY_NAME
     """The import library AOTInductor links for Windows; resolve checks the shim target's name."""
+    needs_gpu: bool = True
     forks_safely: bool = False
     """torch marks a process that queried the CUDA driver (``torch.cuda.is_available()``, which
     imports such as torchao's do) so that its forked children cannot initialise CUDA: seen on the
     H200, "Cannot re-initialize CUDA in forked subprocess" from a warm server's child."""
+    toolchain_from_files: bool = False
+    """The GPU architecture comes from ``nvidia-smi``, not a file."""
 
     def toolchain_facts(self, options) -> dict[str, str]:
         torch_version = _dist_version("torch") or "none"
@@ -285,11 +292,15 @@ class CudaBackend(Backend):
             return windows_toolchain_problem()
         return None
 
-    def can_execute(self) -> str | None:
+    def can_check(self, options=None) -> str | None:
         return None if gpu_visible() else "checked on a machine with a CUDA GPU"
 
-    def resources(self, options) -> dict[str, Any]:
-        return {"num_gpus": 1}
+    def check_kind(self, options=None) -> CheckKind:
+        return WINDOWS_IMPORTS if _platform(options) == "windows" else AOTI_RUNNER
+
+    def reproducible(self, options=None) -> bool:
+        """Without ``max_autotune``: kernels are chosen without timing (see the module's docstring)."""
+        return not compile_specs(options or {})["max_autotune"] == "ON"
 
     # -- in a worker ----------------------------------------------------------------------------
 
@@ -718,6 +729,5 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
 BACKEND = CudaBackend(
     name="cuda",
     options_factory=options_model,
-    keeps_data_in_pte=False,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
 )

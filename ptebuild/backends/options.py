@@ -8,4 +8,4 @@ from pydantic import BaseModel, ConfigDict
 class BackendOptions(BaseModel):
     """Base of each backend's ``options`` table: frozen, unknown keys refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)

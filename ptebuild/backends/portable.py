@@ -20,6 +20,5 @@ def options_model() -> type:
 BACKEND = Backend(
     name="portable",
     options_factory=options_model,
-    keeps_data_in_pte=False,
     default_check=CheckTolerances(atol=1e-4, min_cosine=0.99999),
 )

@@ -81,6 +81,5 @@ def _quantized(module, scheme: str, calibration):
 BACKEND = XnnpackBackend(
     name="xnnpack",
     options_factory=options_model,
-    keeps_data_in_pte=False,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptebuild import keyinputs
 from ptebuild.builder import keys
 from ptebuild.deps import DependencyCheck
 from ptebuild.builder.outdir import OutputFolder
@@ -158,9 +159,8 @@ class Builder:
         result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
         if elsewhere is not None:
             result.key, result.node = hit.result.key, hit.result.built_on
-            toolchain = ", ".join(
-                f"{k[10:]} {v}" for k, v in sorted(hit.result.inputs.items()) if k.startswith("toolchain.") and "code" not in k
-            )
+            facts = keyinputs.of_kind(hit.result.inputs, keyinputs.InputKind.TOOLCHAIN)
+            toolchain = ", ".join(f"{k} {v}" for k, v in sorted(facts.items()) if "code" not in k)
             result.explain = [f"{result.explain[0]}: built on {hit.result.built_on or 'another machine'} ({toolchain})"]
         if shared:
             self.shared.hold(result.name, hit.result)
@@ -243,7 +243,7 @@ class Builder:
                 self.report(program.name, "done", f"{result.status} (built on {result.node or 'another machine'})")
                 continue
             if reason is not None:
-                result.status = Status.NEEDS_GPU if program.backend == "cuda" else Status.FAILED
+                result.status = Status.NEEDS_GPU if backend.needs_gpu else Status.FAILED
                 result.message = self._located(
                     program,
                     f"not in the cache, and this machine cannot build it: {reason}; build it there "
@@ -272,11 +272,7 @@ class Builder:
             from ptebuild.backends import get_backend
             from ptebuild.worker.tasks import Task, TaskFile
 
-            files = tuple(
-                TaskFile(name.partition(":")[2], digest)
-                for name, digest in sorted(inputs.items())
-                if name.startswith(("source:", "weights:"))
-            )
+            files = tuple(TaskFile(name, digest) for name, digest in keyinputs.files(inputs))
             staging = self.folder.stage(program.name)
             self._job_staging[program.name] = staging
             return Task(

@@ -11,7 +11,8 @@ A key hashes (xxh3-128) the canonical JSON of the program's *inputs*:
 - ``toolchain.*``: Python, torch, executorch and ptebuild versions, the platform, and the
   digest of ptebuild's own lowering code.
 
-The same breakdown is kept in the action record, so ``--explain`` can name what changed.
+The same breakdown is kept in the action record, so ``--explain`` can name what changed. The
+input names are typed in :mod:`ptebuild.keyinputs`, the one module that parses or writes them.
 File digests come from the store's stat cache: an unchanged file costs a ``stat``, no read.
 Nothing here imports torch or executorch.
 """
@@ -23,6 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ptebuild import keyinputs
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
@@ -61,11 +63,11 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
             return versions.get(dist, "not installed")
 
         facts = {
-            "toolchain.python": f"{sys.implementation.name} {platform.python_version()}",
-            "toolchain.torch": version("torch"),
-            "toolchain.executorch": version("executorch"),
-            "toolchain.ptebuild": __version__,
-            "toolchain.platform": f"{sys.platform}-{platform.machine()}",
+            keyinputs.toolchain("python"): f"{sys.implementation.name} {platform.python_version()}",
+            keyinputs.toolchain("torch"): version("torch"),
+            keyinputs.toolchain("executorch"): version("executorch"),
+            keyinputs.toolchain("ptebuild"): __version__,
+            keyinputs.toolchain("platform"): f"{sys.platform}-{platform.machine()}",
         }
         # ptebuild's own code that shapes the bytes: an edit to it must rebuild, even without a
         # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
@@ -74,18 +76,18 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
             + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
         )
         parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]
-        facts["toolchain.ptebuild-code"] = digest_text("\n".join(parts))
+        facts[keyinputs.toolchain("ptebuild-code")] = digest_text("\n".join(parts))
         _toolchain_cache = facts
     return dict(_toolchain_cache)
 
 
 def _flatten_entry(prefix: str, value, out: dict[str, str]) -> None:
-    """Flatten a manifest entry into dotted keys, so that --explain can name the changed field."""
+    """Flatten a manifest entry into dotted fields, so that --explain can name the changed one."""
     if isinstance(value, dict) and value:
         for key in sorted(value):
             _flatten_entry(f"{prefix}.{key}", value[key], out)
     else:
-        out[prefix] = canonical_json(value)
+        out[keyinputs.manifest(prefix)] = canonical_json(value)
 
 
 def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
@@ -124,14 +126,14 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     """
     manifest_dir = Path(plan.manifest_dir)
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
-    _flatten_entry("manifest.model", program.model_entry, inputs)
-    _flatten_entry("manifest.program", program.program_entry, inputs)
+    _flatten_entry("model", program.model_entry, inputs)
+    _flatten_entry("program", program.program_entry, inputs)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
-        inputs[f"source:{name}"] = digest_file(path)[0]
+        inputs[keyinputs.source(name)] = digest_file(path)[0]
     if program.weights:
         path = manifest_dir / program.weights
         try:
-            inputs[f"weights:{program.weights}"] = digest_file(path)[0]
+            inputs[keyinputs.weights(program.weights)] = digest_file(path)[0]
         except FileNotFoundError:
             raise ManifestError(
                 f"{plan.manifest}: models.{program.model}.weights: no such file {program.weights!r}"
@@ -139,21 +141,21 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     inputs.update(toolchain_facts(digest_file))
     if backend is not None:
         for name, value in backend.toolchain_facts(program.options).items():
-            inputs[f"toolchain.{name}"] = str(value)
+            inputs[keyinputs.toolchain(name)] = str(value)
     return inputs
 
 
 def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
     inputs = {
         "schema": KEY_SCHEMA,
-        "shims.format": shim.format,
-        "shims.keep_order": canonical_json(shim.keep_order),
-        f"source:{shim.source}": digest_file(Path(plan.manifest_dir, shim.source))[0],
+        keyinputs.shims("format"): shim.format,
+        keyinputs.shims("keep_order"): canonical_json(shim.keep_order),
+        keyinputs.source(shim.source): digest_file(Path(plan.manifest_dir, shim.source))[0],
     }
     facts = toolchain_facts(digest_file)
-    inputs["toolchain.ptebuild"] = facts["toolchain.ptebuild"]
+    inputs[keyinputs.toolchain("ptebuild")] = facts[keyinputs.toolchain("ptebuild")]
     shims_code = sorted((_PTEBUILD_ROOT / "shims").glob("*.py"))
-    inputs["toolchain.shims-code"] = digest_text(
+    inputs[keyinputs.toolchain("shims-code")] = digest_text(
         "\n".join(f"{p.name}:{digest_file(p)[0]}" for p in shims_code)
     )
     return inputs
@@ -164,14 +166,14 @@ def action_key(inputs: dict[str, str]) -> str:
 
 
 ELSEWHERE_SCHEMA = "ptebuild-built-elsewhere 1"
-_SAME_EVERYWHERE = ("toolchain.ptebuild", "toolchain.ptebuild-code")
+_SAME_EVERYWHERE = (keyinputs.toolchain("ptebuild"), keyinputs.toolchain("ptebuild-code"))
 
 
 def elsewhere_key(inputs: dict[str, str]) -> str:
     """A key over the inputs without this machine's toolchain: what a machine that cannot build
     a program (a CUDA program on a CPU runner) looks it up by, to restore what a machine that
     can built. The manifest entries, sources, weights and ptebuild's own code must still match."""
-    kept = {k: v for k, v in inputs.items() if not k.startswith("toolchain.") or k in _SAME_EVERYWHERE}
+    kept = keyinputs.without(inputs, [keyinputs.InputKind.TOOLCHAIN], keep=_SAME_EVERYWHERE)
     kept["schema"] = ELSEWHERE_SCHEMA
     return action_key(kept)
 
@@ -180,31 +182,9 @@ def explain_changes(old: dict[str, str] | None, new: dict[str, str], model: str 
     """Name what changed between two input breakdowns (``model`` and ``program`` name the entries)."""
     if old is None:
         return ["never built with this cache"]
-    changes = []
-    for name in sorted(set(old) | set(new)):
-        before, after = old.get(name), new.get(name)
-        if before == after:
-            continue
-        if before is None:
-            changes.append(f"{_describe(name, model, program)} added")
-        elif after is None:
-            changes.append(f"{_describe(name, model, program)} removed")
-        elif name.startswith(("manifest.", "toolchain.", "shims.")) and name != "toolchain.ptebuild-code":
-            changes.append(f"{_describe(name, model, program)} changed ({before} -> {after})")
-        else:
-            changes.append(f"{_describe(name, model, program)} changed")
+    changes = [
+        keyinputs.describe_change(name, old.get(name), new.get(name), model=model, program=program)
+        for name in sorted(set(old) | set(new))
+        if old.get(name) != new.get(name)
+    ]
     return changes or ["inputs unchanged, but the cached outputs could not be restored"]
-
-
-def _describe(name: str, model: str, program: str) -> str:
-    if name.startswith("source:"):
-        return f"source file {name[7:]}"
-    if name.startswith("weights:"):
-        return f"weights file {name[8:]}"
-    if name.startswith("manifest."):
-        kind, _, field = name[9:].partition(".")
-        table = f"models.{model}" if kind == "model" else f"programs.{program}"
-        return f"manifest field {table}.{field}" if field else f"manifest entry {table}"
-    if name.startswith("toolchain."):
-        return f"{name[10:]} version" if name != "toolchain.ptebuild-code" else "ptebuild's lowering code"
-    return name

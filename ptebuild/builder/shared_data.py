@@ -17,8 +17,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptebuild import keyinputs
 from ptebuild.builder import keys
-from ptebuild.canonical import canonical_json
 from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
 from ptebuild.results import ActionResult, OutputFile, Source, Status
 
@@ -93,9 +93,9 @@ class SharedData:
         members = self.members[data]
         inputs = {"schema": SCHEMA, "shared-data": data}
         for program in programs:
-            inputs[f"member:{program}"] = members[program].result.output(ptd_name).sha256
+            inputs[keyinputs.member(program)] = members[program].result.output(ptd_name).sha256
         root = Path(__file__).resolve().parent.parent / "runtime"
-        inputs["toolchain.merge-code"] = keys.digest_text(
+        inputs[keyinputs.toolchain("merge-code")] = keys.digest_text(
             "\n".join(f"{n}:{builder.digest_file(root / n)[0]}" for n in _MERGE_CODE)
         )
         key = keys.action_key(inputs)

@@ -322,13 +322,15 @@ def _noop_stamp(args) -> Path | None:
 
 
 def _was_noop(run: BuildRun) -> bool:
-    """Every target up to date in place: nothing built, restored, failed or warned about."""
+    """Every target up to date in place: nothing built, restored, failed or warned about, and
+    nothing whose key depends on more than files (a GPU query)."""
+    from ptebuild.backends import get_backend
     from ptebuild.results import Status
 
     return (
         bool(run.results)
         and all(r.status is Status.CACHED and r.explain == ["up to date"] for r in run.results)
-        and all(r.backend != "cuda" for r in run.results)
+        and all(r.backend is None or get_backend(r.backend).toolchain_from_files for r in run.results)
         and not any(event == "warning" for _, event, _ in run.report.events)
     )
 

@@ -11,10 +11,7 @@ def register(subparsers) -> None:
 
 
 def schema_command(args) -> int:
-    from ptebuild.manifest.schema import Manifest
+    from ptebuild.manifest.schema import json_schema
 
-    schema = Manifest.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "ptebuild manifest"
-    print(json.dumps(schema, indent=2, sort_keys=True))
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
     return 0

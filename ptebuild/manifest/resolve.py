@@ -96,7 +96,7 @@ def _resolve_program(
     if len(set(chosen)) != len(chosen):
         raise ManifestError(f"{display}: {where}.methods: lists a method twice")
     options = _resolve_options(display, manifest, name, program, backend_name, backend)
-    if program.data_name is None and getattr(backend, "requires_data_name", False):
+    if program.data_name is None and backend.requires_data_name:
         raise DataNameError(
             f"{display}: {where}.data_name: missing; backend {backend_name!r} writes its weights to a .ptd: "
             f"set data_name (e.g. data_name = \"{name}_weights\")"
@@ -181,7 +181,7 @@ def _resolve_options(display: str, manifest: Manifest, name: str, program: Progr
                 f"{display}: {at}: no shim target {shim!r}{did_you_mean(shim, manifest.shims)}; "
                 f"declare it as [shims.{shim}]"
             )
-        required = getattr(backend, "shim_library_name", None)
+        required = backend.shim_library_name
         if required and shim != required:
             raise ManifestError(
                 f"{display}: {at}: AOTInductor links {required}.lib; name the shim target {required!r}"

@@ -21,7 +21,7 @@ _FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class DynamicDim(_Strict):
@@ -170,3 +170,42 @@ class Manifest(_Strict):
         if not self.programs and not self.shims:
             raise ValueError("declares nothing to build; add a [programs.NAME] or [shims.NAME] table")
         return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The manifest's JSON Schema (draft 2020-12), for editors.
+
+    ``options`` and ``compile_specs`` are open tables in the pydantic models (their keys depend on
+    the program's backend); here each backend's options model fills them in: under
+    ``defaults.options.<backend>`` and ``defaults.compile_specs.<backend>``, and, for a program
+    that names its backend, under its own ``options`` and ``compile_specs``. Both tables feed the
+    one options model, so both accept its keys; unknown keys are flagged.
+    """
+    from ptebuild.backends import backend_names, get_backend
+
+    schema = Manifest.model_json_schema()
+    defs = schema.setdefault("$defs", {})
+    refs = {}
+    for name in backend_names():
+        model = get_backend(name).options_model
+        own = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(own.pop("$defs", {}))
+        title = f"{model.__name__}"
+        own.setdefault("description", f"Options and compile specs of the {name} backend.")
+        defs[title] = own
+        refs[name] = {"$ref": f"#/$defs/{title}"}
+    for table in ("options", "compile_specs"):
+        defaults = defs["Defaults"]["properties"][table]
+        defaults.pop("propertyNames", None)
+        defaults["properties"] = dict(refs)
+        defaults["additionalProperties"] = False
+    defs["ProgramSpec"]["allOf"] = [
+        {
+            "if": {"properties": {"backend": {"const": name}}, "required": ["backend"]},
+            "then": {"properties": {"options": ref, "compile_specs": ref}},
+        }
+        for name, ref in refs.items()
+    ]
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "ptebuild manifest"
+    return schema

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import FormatError, UsageError
+from ptebuild.keyinputs import InputKind, InputName, change_words, describe_change
 from ptebuild.results import ActionResult, Dependencies, OutputFile
 
 LOCK_NAME = "ptebuild.lock"
@@ -54,10 +55,16 @@ HEADER = "# ptebuild.lock: written by `ptebuild lock`; commit it, do not edit it
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _FIX = "regenerate it with `ptebuild lock MANIFEST`"
 
-# Input-name prefix -> lock table; the rest of the name is the key in that table.
-_GROUPS = (("manifest.", "manifest"), ("source:", "sources"), ("weights:", "weights"), ("toolchain.", "toolchain"))
+# Input kind -> lock table; an input's name within its kind is its key in that table.
+_TABLES = {
+    InputKind.MANIFEST: "manifest",
+    InputKind.SOURCE: "sources",
+    InputKind.WEIGHTS: "weights",
+    InputKind.TOOLCHAIN: "toolchain",
+}
 _OTHER = "other"
-_INPUT_TABLES = tuple(table for _, table in _GROUPS) + (_OTHER,)
+"""Every other input, by its whole text form."""
+_INPUT_TABLES = (*_TABLES.values(), _OTHER)
 
 
 @dataclass(frozen=True)
@@ -81,9 +88,12 @@ class LockEntry:
         if self.backend:
             table["backend"] = self.backend
         groups: dict[str, dict[str, str]] = {}
-        for name, value in self.inputs.items():
-            group, key = _split_input(name)
-            groups.setdefault(group, {})[key] = value
+        for text, value in self.inputs.items():
+            name = InputName.parse(text)
+            if name.kind in _TABLES:
+                groups.setdefault(_TABLES[name.kind], {})[name.name] = value
+            else:
+                groups.setdefault(_OTHER, {})[text] = value
         table.update({group: values for group, values in groups.items() if values})
         if self.deps is not None:
             table["deps"] = {"sources": dict(self.deps.sources), "dists": dict(self.deps.dists)}
@@ -99,9 +109,10 @@ class LockEntry:
         if unknown:
             raise FormatError(f"{where}.{unknown[0]}: unknown field ({_FIX})")
         inputs: dict[str, str] = {}
-        for prefix, group in (*_GROUPS, ("", _OTHER)):
+        for kind, group in _TABLES.items():
             for key, value in _string_table(table.get(group, {}), f"{where}.{group}").items():
-                inputs[prefix + key] = value
+                inputs[str(InputName(kind, key))] = value
+        inputs.update(_string_table(table.get(_OTHER, {}), f"{where}.{_OTHER}"))
         deps = None
         if "deps" in table:
             raw = _expect(table["deps"], dict, f"{where}.deps", "a table")
@@ -338,13 +349,14 @@ def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:
         for name in sorted(set(old.inputs) | set(new.inputs)):
             before, after = old.inputs.get(name), new.inputs.get(name)
             if before != after:
-                found.append(Mismatch(MismatchKind.STALE, new.name, name, f"{prefix}: {_describe_input(name, before, after)}"))
+                found.append(Mismatch(MismatchKind.STALE, new.name, name,
+                                      f"{prefix}: {describe_change(name, before, after, detail=True)}"))
     if old.deps is not None and new.deps is not None:
         for group, label in (("sources", "discovered source file"), ("dists", "discovered distribution")):
             before, after = dict(getattr(old.deps, group)), dict(getattr(new.deps, group))
             for dep in sorted(set(before) | set(after)):
                 if before.get(dep) != after.get(dep):
-                    change = _change(before.get(dep), after.get(dep), digest=group == "sources")
+                    change = change_words(before.get(dep), after.get(dep), digest=group == "sources", detail=True)
                     found.append(Mismatch(MismatchKind.STALE, new.name, f"deps.{group}:{dep}", f"{prefix}: {label} {dep} {change}"))
     if old.key != new.key and new.key:
         if not found:
@@ -378,44 +390,6 @@ def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:
 
 def _what(entry: LockEntry) -> str:
     return "shim library" if entry.kind == "shims" else "program"
-
-
-def _split_input(name: str) -> tuple[str, str]:
-    for prefix, group in _GROUPS:
-        if name.startswith(prefix):
-            return group, name[len(prefix):]
-    return _OTHER, name
-
-
-def _describe_input(name: str, before: str | None, after: str | None) -> str:
-    group, key = _split_input(name)
-    if group == "sources":
-        return f"source file {key} {_change(before, after, digest=True)}"
-    if group == "weights":
-        return f"weights file {key} {_change(before, after, digest=True)}"
-    if group == "toolchain":
-        if key.endswith("-code"):
-            what = f"ptebuild's {'lowering' if key == 'ptebuild-code' else key[:-5]} code"
-        else:
-            what = key if key == "platform" else f"{key} version"
-        return f"{what} {_change(before, after, digest=key.endswith('-code'))}"
-    if group == "manifest":
-        return f"manifest entry {key} {_change(before, after)}"
-    return f"input {key} {_change(before, after)}"
-
-
-def _change(before: str | None, after: str | None, digest: bool = False) -> str:
-    if before is None:
-        return "is new"
-    if after is None:
-        return "is no longer used"
-    if digest:
-        return f"changed (sha256 {before[:12]}... -> {after[:12]}...)"
-    return f"changed ({_short(before)} -> {_short(after)})"
-
-
-def _short(value: str, limit: int = 60) -> str:
-    return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
 def _sorted(value: Any) -> Any:

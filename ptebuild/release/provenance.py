@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ptebuild.release.lock import LockEntry
+from ptebuild.keyinputs import InputKind, InputName, of_kind, source
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -56,7 +57,7 @@ def provenance_statement(
     from ptebuild import __version__
 
     names = sorted(entries)
-    toolchains = {name: _group(entries[name], "toolchain.") for name in names}
+    toolchains = {name: dict(sorted(of_kind(entries[name].inputs, InputKind.TOOLCHAIN).items())) for name in names}
     shared = _shared(list(toolchains.values()))
     targets: dict[str, Any] = {}
     for name in names:
@@ -119,10 +120,6 @@ def subjects_of(statement: Any) -> dict[str, str] | str:
     return found
 
 
-def _group(entry: LockEntry, prefix: str) -> dict[str, str]:
-    return {k[len(prefix):]: v for k, v in sorted(entry.inputs.items()) if k.startswith(prefix)}
-
-
 def _shared(tables: list[dict[str, str]]) -> dict[str, str]:
     if not tables:
         return {}
@@ -139,11 +136,11 @@ def _dependencies(entries: Mapping[str, LockEntry]) -> list[dict[str, Any]]:
 
     for target, entry in entries.items():
         for key, value in entry.inputs.items():
-            if key.startswith(("source:", "weights:")):
+            if InputName.parse(key).kind in (InputKind.SOURCE, InputKind.WEIGHTS):
                 add(key, "", value, target)
         if entry.deps is not None:
             for file, sha256 in entry.deps.sources:
-                add(f"source:{file}", "", sha256, target)
+                add(source(file), "", sha256, target)
             for dist, version in entry.deps.dists:
                 add(f"pypi:{dist}", f"pkg:pypi/{dist}@{version}", "", target)
     resolved = []

@@ -21,7 +21,7 @@ def no_gpu(monkeypatch):
 def test_cannot_build_without_a_gpu(no_gpu):
     backend = get_backend("cuda")
     assert backend.can_build() == "built on a machine with a CUDA GPU"
-    assert backend.can_execute() == "checked on a machine with a CUDA GPU"
+    assert backend.can_check() == "checked on a machine with a CUDA GPU"
 
 
 def test_cannot_build_here_when_no_gpu_is_visible():

@@ -13,8 +13,8 @@ program, and returns the outputs' bytes inline with the node's name; the driver 
 and publishes, as for any executor. A node needs ptebuild and the toolchain installed, not the
 user's checkout.
 
-Resources (:func:`ray_options`): a task whose resources ask for a GPU (``num_gpus``, or the
-``cuda`` backend) gets ``num_gpus`` and so lands only on nodes that declare GPUs; every task asks
+Resources (:func:`ray_options`): a task whose resources ask for a GPU (``num_gpus``, which a
+backend that needs a GPU asks for) gets ``num_gpus`` and so lands only on nodes that declare GPUs; every task asks
 for ``num_cpus`` (default 1) and, if the manifest gives one, ``memory``. Ray retries a task whose
 worker process or node died up to ``max_retries`` times (default 2); after that only that program
 fails. An error in the model or the lowering is not retried. Ctrl-C cancels the tasks
@@ -52,7 +52,7 @@ def ray_options(task: Task, max_retries: int = MAX_RETRIES) -> dict[str, Any]:
     """The ``.options(...)`` of a task's Ray remote call, from its resources."""
     resources = task.resources
     gpus = resources.get("num_gpus")
-    if gpus is None and (resources.get("cuda") or task.backend == "cuda"):
+    if gpus is None and resources.get("cuda"):
         gpus = 1
     options: dict[str, Any] = {
         "num_cpus": resources.get("num_cpus", 1),

@@ -19,7 +19,7 @@ import pytest
 from project_copy import copy_project
 from ptebuild.deps import DependencyCheck, discover, installed_versions, normalize
 from ptebuild.results import Dependencies
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 
 
 def ptebuild(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

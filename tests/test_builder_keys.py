@@ -9,7 +9,7 @@ import pytest
 
 from ptebuild.builder import keys
 from ptebuild.manifest import load_manifest
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 
 
 def program_keys(manifest: Path) -> dict[str, str]:

@@ -95,7 +95,7 @@ class Builder:
         self.touched.add(str(path))
         if self.cache is not None:
             return self.cache.digest_file(path)
-        from ptebuild.store.hashing import hash_file
+        from ptebuild.hashing import hash_file
 
         return hash_file(path)
 
@@ -383,7 +383,7 @@ class Builder:
             jobs.append(Job(program.name, result.key, make_task=self._task_maker(program, result, inputs), data=program))
 
         def finished(job, event) -> bool:
-            from ptebuild.store.hashing import hash_file
+            from ptebuild.hashing import hash_file
 
             result = self.results[job.name]
             staging = self._job_staging.pop(job.name)
@@ -448,7 +448,7 @@ class Builder:
         )
 
     def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict, done) -> None:
-        from ptebuild.store.hashing import hash_file
+        from ptebuild.hashing import hash_file
 
         names = {o.name for o in done.outputs}
         if names != set(program.output_names):

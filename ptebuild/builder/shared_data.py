@@ -157,7 +157,7 @@ class SharedData:
 
     def _merge(self, key: str, inputs: dict, data: str, programs: list[str], folder: Path) -> ActionResult | None:
         from ptebuild.runtime.ptd_merge import merge_ptd
-        from ptebuild.store.hashing import hash_file
+        from ptebuild.hashing import hash_file
 
         builder = self.builder
         ptd_name = f"{data}.ptd"

@@ -10,7 +10,7 @@ from ptebuild.builder.outdir import OutputFolder
 from ptebuild.plan import BuildPlan, ShimPlan
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.record import write_atomically
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 
 
 def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file) -> dict[str, str]:

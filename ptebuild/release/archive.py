@@ -35,7 +35,7 @@ from typing import Literal, get_args
 
 from ptebuild.atomic import atomic_output
 from ptebuild.errors import UsageError
-from ptebuild.store.hashing import hash_fd
+from ptebuild.hashing import hash_fd
 
 ArchiveFormat = Literal["tar.gz", "zip"]
 FORMATS: tuple[str, ...] = get_args(ArchiveFormat)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.runtime.inspect import DataKey, MethodInfo, PtdInspection, PteInspection, inspect
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 
 _CHUNK = 1 << 20
 

@@ -141,7 +141,7 @@ def file_matches(file: Path, sha256: str, size: int, digest_file=None) -> bool:
     ``digest_file`` (path -> (sha256, size)) may be a stat-cached digest; the default reads the file.
     """
     if digest_file is None:
-        from ptebuild.store.hashing import hash_file as digest_file
+        from ptebuild.hashing import hash_file as digest_file
     try:
         return file.stat().st_size == size and digest_file(file)[0] == sha256
     except OSError:

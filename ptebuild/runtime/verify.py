@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ptebuild.errors import FormatError, LoadError, UsageError
 from ptebuild.runtime.record import RECORD_NAME, read_build_record
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 
 
 

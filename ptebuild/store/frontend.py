@@ -97,7 +97,7 @@ class Cache:
             except StoreError as exc:
                 self._failed(self.local, exc)
         if result is None:
-            from ptebuild.store.hashing import hash_file
+            from ptebuild.hashing import hash_file
 
             result = hash_file(path)
         self._digests[str(path)] = (stamp, result)
@@ -181,7 +181,7 @@ class Cache:
             if output is None:
                 raise CorruptObject(f"the cached result of {hit.result.target} has no {name}")
             if output.sha256 in hit.blobs:
-                from ptebuild.store.hashing import hash_file
+                from ptebuild.hashing import hash_file
 
                 shutil.copyfile(hit.blobs[output.sha256], dest)
                 if hash_file(dest)[0] != output.sha256:

@@ -530,7 +530,7 @@ class HttpBlobStore:
         """
         path = Path(path)
         if digest is None:
-            from ptebuild.store.hashing import hash_file
+            from ptebuild.hashing import hash_file
 
             digest, size = hash_file(path)
         else:

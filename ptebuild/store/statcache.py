@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ptebuild.store import hashing
+from ptebuild import hashing
 
 SCHEMA_VERSION = 1
 

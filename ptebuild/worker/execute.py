@@ -116,7 +116,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.worker.lower import lower
     from ptebuild.worker.model_loading import build_model
     from ptebuild.plan import BuildPlan
-    from ptebuild.store.hashing import hash_file
+    from ptebuild.hashing import hash_file
 
     stale = stale_toolchain()
     if stale is not None:

@@ -21,7 +21,7 @@ from ptebuild.manifest.load import load_manifest
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.store import Store
 from ptebuild.store.frontend import Cache
-from ptebuild.store.hashing import hash_file
+from ptebuild.hashing import hash_file
 from ptebuild.store.local import LocalTier
 
 HERE = Path(__file__).resolve().parent

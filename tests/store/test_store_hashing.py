@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ptebuild.store import hashing
+from ptebuild import hashing
 
 SIZES = [0, 1, hashing.BUF_SIZE - 1, hashing.BUF_SIZE, hashing.BUF_SIZE + 1, 3 * hashing.BUF_SIZE + 7]
 

@@ -33,7 +33,8 @@ from typing import Any
 
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import StoreError
-from ptebuild.store import _fs, hashing
+from ptebuild import hashing
+from ptebuild.store import _fs
 
 MAGIC = b"ptebuild-action"
 VERSION = 1

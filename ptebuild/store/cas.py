@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.store import _fs, hashing
+from ptebuild import hashing
+from ptebuild.store import _fs
 
 #: Linux ``FICLONE`` ioctl request number: clone all extents of one file into another.
 FICLONE = 0x40049409

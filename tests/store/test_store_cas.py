@@ -6,7 +6,8 @@ import stat
 import pytest
 
 from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.store import Store, cas as cas_mod, hashing
+from ptebuild import hashing
+from ptebuild.store import Store, cas as cas_mod
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from ptebuild.store import Store, hashing, statcache
+from ptebuild import hashing
+from ptebuild.store import Store, statcache
 
 HOUR_AGO = time.time() - 3600
 

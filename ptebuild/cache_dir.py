@@ -23,3 +23,14 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
     home = env.get("HOME")
     base = Path(home) if home else Path.home()
     return base / ".cache" / "ptebuild"
+
+
+def cache_folder(value: str | os.PathLike[str] | None) -> Path:
+    """The cache folder a user named (else the default); UsageError if it is not a folder.
+    A folder that does not exist yet is an empty cache: it is not created here."""
+    from ptebuild.errors import UsageError
+
+    root = Path(value).expanduser() if value else default_cache_dir()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--cache {root}: not a folder; pass the cache folder")
+    return root

@@ -12,9 +12,9 @@ one (``build --check`` sets a random one on purpose): the order of a set of stri
 compiler must not change a program's bytes from one build to the next."""
 
 
-def env_flag(name: str) -> bool:
+def env_flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
     """True if the environment variable ``name`` is ``1``, ``true``, ``yes`` or ``on`` (any case)."""
-    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+    return (os.environ if environ is None else environ).get(name, "").lower() in ("1", "true", "yes", "on")
 
 
 def worker_environment(environment: Mapping[str, str]) -> dict[str, str]:

@@ -238,6 +238,32 @@ class TargetResult:
             data["explain"] = list(self.explain)
         return data
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TargetResult":
+        """The result :meth:`to_json` wrote (a replayed no-op build's report)."""
+        from pathlib import PurePath
+
+        outputs = tuple(OutputFile(PurePath(o["path"]).name, o["sha256"], o["bytes"]) for o in data.get("outputs", ()))
+        folders = {str(PurePath(o["path"]).parent) for o in data.get("outputs", ())}
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            backend=data.get("backend"),
+            out_dir=folders.pop() if len(folders) == 1 else "",
+            status=Status(data["status"]),
+            seconds=float(data.get("seconds") or 0.0),
+            outputs=outputs,
+            figures=tuple(data.get("check") or ()),
+            check=str(data.get("check_kind") or ""),
+            methods=tuple(data.get("methods") or ()),
+            message=str(data.get("error") or ""),
+            explain=list(data.get("explain") or ()),
+            key=str(data.get("key") or ""),
+            source=Source(data["source"]) if data.get("source") else None,
+            node=str(data.get("node") or ""),
+            rebuild=str(data.get("rebuild_check") or ""),
+        )
+
 
 def _join(folder: str, name: str):
     from pathlib import Path

@@ -20,7 +20,7 @@ from pathlib import Path
 from ptebuild import keyinputs
 from ptebuild.builder import keys
 from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
-from ptebuild.results import ActionResult, OutputFile, Source, Status
+from ptebuild.results import ActionResult, OutputFile, Status
 
 SCHEMA = "ptebuild-shared-data 1"
 _MERGE_CODE = ("ptd_merge.py", "ptd_write.py", "ptd_file.py")
@@ -151,9 +151,7 @@ class SharedData:
         return lookup.hit.result
 
     def _restore_file(self, result: ActionResult, name: str, dest: Path) -> None:
-        from ptebuild.store.frontend import Hit
-
-        self.builder.cache.restore(Hit(result, Source.LOCAL), {name: dest})
+        self.builder.cache.restore_result(result, {name: dest})
 
     def _merge(self, key: str, inputs: dict, data: str, programs: list[str], folder: Path) -> ActionResult | None:
         from ptebuild.runtime.ptd_merge import merge_ptd

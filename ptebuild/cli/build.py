@@ -1,15 +1,18 @@
-"""``ptebuild build``: build every program of a manifest."""
+"""``ptebuild build``: build every program of a manifest (:func:`ptebuild.api.build.build`).
+
+This module turns arguments into a :class:`~ptebuild.api.request.BuildRequest` and the report
+into text; the work is the library's. A stamped no-op (:mod:`ptebuild.api.noop`) is answered
+before the build machinery is imported.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-from pathlib import Path
 
-from ptebuild.errors import UsageError
-from ptebuild.processes import env_flag
+from ptebuild.api.request import BuildRequest, RemoteCache, parse_shard
+from ptebuild.cli.options import add_cache_options
 
 
 def register(subparsers) -> None:
@@ -40,7 +43,7 @@ def add_build_arguments(parser) -> None:
         help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
     )
     parser.add_argument(
-        "--shard", type=_shard, metavar="I/N",
+        "--shard", type=parse_shard, metavar="I/N",
         help="build only shard I of N (a stable split by action key, for CI matrices)",
     )
     parser.add_argument(
@@ -53,9 +56,7 @@ def add_build_arguments(parser) -> None:
         help="lower in worker processes of this build, not in the warm server (also $PTEBUILD_NO_DAEMON=1)",
     )
     parser.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)")
-    cache = parser.add_mutually_exclusive_group()
-    cache.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
-    cache.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
+    add_cache_options(parser, no_cache=True)
     remote = parser.add_argument_group("remote cache (Bazel's HTTP cache protocol)")
     remote.add_argument("--remote-cache", metavar="URL", help="remote cache server (default: $PTEBUILD_REMOTE_CACHE)")
     remote.add_argument(
@@ -72,51 +73,19 @@ def add_build_arguments(parser) -> None:
     )
 
 
-def _shard(text: str) -> tuple[int, int]:
-    index, sep, count = text.partition("/")
-    if not sep or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
-        raise UsageError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 1/2")
-    return int(index), int(count)
-
-
-def open_cache(args, warn):
-    """The cache front end for this build: the local folder, then the remote server if any."""
-    from ptebuild.store.frontend import Cache
-    from ptebuild.store.tiers import open_tier
-
-    tiers = []
-    root = None
-    if not getattr(args, "no_cache", False):
-        from ptebuild.store import Store, default_cache_dir
-
-        store = Store(Path(args.cache) if args.cache else default_cache_dir())
-        root = store.root
-        tiers.append(open_tier("local", store))
-    url = getattr(args, "remote_cache", None) or os.environ.get("PTEBUILD_REMOTE_CACHE")
-    if url:
-        upload = (getattr(args, "remote_upload", None) or os.environ.get("PTEBUILD_REMOTE_UPLOAD", "yes")) != "no"
-        secret = None
-        if getattr(args, "remote_secret_env", None):
-            value = os.environ.get(args.remote_secret_env)
-            if not value:
-                raise UsageError(f"--remote-secret-env: ${args.remote_secret_env} is not set")
-            secret = value.encode()
-        from ptebuild.store.remote import headers_from
-
-        headers = headers_from(getattr(args, "remote_cache_header", ()))
-        tiers.append(open_tier("http", url, headers=headers, upload=upload, secret=secret, warn=warn))
-    if not tiers:
-        return None
-    return Cache(tiers, warn, local_root=root)
-
-
-def open_store(args):
-    """The local store alone (for ``ptebuild run`` and ``lock``), or None with --no-cache."""
-    if getattr(args, "no_cache", False):
-        return None
-    from ptebuild.store import Store, default_cache_dir
-
-    return Store(Path(args.cache) if args.cache else default_cache_dir())
+def request_from(args) -> BuildRequest:
+    """The build request the arguments describe (the library fills in the rest from the environment)."""
+    remote = None
+    if args.remote_cache or args.remote_cache_header or args.remote_upload or args.remote_secret_env:
+        remote = RemoteCache(url=args.remote_cache or "", headers=args.remote_cache_header,
+                             upload=None if args.remote_upload is None else args.remote_upload != "no",
+                             secret_env=args.remote_secret_env)
+    return BuildRequest(
+        out=args.out, only=args.only or (), skip_backends=args.skip_backend, keep_going=args.keep_going,
+        jobs=args.jobs, explain=args.explain, locked=getattr(args, "locked", False), check=getattr(args, "check", False),
+        shard=args.shard, executor=args.executor, no_daemon=args.no_daemon, ray_address=args.ray_address,
+        cache=args.cache, no_cache=args.no_cache, remote=remote, debug=args.debug,
+    )
 
 
 class TerminalReport:
@@ -126,11 +95,8 @@ class TerminalReport:
         self.stream = stream
         self.quiet = quiet
         self.started = time.monotonic()
-        self.events: list[tuple[str, str, str]] = []
-        """What was reported (a no-op stamp replays it)."""
 
     def __call__(self, name: str, event: str, text: str) -> None:
-        self.events.append((name, event, text))
         if event == "warning":
             print(f"warning: {name + ': ' if name else ''}{text}", file=self.stream, flush=True)
             return
@@ -140,255 +106,75 @@ class TerminalReport:
         print(f"[{elapsed:6.1f}s] {name}: {text}", file=self.stream, flush=True)
 
 
-def _summary(results, out_dir: Path, elapsed: float) -> str:
+def _size(n: int) -> str:
     from ptebuild.store.sizes import format_size
 
+    return format_size(n)
+
+
+def summary(document: dict) -> str:
+    """The table a build prints, from its report's JSON (the same for a replayed no-op)."""
     rows = [("target", "backend", "status", "seconds", "check", "outputs")]
-    for r in results:
-        if r.figures and all("max_abs_error" in f for f in r.figures):
-            worst = max(f["max_abs_error"] for f in r.figures)
-            cosine = min(f["cosine"] for f in r.figures)
+    programs = document["programs"]
+    for p in programs:
+        figures = p.get("check") or []
+        if figures and all("max_abs_error" in f for f in figures):
+            worst = max(f["max_abs_error"] for f in figures)
+            cosine = min(f["cosine"] for f in figures)
             check = f"err {worst:.1e} cos {cosine:.6f}"
         else:  # a check without numbers (a Windows program's imports): its name
-            check = getattr(r, "check", "") or "-"
-        outputs = ", ".join(f"{o.name} ({format_size(o.size)})" for o in r.outputs) or "-"
-        status = str(r.status) + (" (remote)" if r.source is not None and r.source.value == "remote" else "")
-        rows.append((r.name, r.backend or "shims", status, f"{r.seconds:.1f}", check, outputs))
+            check = p.get("check_kind") or "-"
+        outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
+                            for o in p["outputs"]) or "-"
+        status = p["status"] + (" (remote)" if p.get("source") == "remote" else "")
+        rows.append((p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, outputs))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5] for row in rows]
-    counts = {}
-    for r in results:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    counts: dict[str, int] = {}
+    for p in programs:
+        counts[p["status"]] = counts.get(p["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-    lines.append(f"{tally} in {elapsed:.1f}s -> {out_dir}")
+    lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out']}")
     return "\n".join(lines)
 
 
-class BuildRun:
-    """What a ``build`` (or ``lock``) run did: for the command that prints it."""
-
-    def __init__(self, plan, out_dir: Path, results: list, seconds: float, lock_problems: list[str], builder=None,
-                 report: TerminalReport | None = None) -> None:
-        self.plan = plan
-        self.out_dir = out_dir
-        self.results = results
-        self.seconds = seconds
-        self.lock_problems = lock_problems
-        self.builder = builder
-        self.report = report
-
-
-def run_build(args, *, locked: bool = False) -> BuildRun:
-    """Load the plan, build it (after checking the lock, with ``locked``) and return what happened."""
-    from ptebuild.builder.build import Builder, BuildOptions
-    from ptebuild.builder.plan_cache import load_plan
-    from ptebuild.manifest.typos import did_you_mean
-
-    started = time.monotonic()
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    report = TerminalReport(sys.stderr, quiet=args.json)
-    cache = open_cache(args, lambda text: report("", "warning", text))
-    try:
-        plan = load_plan(args.manifest, cache)
-        known = [p.name for p in plan.programs] + [s.name for s in plan.shims]
-        if args.only:
-            for name in args.only:
-                if name not in known:
-                    raise UsageError(f"--only: {args.manifest} has no program {name!r}{did_you_mean(name, known)}")
-            plan = plan.select(args.only)
-        if args.skip_backend:
-            from ptebuild.backends import BACKEND_MODULES
-
-            for name in args.skip_backend:
-                if name not in BACKEND_MODULES:
-                    raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, list(BACKEND_MODULES))}")
-            plan = plan.select(
-                [p.name for p in plan.programs if p.backend not in args.skip_backend] + [s.name for s in plan.shims]
-            )
-        options = BuildOptions(
-            out_dir=Path(args.out) if args.out else None,
-            cache=cache,
-            jobs=args.jobs or os.cpu_count() or 1,
-            keep_going=args.keep_going,
-            explain=args.explain,
-            debug=args.debug,
-            executor=_executor(args, cache),
-            executor_options=_executor_options(args, cache),
-            shard=args.shard,
-            rebuild_check=getattr(args, "check", False),
-        )
-        builder = Builder(plan, options, report)
-        partial = bool(args.only or args.skip_backend or args.shard)
-        if locked:
-            problems = _lock_problems(args.manifest, _static_lock_entries(builder), partial)
-            if problems:
-                return BuildRun(plan, builder.folder.path, [], time.monotonic() - started, problems, builder, report)
-        results = builder.run()
-        problems = []
-        if locked:
-            from ptebuild.runtime.record import read_build_record
-
-            record = read_build_record(builder.folder.path)
-            targets = {name: entry for name, entry in (record.targets if record else {}).items() if name in known}
-            problems = _lock_problems(args.manifest, _record_lock_entries(targets, results), partial)
-    finally:
-        if cache is not None:
-            cache.close()
-    return BuildRun(plan, builder.folder.path, results, time.monotonic() - started, problems, builder, report)
-
-
-def _static_lock_entries(builder) -> dict:
-    from ptebuild.release.lock import LockEntry
-
-    return {
-        name: LockEntry(name=name, kind=kind, key=key, backend=backend, inputs=inputs)
-        for name, (kind, key, backend, inputs) in builder.static_inputs().items()
-    }
-
-
-def _record_lock_entries(targets: dict, results) -> dict:
-    from ptebuild.release.lock import lock_entries_from_record
-
-    built = {r.name for r in results}
-    return {name: entry for name, entry in lock_entries_from_record(targets).items() if name in built}
-
-
-def _lock_problems(manifest: str, entries: dict, partial: bool) -> list[str]:
-    from ptebuild.release.lock import LOCK_NAME, check_locked
-
-    lock_path = Path(manifest).parent / LOCK_NAME
-    return [str(m) for m in check_locked(lock_path, entries, subset=partial)]
+def render(args, document: dict) -> None:
+    """Print a build's report: JSON, or the --explain lines and the table."""
+    if args.json:
+        print(json.dumps(document, indent=2))
+    elif document["programs"]:
+        if args.explain:
+            for p in document["programs"]:
+                for line in p.get("explain", ()):
+                    print(f"{p['name']}: {line}")
+        print(summary(document))
 
 
 def build_command(args) -> int:
-    stamp = _noop_stamp(args)
-    if stamp is not None and _replay(args, stamp):
-        return 0
-    from ptebuild.results import FailureKind, Status
+    from ptebuild.api import noop
 
-    run = run_build(args, locked=args.locked)
-    results, out_dir = run.results, run.out_dir
-    failed = [r for r in results if r.status in (Status.FAILED, Status.NEEDS_GPU)]
-    document = {
-        "manifest": args.manifest,
-        "out": str(out_dir),
-        "seconds": round(run.seconds, 3),
-        "ok": not failed and not run.lock_problems,
-        "programs": [r.to_json() for r in results],
-    }
-    if args.shard:
-        document["shard"] = f"{args.shard[0]}/{args.shard[1]}"
-    if args.locked:
-        document["lock"] = run.lock_problems
-    if args.json:
-        print(json.dumps(document, indent=2))
-    elif results:
-        if args.explain:
-            for r in results:
-                for line in r.explain:
-                    print(f"{r.name}: {line}")
-        print(_summary(results, out_dir, run.seconds))
-    for r in failed:
-        print(f"error: {r.message}", file=sys.stderr)
-    for problem in run.lock_problems:
+    request = request_from(args)
+    progress = TerminalReport(sys.stderr, quiet=args.json)
+    stamp = noop.stamp_for(args.manifest, request)
+    if stamp is not None:
+        started = time.monotonic()
+        kept = noop.replay(stamp)
+        if kept is not None:  # answered without importing the build machinery
+            document, events = kept
+            for event in events:
+                progress(*event)
+            render(args, {**document, "seconds": round(time.monotonic() - started, 3)})
+            return 0
+    from ptebuild.api.build import build
+
+    report = build(args.manifest, request, progress, replay=False)
+    render(args, report.to_json())
+    for target in report.failed:
+        print(f"error: {target.message}", file=sys.stderr)
+    for problem in report.lock_problems:
         print(f"error: --locked: {problem}", file=sys.stderr)
-    if any(r.status is Status.SKIPPED for r in results):
+    if report.skipped:
         print("note: programs were skipped after a failure; use --keep-going to build them anyway", file=sys.stderr)
-    if any(r.failure is FailureKind.MANIFEST for r in failed):
+    if report.manifest_error:
         return 2
-    code = 1 if failed or run.lock_problems else 0
-    if stamp is not None and code == 0 and _was_noop(run):
-        from ptebuild.builder import noop
-
-        files, folders, entries = run.builder.looked_at()
-        summary = "" if args.json else _summary(results, out_dir, 0.0)
-        explain = [f"{r.name}: {line}" for r in results for line in r.explain] if args.explain else []
-        replay = {"document": document, "summary": summary, "explain": explain, "events": run.report.events}
-        noop.write(stamp, files, folders, entries, replay)
-    return code
-
-
-def _noop_stamp(args) -> Path | None:
-    """Where this invocation's no-op stamp lives, or None when it may not have one."""
-    if args.no_cache or args.locked or getattr(args, "check", False):
-        return None
-    from ptebuild.builder import noop
-    from ptebuild.cache_dir import default_cache_dir
-
-    root = Path(args.cache) if args.cache else default_cache_dir()
-    fields = {k: v for k, v in sorted(vars(args).items()) if k != "handler"}
-    return noop.stamp_path(Path(os.path.abspath(root)), [json.dumps(fields, default=str, sort_keys=True)])
-
-
-def _was_noop(run: BuildRun) -> bool:
-    """Every target up to date in place: nothing built, restored, failed or warned about, and
-    nothing whose key depends on more than files (a GPU query)."""
-    from ptebuild.backends import get_backend
-    from ptebuild.results import Status
-
-    return (
-        bool(run.results)
-        and all(r.status is Status.CACHED and r.explain == ["up to date"] for r in run.results)
-        and all(r.backend is None or get_backend(r.backend).toolchain_from_files for r in run.results)
-        and not any(event == "warning" for _, event, _ in run.report.events)
-    )
-
-
-def _replay(args, stamp: Path) -> bool:
-    """Print what the stamped no-op printed, if nothing it looked at has moved."""
-    from ptebuild.builder import noop
-
-    started = time.monotonic()
-    replay = noop.replay(stamp)
-    if not isinstance(replay, dict):
-        return False
-    try:
-        report = TerminalReport(sys.stderr, quiet=args.json)
-        for name, event, text in replay["events"]:
-            report(name, event, text)
-        if args.json:
-            print(json.dumps({**replay["document"], "seconds": round(time.monotonic() - started, 3)}, indent=2))
-        else:
-            for line in replay["explain"]:
-                print(line)
-            lines = replay["summary"].splitlines()
-            tally, _, out = lines[-1].partition(" in 0.0s -> ")
-            print("\n".join(lines[:-1] + [f"{tally} in {time.monotonic() - started:.1f}s -> {out}"]))
-    except (KeyError, TypeError, ValueError):
-        noop.forget(stamp)
-        return False
-    return True
-
-
-
-
-def _executor(args, cache) -> str:
-    """``--executor``, else ``$PTEBUILD_EXECUTOR``, else the warm server, except on CI, with
-    ``--no-daemon`` or ``$PTEBUILD_NO_DAEMON``, without a local cache (its socket lives there), or
-    off Linux."""
-    from ptebuild.builder.executors import EXECUTOR_MODULES
-    from ptebuild.manifest.typos import did_you_mean
-
-    name = args.executor or os.environ.get("PTEBUILD_EXECUTOR")
-    if name is None:
-        no_daemon = args.no_daemon or env_flag("PTEBUILD_NO_DAEMON")
-        on_ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
-        local_cache = cache is not None and cache.local_root is not None
-        # The warm server forks a child per task after importing torch: tried on Linux only.
-        linux = sys.platform.startswith("linux")
-        name = "local" if no_daemon or on_ci or not local_cache or not linux else "daemon"
-    if name not in EXECUTOR_MODULES:
-        raise UsageError(f"--executor: no executor {name!r}{did_you_mean(name, list(EXECUTOR_MODULES))}")
-    if name == "daemon" and (cache is None or cache.local_root is None):
-        raise UsageError("--executor daemon: the warm server lives in the local cache folder; drop --no-cache")
-    return name
-
-
-def _executor_options(args, cache) -> dict:
-    options = {}
-    if cache is not None and cache.local_root is not None:
-        options["cache_dir"] = cache.local_root
-    if args.ray_address:
-        options["address"] = args.ray_address
-    return options
+    return 0 if report.ok else 1

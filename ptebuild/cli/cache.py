@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from ptebuild.cli.options import add_cache_options
 from ptebuild.errors import UsageError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -26,32 +26,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", parser_class=_Parser)
     commands.required = True
 
-    def cache_option(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
-
     stats = commands.add_parser("stats", help="entries, blobs, size, hits and misses of the cache")
-    cache_option(stats)
+    add_cache_options(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     stats.set_defaults(handler=stats_command)
 
     gc = commands.add_parser("gc", help="evict least recently used entries until the cache fits in SIZE")
     gc.add_argument("--max-size", required=True, metavar="SIZE",
                     help="size limit, e.g. 500M, 2G (powers of 1000), 1.5GiB (powers of 1024), 0")
-    cache_option(gc)
+    add_cache_options(gc)
     gc.set_defaults(handler=gc_command)
 
     verify = commands.add_parser("verify", help="rehash every blob and record; drop corrupt ones (exit 1 if any)")
-    cache_option(verify)
+    add_cache_options(verify)
     verify.set_defaults(handler=verify_command)
 
 
 def _store(args):
     """The Store named by ``--cache`` (else the default folder); None if the folder does not exist."""
-    from ptebuild.store import Store, default_cache_dir
+    from ptebuild.cache_dir import cache_folder
+    from ptebuild.store import Store
 
-    root = Path(args.cache).expanduser() if args.cache else default_cache_dir()
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--cache {root}: not a folder; pass the cache folder")
+    root = cache_folder(args.cache)
     store = Store(root)
     return store, root.is_dir()
 

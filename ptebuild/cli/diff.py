@@ -24,13 +24,9 @@ def register(subparsers) -> None:
 
 
 def diff_command(args) -> int:
-    from ptebuild.errors import UsageError
-    from ptebuild.runtime.diff import diff
+    from ptebuild.api.inspect import diff
 
-    try:
-        report = diff(args.a, args.b)
-    except OSError as exc:
-        raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}") from None
+    report = diff(args.a, args.b)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     elif report.same:

@@ -25,13 +25,10 @@ def register(subparsers) -> None:
 
 
 def inspect_command(args) -> int:
-    from ptebuild.errors import UsageError
-    from ptebuild.runtime.inspect import describe, inspect
+    from ptebuild.api.inspect import inspect
+    from ptebuild.runtime.inspect import describe
 
-    try:
-        result = inspect(args.file)
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read: {exc.strerror}") from None
+    result = inspect(args.file)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

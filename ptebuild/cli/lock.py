@@ -1,9 +1,9 @@
-"""``ptebuild lock``: build (or restore) a manifest's targets and write ``ptebuild.lock`` beside it."""
+"""``ptebuild lock``: build (or restore) a manifest's targets and write ``ptebuild.lock`` beside it
+(:func:`ptebuild.api.lock.lock`)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -23,26 +23,14 @@ def register(subparsers) -> None:
 
 
 def lock_command(args) -> int:
-    from ptebuild.cli.build import _record_lock_entries, run_build
-    from ptebuild.errors import UsageError
-    from ptebuild.release.lock import LOCK_NAME, write_lock
-    from ptebuild.results import Status
-    from ptebuild.runtime.record import read_build_record
+    from ptebuild.api.lock import lock
+    from ptebuild.cli.build import TerminalReport, request_from
 
-    if args.only or args.skip_backend or args.shard:
-        raise UsageError("lock: a lock covers the whole manifest; drop --only, --skip-backend and --shard")
-    args.check = getattr(args, "check", False)
-    run = run_build(args)
-    failed = [r for r in run.results if r.status in (Status.FAILED, Status.NEEDS_GPU, Status.SKIPPED)]
-    for r in failed:
-        print(f"error: {r.message or r.name + ': ' + str(r.status)}", file=sys.stderr)
-    if failed:
+    result = lock(args.manifest, request_from(args).replace(check=False), TerminalReport(sys.stderr, quiet=args.json))
+    for target in result.not_built:
+        print(f"error: {target.message or target.name + ': ' + str(target.status)}", file=sys.stderr)
+    if result.path is None:
         print("error: lock: not written, since not every target was built", file=sys.stderr)
         return 1
-    record = read_build_record(run.out_dir)
-    names = {r.name for r in run.results}
-    targets = {name: entry for name, entry in (record.targets if record else {}).items() if name in names}
-    path = Path(args.manifest).parent / LOCK_NAME
-    write_lock(path, _record_lock_entries(targets, run.results), manifest=Path(args.manifest).name)
-    print(f"wrote {path} ({len(targets)} targets)")
+    print(f"wrote {result.path} ({result.targets} targets)")
     return 0

@@ -6,7 +6,8 @@ Imports neither torch nor executorch (see :mod:`ptebuild.release.pack`).
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from ptebuild.cli.options import add_cache_options
 
 
 def register(subparsers) -> None:
@@ -30,29 +31,15 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--from-cache", action="store_true", help="assemble from the cache by the lock's digests instead of an output folder"
     )
-    parser.add_argument("--cache", metavar="DIR", help="the cache for --from-cache (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
+    add_cache_options(parser, help="the cache for --from-cache (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.set_defaults(handler=pack_command)
 
 
 def pack_command(args) -> int:
-    from ptebuild.errors import UsageError
-    from ptebuild.release.lock import LOCK_NAME
-    from ptebuild.release.pack import pack, pack_from_cache
+    from ptebuild.api.pack import pack
 
-    manifest = Path(args.manifest)
-    lock = Path(args.lock) if args.lock else manifest.parent / LOCK_NAME
-    if args.from_cache:
-        if args.out:
-            raise UsageError("pack: --out and --from-cache exclude each other (--from-cache reads no output folder)")
-        from ptebuild.store import default_cache_dir
-
-        cache = Path(args.cache) if args.cache else default_cache_dir()
-        result = pack_from_cache(lock, cache, args.output, manifest_path=manifest)
-    else:
-        if args.cache:
-            raise UsageError("pack: --cache only goes with --from-cache")
-        result = pack(args.out, manifest, lock if (args.lock or lock.is_file()) else None, args.output)
+    result = pack(args.manifest, args.output, out=args.out, lock=args.lock, from_cache=args.from_cache, cache=args.cache)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -32,17 +31,9 @@ def _ms(seconds: float) -> str:
 
 
 def run_command(args) -> int:
-    from ptebuild.manifest import load_manifest
-    from ptebuild.worker.timed_run import run_program
+    from ptebuild.api.run import run
 
-    plan = load_manifest(args.manifest)
-    result = run_program(
-        plan,
-        args.program,
-        method=args.method,
-        iters=args.iters,
-        out_dir=Path(args.out) if args.out else None,
-    )
+    result = run(args.manifest, args.program, method=args.method, iters=args.iters, out=args.out)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -7,7 +7,6 @@ Imports neither torch nor executorch (see :mod:`ptebuild.runtime.verify` and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -32,20 +31,12 @@ def register(subparsers) -> None:
 
 
 def verify_command(args) -> int:
-    from ptebuild.release.bundle import is_bundle_path
+    from ptebuild.api.verify import verify
 
-    if is_bundle_path(args.out_dir) and not Path(args.out_dir).is_dir():
-        from ptebuild.release.bundle import verify_bundle
-
-        report = verify_bundle(args.out_dir)
-        where = str(report.path)
-        verify_bytes = True
-    else:
-        from ptebuild.runtime.verify import verify_folder
-
-        report = verify_folder(args.out_dir, verify_bytes=args.bytes)
-        where = str(report.folder)
-        verify_bytes = report.verify_bytes
+    report = verify(args.out_dir, verify_bytes=args.bytes)
+    bundle = hasattr(report, "path")
+    where = str(report.path if bundle else report.folder)
+    verify_bytes = True if bundle else report.verify_bytes
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-from ptebuild.errors import UsageError
+from ptebuild.cli.options import add_cache_options
 from ptebuild.store.sizes import format_size
 
 EXIT_OK = 0
@@ -31,29 +30,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     stop = commands.add_parser("stop", help="stop every server of the cache folder (running tasks fail)")
     for sub in (status, stop):
-        sub.add_argument("--cache", metavar="DIR", help="cache folder (default: $PTEBUILD_CACHE or ~/.cache/ptebuild)")
+        add_cache_options(sub)
     status.set_defaults(handler=status_command)
     stop.set_defaults(handler=stop_command)
 
 
 def _servers(args) -> tuple[Path, list[tuple[Path, dict | None]]]:
-    """(workers folder, [(socket, status or None if nothing answers)])."""
-    from ptebuild.daemon import protocol
-    from ptebuild.store import default_cache_dir
+    from ptebuild.cache_dir import cache_folder
+    from ptebuild.daemon.admin import servers
 
-    root = Path(args.cache).expanduser() if args.cache else default_cache_dir()
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--cache {root}: not a folder; pass the cache folder")
-    folder = protocol.workers_dir(root)
-    found = []
-    for sock_path in sorted(folder.glob("*.sock")):
-        try:
-            with protocol.connect(sock_path, timeout=2) as sock:
-                answer = protocol.request(sock, {"op": "status"}, timeout=5)
-        except OSError:
-            answer = None
-        found.append((sock_path, answer if answer and answer.get("op") == "status" else None))
-    return folder, found
+    return servers(cache_folder(args.cache))
 
 
 def status_command(args) -> int:
@@ -93,21 +79,15 @@ def status_command(args) -> int:
 
 
 def stop_command(args) -> int:
-    from ptebuild.daemon import protocol
+    from ptebuild.daemon import admin
 
     folder, servers = _servers(args)
     stopped = 0
     for path, status in servers:
         if status is None:
             continue
-        try:
-            with protocol.connect(path, timeout=2) as sock:
-                protocol.request(sock, {"op": "stop"}, timeout=5)
-        except OSError:
+        if not admin.stop(path):
             continue
-        deadline = time.monotonic() + 10
-        while path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         stopped += 1
         print(f"stopped {path.stem} (pid {status['pid']})")
     if not stopped:

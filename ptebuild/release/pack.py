@@ -129,11 +129,13 @@ def pack(
 
 def pack_from_cache(
     lock: Lock | str | Path,
-    cache_dir: str | Path,
+    cache,
     dest: str | Path,
     manifest_path: str | Path | None = None,
 ) -> PackResult:
-    """Pack the outputs the lock names, restored from the cache at ``cache_dir`` by digest.
+    """Pack the outputs the lock names, restored by digest from ``cache``: a
+    :class:`~ptebuild.store.frontend.Cache` (the local folder, and a remote one if it has it) or a
+    local cache folder.
 
     ``manifest_path`` defaults to the lock's ``manifest``, beside the lock.
 
@@ -143,7 +145,6 @@ def pack_from_cache(
         UsageError / FormatError: unreadable lock or manifest, bad archive name.
     """
     from ptebuild.runtime.verify import verify_folder
-    from ptebuild.store import Store
 
     dest = Path(dest)
     archive_format(dest)
@@ -155,15 +156,20 @@ def pack_from_cache(
     unlisted = [name for name, entry in lock.entries.items() if not entry.outputs]
     if unlisted:
         raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed")
-    store = Store(cache_dir)
+    if isinstance(cache, (str, os.PathLike)):
+        from ptebuild.store.frontend import Cache
+
+        cache = Cache.local(cache)
+    where = str(cache.local_root) if cache.local_root is not None else ", ".join(t.name for t in cache.tiers)
+    absent_digests = set(cache.missing_blobs([o.sha256 for e in lock.entries.values() for o in e.outputs or ()]))
     missing = []
     for name, entry in sorted(lock.entries.items()):
-        absent = [o.name for o in entry.outputs or () if not store.cas.has(o.sha256)]
+        absent = [o.name for o in entry.outputs or () if o.sha256 in absent_digests]
         if absent:
             missing.append(f"{name} ({', '.join(absent)})")
     if missing:
         raise PackError(
-            f"{store.root}: not in the cache: {'; '.join(missing)}; build them there or pack from a cache "
+            f"{where}: not in the cache: {'; '.join(missing)}; build them there or pack from a cache "
             "that has them; nothing packed"
         )
     try:
@@ -175,9 +181,9 @@ def pack_from_cache(
         for name, entry in sorted(lock.entries.items()):
             for output in entry.outputs or ():
                 try:
-                    store.cas.restore(output.sha256, folder / output.name)
+                    cache.fetch_blob(output.sha256, folder / output.name)
                 except CorruptObject as exc:
-                    raise PackError(f"{store.root}: {name}: {exc}; nothing packed") from None
+                    raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
                 except StoreError as exc:
                     raise PackError(f"{name}: {exc}; nothing packed") from None
         targets = _record_targets(lock.entries, manifest_path.name)
@@ -186,7 +192,7 @@ def pack_from_cache(
         report = verify_folder(folder, verify_bytes=True)
         if not report.ok:
             first = report.failed[0]
-            raise PackError(f"{store.root}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed")
+            raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed")
         files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
         return _write_bundle(dest, files, targets, manifest_path, lock)
 

@@ -63,6 +63,18 @@ class Cache:
         self._temp: Path | None = None
         self._reported: set[str] = set()
 
+    @classmethod
+    def local(cls, root: str | os.PathLike[str], warn: Warn | None = None) -> "Cache":
+        """A front end over one local cache folder (a tier that fails raises: nothing to fall back on)."""
+        from ptebuild.store import Store
+        from ptebuild.store.local import LocalTier
+
+        def refuse(text: str) -> None:
+            raise StoreError(text)
+
+        store = Store(root)
+        return cls([LocalTier(store)], warn or refuse, local_root=store.root)
+
     def __repr__(self) -> str:
         return f"Cache({[t.name for t in self.tiers]})"
 
@@ -197,6 +209,43 @@ class Cache:
             except StoreError as exc:
                 self._failed(self.local, exc)
                 raise
+
+    def restore_result(self, result: ActionResult, into: dict[str, Path]) -> None:
+        """:meth:`restore` for a result this build already holds (found or saved earlier): its
+        blobs are in the local tier. Raises CorruptObject or StoreError as :meth:`restore` does."""
+        self.restore(Hit(result, Source.LOCAL), into)
+
+    def missing_blobs(self, digests: list[str]) -> list[str]:
+        """The digests no tier has (asked in order: local first), in the order given."""
+        missing = list(dict.fromkeys(digests))
+        for tier in list(self.tiers):
+            if not missing:
+                break
+            try:
+                missing = [d for d in missing if not tier.blobs.has(d)]
+            except StoreError as exc:
+                self._failed(tier, exc)
+        return missing
+
+    def fetch_blob(self, digest: str, dest: Path) -> None:
+        """Write one blob to ``dest`` from the first tier that has it, its SHA-256 checked.
+
+        Raises CorruptObject when a tier's copy is wrong (nothing is left at ``dest``) or no tier
+        has it, StoreError when no tier can be asked.
+        """
+        asked = False
+        for tier in list(self.tiers):
+            try:
+                asked = True
+                if tier.blobs.fetch(digest, dest):
+                    return
+            except CorruptObject:
+                raise
+            except StoreError as exc:
+                self._failed(tier, exc)
+        if not asked:
+            raise StoreError("no cache tier is available")
+        raise CorruptObject(f"object {digest} is missing from the cache")
 
     def save(self, result: ActionResult, files: dict[str, Path], aliases: tuple[str, ...] = ()) -> None:
         """Store ``files`` and then ``result`` in every writable tier (blobs before the entry),

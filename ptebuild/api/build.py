@@ -1,0 +1,243 @@
+"""``ptebuild.build(manifest, request)``: build a manifest as a caller asks, and report what happened.
+
+The steps of a build that are not the build loop itself (:mod:`ptebuild.builder.build`) live here:
+the no-op stamp (:mod:`.noop`), opening the cache and its tiers, loading the plan, selecting the
+targets (``only``, ``skip_backends``), choosing the executor, the lock checks before and after
+(``locked``), and the report. Nothing here prints or exits: progress goes to the ``progress``
+callback, problems are raised (:mod:`ptebuild.errors`) or reported in the :class:`BuildReport`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptebuild.api import noop
+from ptebuild.api.request import BuildRequest, cache_root, executor_name, remote_cache, remote_secret
+from ptebuild.errors import UsageError
+from ptebuild.results import FailureKind, Status, TargetResult
+
+Progress = Callable[[str, str, str], None]
+"""(target name, event, text): events ``start``, ``progress``, ``warning`` and ``done``."""
+
+
+@dataclass
+class BuildReport:
+    """What a build did: one :class:`~ptebuild.results.TargetResult` per target, in manifest order."""
+
+    manifest: str
+    out_dir: Path
+    seconds: float
+    targets: list[TargetResult]
+    lock_problems: list[str] = field(default_factory=list)
+    """``locked``: each way the build differs from ``ptebuild.lock`` (empty: it matches)."""
+    locked: bool = False
+    shard: tuple[int, int] | None = None
+    replayed: bool = False
+    """True if the no-op stamp answered: nothing was looked at beyond a stat of each input."""
+
+    @property
+    def failed(self) -> list[TargetResult]:
+        return [t for t in self.targets if t.status in (Status.FAILED, Status.NEEDS_GPU)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.lock_problems
+
+    @property
+    def manifest_error(self) -> bool:
+        """True if a failure is the manifest's or the model code's to fix (the CLI exits 2)."""
+        return any(t.failure is FailureKind.MANIFEST for t in self.failed)
+
+    @property
+    def skipped(self) -> bool:
+        return any(t.status is Status.SKIPPED for t in self.targets)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``ptebuild build --json`` prints."""
+        document: dict[str, Any] = {
+            "manifest": self.manifest,
+            "out": str(self.out_dir),
+            "seconds": round(self.seconds, 3),
+            "ok": self.ok,
+            "programs": [t.to_json() for t in self.targets],
+        }
+        if self.shard:
+            document["shard"] = f"{self.shard[0]}/{self.shard[1]}"
+        if self.locked:
+            document["lock"] = list(self.lock_problems)
+        return document
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any], replayed: bool = False) -> "BuildReport":
+        shard = document.get("shard")
+        return cls(
+            manifest=document["manifest"],
+            out_dir=Path(document["out"]),
+            seconds=float(document.get("seconds") or 0.0),
+            targets=[TargetResult.from_json(p) for p in document.get("programs", ())],
+            lock_problems=list(document.get("lock") or ()),
+            locked="lock" in document,
+            shard=tuple(int(n) for n in shard.split("/")) if shard else None,  # type: ignore[arg-type]
+            replayed=replayed,
+        )
+
+
+def open_cache(request: BuildRequest, warn: Callable[[str], None]):
+    """The cache front end of a build (:class:`ptebuild.store.frontend.Cache`): the local folder,
+    then the remote server if any; None with neither."""
+    from ptebuild.store.frontend import Cache
+    from ptebuild.store.tiers import open_tier
+
+    tiers = []
+    root = cache_root(request)
+    if root is not None:
+        from ptebuild.store import Store
+
+        tiers.append(open_tier("local", Store(root)))
+    remote = remote_cache(request)
+    if remote is not None:
+        from ptebuild.store.remote import headers_from
+
+        tiers.append(open_tier("http", remote.url, headers=headers_from(remote.headers), upload=remote.upload,
+                               secret=remote_secret(remote), warn=warn))
+    return Cache(tiers, warn, local_root=root) if tiers else None
+
+
+def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None, progress: Progress | None = None,
+          *, replay: bool = True) -> BuildReport:
+    """Build every target of ``manifest`` that ``request`` selects; return the report.
+
+    Raises :class:`~ptebuild.errors.UsageError` (a bad request, a manifest that does not load:
+    :class:`~ptebuild.errors.ManifestError`) before anything is built; a target that fails is
+    reported in the report, not raised. ``replay=False`` skips the no-op stamp's answer (a caller
+    that looked already).
+    """
+    manifest = os.fspath(manifest)
+    request = request or BuildRequest()
+    request.validate()
+    events: list[noop.Event] = []
+
+    def report(name: str, event: str, text: str) -> None:
+        events.append((name, event, text))
+        if progress is not None:
+            progress(name, event, text)
+
+    stamp = noop.stamp_for(manifest, request)
+    if stamp is not None and replay:
+        started = time.monotonic()
+        kept = noop.replay(stamp)
+        if kept is not None:
+            document, stored = kept
+            for event in stored:
+                report(*event)
+            result = BuildReport.from_json(document, replayed=True)
+            result.seconds = time.monotonic() - started
+            return result
+    result, builder = _build(manifest, request, report)
+    if stamp is not None and result.ok and noop.was_noop(result.targets, events):
+        noop.remember(stamp, builder.looked_at(), result.to_json(), events)
+    return result
+
+
+def _build(manifest: str, request: BuildRequest, report: Progress):
+    from ptebuild.builder.build import Builder, BuildOptions
+    from ptebuild.builder.plan_cache import load_plan
+
+    started = time.monotonic()
+    cache = open_cache(request, lambda text: report("", "warning", text))
+    try:
+        plan = select(load_plan(manifest, cache), request, manifest)
+        options = BuildOptions(
+            out_dir=Path(request.out) if request.out else None,
+            cache=cache,
+            jobs=request.jobs or os.cpu_count() or 1,
+            keep_going=request.keep_going,
+            explain=request.explain,
+            debug=request.debug,
+            executor=executor_name(request, local_cache=cache is not None and cache.local_root is not None),
+            executor_options=_executor_options(request, cache),
+            shard=request.shard,
+            rebuild_check=request.check,
+        )
+        builder = Builder(plan, options, report)
+        done = BuildReport(manifest, builder.folder.path, 0.0, [], locked=request.locked, shard=request.shard)
+        if request.locked:
+            done.lock_problems = lock_problems(manifest, static_lock_entries(builder), request.partial)
+            if done.lock_problems:
+                done.seconds = time.monotonic() - started
+                return done, builder
+        done.targets = builder.run()
+        if request.locked:
+            done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder.path, done.targets),
+                                               request.partial)
+    finally:
+        if cache is not None:
+            cache.close()
+    done.seconds = time.monotonic() - started
+    return done, builder
+
+
+def select(plan, request: BuildRequest, manifest: str):
+    """The part of ``plan`` that ``request`` asks for (``only``, ``skip_backends``)."""
+    from ptebuild.backends import backend_names
+    from ptebuild.manifest.typos import did_you_mean
+
+    known = [p.name for p in plan.programs] + [s.name for s in plan.shims]
+    if request.only:
+        for name in request.only:
+            if name not in known:
+                raise UsageError(f"--only: {manifest} has no program {name!r}{did_you_mean(name, known)}")
+        plan = plan.select(list(request.only))
+    if request.skip_backends:
+        for name in request.skip_backends:
+            if name not in backend_names():
+                raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, backend_names())}")
+        plan = plan.select(
+            [p.name for p in plan.programs if p.backend not in request.skip_backends] + [s.name for s in plan.shims]
+        )
+    return plan
+
+
+def _executor_options(request: BuildRequest, cache) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if cache is not None and cache.local_root is not None:
+        options["cache_dir"] = cache.local_root
+    if request.ray_address:
+        options["address"] = request.ray_address
+    return options
+
+
+# -- the lock -------------------------------------------------------------------------------------
+
+
+def static_lock_entries(builder) -> dict:
+    """Each target's lock entry as this build would key it, before anything is built."""
+    from ptebuild.release.lock import LockEntry
+
+    return {
+        name: LockEntry(name=name, kind=kind, key=key, backend=backend, inputs=inputs)
+        for name, (kind, key, backend, inputs) in builder.static_inputs().items()
+    }
+
+
+def built_lock_entries(out_dir: Path, targets: list[TargetResult]) -> dict:
+    """The lock entries of the targets a build just built or restored, from its build record."""
+    from ptebuild.release.lock import lock_entries_from_record
+    from ptebuild.runtime.record import read_build_record
+
+    record = read_build_record(out_dir)
+    built = {t.name for t in targets}
+    found = {name: entry for name, entry in (record.targets if record else {}).items() if name in built}
+    return {name: entry for name, entry in lock_entries_from_record(found).items() if name in built}
+
+
+def lock_problems(manifest: str, entries: dict, partial: bool) -> list[str]:
+    """How ``entries`` differ from ``ptebuild.lock`` beside ``manifest`` (one line each)."""
+    from ptebuild.release.lock import LOCK_NAME, check_locked
+
+    return [str(m) for m in check_locked(Path(manifest).parent / LOCK_NAME, entries, subset=partial)]

@@ -73,7 +73,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
         lowering_code = sorted(
             [_PTEBUILD_ROOT / name for name in LOWERING_MODULES]
-            + list((_PTEBUILD_ROOT / "backends").glob("*.py"))
+            + [p for p in (_PTEBUILD_ROOT / "backends").rglob("*.py") if "__pycache__" not in p.parts]
         )
         parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]
         facts[keyinputs.toolchain("ptebuild-code")] = digest_text("\n".join(parts))

@@ -17,7 +17,7 @@ def pytest_configure(config):
 
 
 def _gpu_usable() -> bool:
-    from ptebuild.backends.cuda import gpu_visible
+    from ptebuild.backends.cuda.toolchain import gpu_visible
 
     if not gpu_visible():
         return False

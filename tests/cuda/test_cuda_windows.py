@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
 from shim_tools import SHIPPED_DEF, require_tool  # noqa: E402
 
-from ptebuild.backends import cuda_windows  # noqa: E402
+from ptebuild.backends.cuda import windows as cuda_windows  # noqa: E402
 from ptebuild.errors import CheckError  # noqa: E402
 from ptebuild.shims import load_shim_list, write_import_library  # noqa: E402
 from ptebuild.shims.reader import read_import_library  # noqa: E402
@@ -151,7 +151,7 @@ def test_dll_bytes_repeat_under_the_lowering_environment(windows_cuda_home, shim
     import os
     import time
 
-    from ptebuild.backends import cuda
+    from ptebuild.backends.cuda import inductor
 
     gxx = require_tool(MINGW_GXX)
     folder = cuda_windows.link_folder(shim_dir, windows_cuda_home, tmp_path / "root", gxx)
@@ -167,5 +167,5 @@ def test_dll_bytes_repeat_under_the_lowering_environment(windows_cuda_home, shim
 
     first, second = twice(env)
     assert first != second
-    first, second = twice({**env, "SOURCE_DATE_EPOCH": cuda.reproducible_environment()["SOURCE_DATE_EPOCH"]})
+    first, second = twice({**env, "SOURCE_DATE_EPOCH": inductor.reproducible_environment()["SOURCE_DATE_EPOCH"]})
     assert first == second

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
 from shim_tools import SHIPPED_DEF  # noqa: E402
 
-from ptebuild.backends import cuda_windows  # noqa: E402
+from ptebuild.backends.cuda import windows as cuda_windows  # noqa: E402
 from ptebuild.errors import CheckError, LoadError  # noqa: E402
 from ptebuild.runtime import check  # noqa: E402
 from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data  # noqa: E402
@@ -60,12 +60,13 @@ def test_the_shipped_shim_list_covers_what_the_dll_imports(dll):
 
 def test_the_build_summary_names_a_check_without_numbers():
     """The human summary shows error and cosine for numeric checks, the check's name otherwise."""
-    from ptebuild.cli.build import _summary
+    from ptebuild.api.build import BuildReport
+    from ptebuild.cli.build import summary
     from ptebuild.results import Status, TargetResult
 
     windows = TargetResult("tiny_cuda_windows", "program", "cuda", status=Status.BUILT, check=cuda_windows.CHECK_NAME,
                            figures=({"method": "forward", "dll_bytes": 3404317, "imports": {"aoti_cuda_shims.dll": 23}},))
     linux = TargetResult("tiny_cuda_a", "program", "cuda", status=Status.BUILT, check="aoti-runner-cuda",
                          figures=({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 2e-7, "cosine": 1.0},))
-    lines = _summary([windows, linux], Path("out"), 1.0).splitlines()
+    lines = summary(BuildReport("m.toml", Path("out"), 1.0, [windows, linux]).to_json()).splitlines()
     assert "windows-imports" in lines[1] and "err 2.0e-07 cos 1.000000" in lines[2]

@@ -26,7 +26,7 @@ fi
 python3 -c "import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/wincuda')" .wintools/nvidia_cuda_runtime-*win_amd64.whl
 export WINDOWS_CUDA_HOME=/tmp/wincuda/nvidia/cu13
 { x86_64-w64-mingw32-g++ -v 2>&1 | tail -n 1; ldd /tmp/mingw/usr/lib/gcc/x86_64-w64-mingw32/12-posix/cc1plus | grep -c "not found"
-  python3 -c "from ptebuild.backends.cuda import windows_toolchain_problem as p; print('toolchain problem:', p())"; } >"$OUT/toolchain.txt" 2>&1
+  python3 -c "from ptebuild.backends.cuda.toolchain import windows_toolchain_problem as p; print('toolchain problem:', p())"; } >"$OUT/toolchain.txt" 2>&1
 cat "$OUT/toolchain.txt"
 /usr/bin/time -f "cli build %e s" timeout ${BUILD_TIMEOUT:-300} python3 -m ptebuild build $MANIFEST \
   --out /tmp/winout --no-cache --json --jobs 1 --no-daemon >"$OUT/build.json" 2>"$OUT/build.err"

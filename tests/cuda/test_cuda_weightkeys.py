@@ -78,7 +78,7 @@ def fake_manager(monkeypatch):
 
 
 def test_rewrite_renames_both_sides_consistently(fake_manager):
-    from ptebuild.backends.cuda import key_cuda_weights_by_sha256
+    from ptebuild.backends.cuda.weightkeys import key_cuda_weights_by_sha256
 
     manager, calls, digests = fake_manager
     renamed = key_cuda_weights_by_sha256(manager, config="config")
@@ -98,7 +98,7 @@ def test_rewrite_renames_both_sides_consistently(fake_manager):
 
 
 def test_rewrite_twice_changes_nothing(fake_manager):
-    from ptebuild.backends.cuda import key_cuda_weights_by_sha256
+    from ptebuild.backends.cuda.weightkeys import key_cuda_weights_by_sha256
 
     manager, _, _ = fake_manager
     first = key_cuda_weights_by_sha256(manager, config=None)
@@ -109,7 +109,7 @@ def test_rewrite_twice_changes_nothing(fake_manager):
 
 
 def test_payload_key_missing_from_named_data_is_refused(fake_manager):
-    from ptebuild.backends.cuda import key_cuda_weights_by_sha256
+    from ptebuild.backends.cuda.weightkeys import key_cuda_weights_by_sha256
     from ptebuild.errors import BuildError
 
     manager, _, _ = fake_manager

@@ -1,0 +1,115 @@
+"""The build check of a Linux CUDA program (``"aoti-runner-cuda"``), on the GPU.
+
+:meth:`ptebuild.backends.cuda.CudaBackend.check`: ExecuTorch's pip runtime
+has no CUDA backend, so each method's own compiled ``.so``, taken from the ``.pte``, runs through
+PyTorch's ``AOTIModelContainerRunnerCuda`` with the weights read from the ``.ptd`` by the keys in
+the ``.pte``'s payload, and is compared with eager PyTorch on the GPU (:func:`check_with_aoti_runner`).
+A Windows program's DLL cannot run here: its check is ``"windows-imports"``
+(:func:`ptebuild.backends.cuda.windows.check_windows_program`).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+
+# ExecuTorch ScalarType -> torch dtype name (exir/scalar_type.py).
+_SCALAR_TYPES = {
+    0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+    7: "float64", 11: "bool", 15: "bfloat16",
+}
+_TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch_cpu.so", "libtorch_cuda.so")
+
+
+@functools.lru_cache(maxsize=1)
+def _load_torch_shims() -> None:
+    """Make libtorch's ``aoti_torch_*`` C shims global, for the ``.so`` built without libtorch."""
+    import ctypes
+
+    import torch
+
+    lib_dir = Path(torch.__file__).parent / "lib"
+    for name in _TORCH_LIBS:
+        ctypes.CDLL(str(lib_dir / name), mode=ctypes.RTLD_GLOBAL)
+
+
+def _weight_tensor(weight, blob: bytes):
+    import torch
+
+    dtype_name = _SCALAR_TYPES.get(weight.dtype)
+    if dtype_name is None:
+        raise ValueError(f"weight {weight.fqn!r}: unsupported ExecuTorch dtype {weight.dtype}")
+    dtype = getattr(torch, dtype_name)
+    storage = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    flat = storage.view(dtype) if len(blob) else torch.empty(0, dtype=dtype)
+    tensor = torch.as_strided(flat, weight.sizes, weight.strides, weight.storage_offset)
+    device = "cuda" if weight.device_type == 1 else "cpu"
+    return tensor.to(device)
+
+
+def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
+    """Run each method's compiled ``.so`` (from ``pte``) with weights from ``ptd``; compare on the GPU.
+
+    Raises CheckError on a mismatch, BuildError when the program cannot be run this way.
+    """
+    import copy
+    import tempfile
+
+    import torch
+
+    from ptebuild.lowering.check import checked_figures, flatten_outputs
+    from ptebuild.lowering.examples import check_sizes, make_inputs
+    from ptebuild.errors import BuildError
+    from ptebuild.runtime import check as check_files
+    from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.runtime.ptd_file import read_ptd
+
+    # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it.
+    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    if not torch.cuda.is_available():
+        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
+    _load_torch_shims()
+    delegates = {}
+    for delegate in read_cuda_delegates(pte):
+        if delegate.method in delegates:
+            raise BuildError(
+                f"method {delegate.method!r} has several CUDA delegates; the AOTInductor runner check needs "
+                "one per method",
+                location=f"programs.{program.name}",
+            )
+        delegates[delegate.method] = delegate
+    data = read_ptd(ptd) if ptd else None
+    eager = copy.deepcopy(model).to("cuda").eval()
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="ptebuild-cuda-check-") as tmp:
+        for method in program.methods:
+            delegate = delegates.get(method.name)
+            if delegate is None:
+                raise BuildError(f"method {method.name!r} has no CUDA delegate", location=f"programs.{program.name}")
+            payload = delegate.payload
+            so_path = Path(tmp, f"{method.name}.so")
+            so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
+            runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(so_path), 1, "cuda", "")
+            by_fqn = {w.fqn: w for w in payload.weights}
+            constants = {}
+            for name, fqn in runner.get_constant_names_to_original_fqns().items():
+                weight = by_fqn.get(name) or by_fqn.get(fqn)
+                if weight is None:
+                    continue  # folded into the .so by AOTInductor
+                if data is None:
+                    raise BuildError("weights but no .ptd", location=f"programs.{program.name}")
+                constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
+            if constants:
+                runner.update_constant_buffer(constants, False, False)
+            for sizes in check_sizes(method):
+                inputs = make_inputs(method, program.seed, sizes)
+                cuda_inputs = [t.to("cuda") for t in inputs]
+                with torch.no_grad():
+                    expected = flatten_outputs(getattr(eager, method.function)(*cuda_inputs))
+                    actual = flatten_outputs(runner.run(cuda_inputs))
+                figures += checked_figures(
+                    program, method.name, sizes, expected, actual, " (AOTInductor runner on the GPU)"
+                )
+            del runner
+    return figures

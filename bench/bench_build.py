@@ -82,13 +82,11 @@ def statuses(done: subprocess.CompletedProcess) -> dict[str, str]:
 
 
 def code_fingerprint() -> str:
-    """A digest of ptebuild/builder and ptebuild/backends: action keys cover that code, so an edit
-    to it during the bench turns no-op builds into rebuilds and makes the figures meaningless."""
-    digest = hashlib.sha256()
-    files = list((ROOT / "ptebuild" / "builder").glob("*.py")) + list((ROOT / "ptebuild" / "backends").glob("*.py"))
-    for path in sorted(files):
-        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    """A digest of all of ptebuild's code: action keys cover its lowering code, so an edit to it
+    during the bench turns no-op builds into rebuilds and makes the figures meaningless."""
+    from ptebuild import own_code
+
+    return own_code.digest(own_code.files())
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild import keyinputs
+from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
 from ptebuild.deps import DependencyCheck
 from ptebuild.builder.outdir import OutputFolder
@@ -359,85 +359,10 @@ class Builder:
     # -- --check: lower again elsewhere, compare the bytes ----------------------------------------
 
     def check_rebuilds(self) -> None:
-        """Lower every built or cached program again, ignoring the cache, in another temporary
-        folder and working directory, with another PYTHONHASHSEED and thread count; a program
-        whose bytes differ fails, naming the file and the part that differs."""
-        import random
-        import tempfile
+        """``--check`` (:mod:`.rebuild_check`)."""
+        from ptebuild.builder.rebuild_check import check_rebuilds
 
-        from ptebuild.builder.schedule import Job
-        from ptebuild.worker.tasks import EventKind
-
-        self._plan_json = self._plan_json or self.plan.to_json()
-        programs = [
-            p for p in self.plan.programs
-            if p.name in self.results and self.results[p.name].status in (Status.BUILT, Status.CACHED)
-        ]
-        if not programs:
-            return
-        jobs = []
-        for program in programs:
-            result = self.results[program.name]
-            self.report(program.name, "progress", "lowering again to check that the bytes are reproducible")
-            inputs = keys.program_inputs(program, self.plan, self.digest_file, _backend(program))
-            jobs.append(Job(program.name, result.key, make_task=self._task_maker(program, result, inputs), data=program))
-
-        def finished(job, event) -> bool:
-            from ptebuild.hashing import hash_file
-
-            result = self.results[job.name]
-            staging = self._job_staging.pop(job.name)
-            try:
-                if event.kind is not EventKind.DONE:
-                    result.status = Status.FAILED
-                    failure = event.failure
-                    result.message = self._located(job.data, f"--check: lowering again failed: {failure.message}",
-                                                   failure.location, failure.manifest)
-                    result.failure = failure.kind
-                    return self.options.keep_going
-                files = event.result.files_into(staging / "inline")
-                differences = []
-                data = self.shared.group_of(job.name)
-                own = self.shared.members[data][job.name].result.outputs if data else result.outputs
-                for output in own:
-                    again = files.get(output.name)
-                    if again is None or hash_file(again) == (output.sha256, output.size):
-                        continue
-                    before = self.folder.path / output.name
-                    if data and output.name.endswith(".ptd"):
-                        before = self._member_file(job.name, output.name, staging)
-                    differences.append(f"{output.name}: {_first_difference(before, again)}")
-                result.rebuild = "differs" if differences else "same"
-                if differences:
-                    result.status = Status.FAILED
-                    result.message = self._located(
-                        job.data,
-                        "--check: lowering again gave other bytes (not reproducible): " + "; ".join(differences),
-                    )
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-            self.report(job.name, "done", f"--check: {result.rebuild or 'failed'}")
-            return result.status is not Status.FAILED or self.options.keep_going
-
-        with tempfile.TemporaryDirectory(prefix="ptebuild-check-") as elsewhere:
-            environment = {
-                "PYTHONHASHSEED": str(random.SystemRandom().randrange(1, 2**31)),
-                "TMPDIR": elsewhere,
-                "OMP_NUM_THREADS": "1",
-                "MKL_NUM_THREADS": "1",
-            }
-            options = {"environment": environment, "cwd": elsewhere}
-            self._schedule("local", options, jobs, None, lambda job: False, lambda job: None, finished)
-
-    def _member_file(self, name: str, file_name: str, folder: Path) -> Path:
-        """A shared-data program's own ``.ptd`` (before merging), restored from the cache."""
-        from ptebuild.store.frontend import Hit
-
-        data = self.shared.group_of(name)
-        dest = folder / "own" / file_name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        self.cache.restore(Hit(self.shared.members[data][name].result, Source.LOCAL), {file_name: dest})
-        return dest
+        check_rebuilds(self)
 
     def _located(self, program: ProgramPlan, message: str, location: str = "", manifest: str = "") -> str:
         """A failure as one line with the manifest and the location (the program's by default)."""
@@ -502,8 +427,7 @@ class Builder:
         """Files, folders and cache entries whose stat stands for all this build read (:mod:`.noop`)."""
         import sys
 
-        root = Path(__file__).resolve().parent.parent
-        files = set(self.touched) | {str(p) for p in root.rglob("*.py")}
+        files = set(self.touched) | {str(p) for p in own_code.files()}
         files.add(str(Path(self.plan.manifest_dir, Path(self.plan.manifest).name)))
         files.add(str(self.folder.path / "ptebuild.json"))
         files.add(os.path.realpath(sys.executable))
@@ -542,22 +466,6 @@ def _backend(program: ProgramPlan):
     from ptebuild.backends import get_backend
 
     return get_backend(program.backend)
-
-
-def _first_difference(published: Path, again: Path) -> str:
-    """The first part that differs between two builds of one file (``ptebuild diff``)."""
-    from ptebuild.errors import FormatError
-    from ptebuild.runtime.diff import diff
-
-    try:
-        report = diff(published, again)
-    except (FormatError, OSError) as exc:
-        return f"differs ({exc})"
-    if report.same:
-        return "same bytes"
-    shown = "; ".join(str(d) for d in report.differences[:3])
-    more = len(report.differences) - 3
-    return shown + (f" (and {more} more)" if more > 0 else "")
 
 
 def build(plan: BuildPlan, options: BuildOptions, report: Report | None = None) -> list[TargetResult]:

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ptebuild import keyinputs
+from ptebuild import keyinputs, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
@@ -35,7 +35,6 @@ KEY_SCHEMA = "ptebuild-action-key 1"
 DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
-_PTEBUILD_ROOT = Path(__file__).resolve().parent.parent
 LOWERING_MODULES = ("worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py")
 """The modules of ptebuild whose code decides the bytes of a lowered program (with the backends')."""
 
@@ -71,12 +70,9 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         }
         # ptebuild's own code that shapes the bytes: an edit to it must rebuild, even without a
         # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
-        lowering_code = sorted(
-            [_PTEBUILD_ROOT / name for name in LOWERING_MODULES]
-            + [p for p in (_PTEBUILD_ROOT / "backends").rglob("*.py") if "__pycache__" not in p.parts]
+        facts[keyinputs.toolchain("ptebuild-code")] = own_code.digest(
+            own_code.files(*LOWERING_MODULES, "backends"), digest_file
         )
-        parts = [f"{p.relative_to(_PTEBUILD_ROOT)}:{digest_file(p)[0]}" for p in lowering_code]
-        facts[keyinputs.toolchain("ptebuild-code")] = digest_text("\n".join(parts))
         _toolchain_cache = facts
     return dict(_toolchain_cache)
 
@@ -154,10 +150,7 @@ def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dic
     }
     facts = toolchain_facts(digest_file)
     inputs[keyinputs.toolchain("ptebuild")] = facts[keyinputs.toolchain("ptebuild")]
-    shims_code = sorted((_PTEBUILD_ROOT / "shims").glob("*.py"))
-    inputs[keyinputs.toolchain("shims-code")] = digest_text(
-        "\n".join(f"{p.name}:{digest_file(p)[0]}" for p in shims_code)
-    )
+    inputs[keyinputs.toolchain("shims-code")] = own_code.digest(own_code.files("shims"), digest_file)
     return inputs
 
 

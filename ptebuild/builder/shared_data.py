@@ -17,13 +17,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptebuild import keyinputs
+from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
 from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
 from ptebuild.results import ActionResult, OutputFile, Status
 
 SCHEMA = "ptebuild-shared-data 1"
-_MERGE_CODE = ("ptd_merge.py", "ptd_write.py", "ptd_file.py")
+_MERGE_CODE = ("runtime/ptd_merge.py", "runtime/ptd_write.py", "runtime/ptd_file.py")
 
 
 @dataclass
@@ -94,10 +94,7 @@ class SharedData:
         inputs = {"schema": SCHEMA, "shared-data": data}
         for program in programs:
             inputs[keyinputs.member(program)] = members[program].result.output(ptd_name).sha256
-        root = Path(__file__).resolve().parent.parent / "runtime"
-        inputs[keyinputs.toolchain("merge-code")] = keys.digest_text(
-            "\n".join(f"{n}:{builder.digest_file(root / n)[0]}" for n in _MERGE_CODE)
-        )
+        inputs[keyinputs.toolchain("merge-code")] = own_code.digest(own_code.files(*_MERGE_CODE), builder.digest_file)
         key = keys.action_key(inputs)
         merged = self._cached(key, ptd_name, data)
         if merged is None:

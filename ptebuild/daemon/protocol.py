@@ -54,6 +54,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ptebuild import own_code
 from ptebuild.worker.tasks import TaskResult
 from ptebuild.results import Dependencies, OutputFile
 
@@ -129,22 +130,6 @@ def workers_dir(cache_dir: Path) -> Path:
     return Path(cache_dir) / "workers"
 
 
-def _source_digest() -> str:
-    """SHA-256 over ptebuild's own ``.py`` files (names and bytes)."""
-    root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            pass
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
 _toolchain: str | None = None
 
 
@@ -160,7 +145,7 @@ def toolchain_id() -> str:
             f"version={sys.version}",
             f"pythonpath={os.environ.get('PYTHONPATH', '')}",
             *(f"{name}={versions.get(name, '-')}" for name in ("torch", "executorch", "ptebuild")),
-            f"source={_source_digest()}",
+            f"source={own_code.digest(own_code.files())}",
         ]
         _toolchain = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
     return _toolchain

@@ -19,7 +19,6 @@ Takes about 3 minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil

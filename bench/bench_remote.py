@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests" / "remote"))
 
 from nginx_server import nginx_binary, start_nginx  # noqa: E402
 
-from ptebuild.store.remote import HttpTier  # noqa: E402
+from ptebuild.store.http import HttpTier  # noqa: E402
 
 MIB = 1 << 20
 SIZES = [int(13.6 * MIB), int(13.6 * MIB), int(3.8 * MIB), 75_040, 12_288, 4_096, 1_337]
@@ -44,7 +44,7 @@ SIZES = [int(13.6 * MIB), int(13.6 * MIB), int(3.8 * MIB), 75_040, 12_288, 4_096
 CHILD = """
 import sys
 from pathlib import Path
-from ptebuild.store.remote import HttpTier
+from ptebuild.store.http import HttpTier
 url, out, *digests = sys.argv[1:]
 t = HttpTier(url, jobs={jobs})
 assert all(t.blobs.fetch_many([(d, Path(out) / d) for d in digests]))

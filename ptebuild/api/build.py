@@ -101,7 +101,7 @@ def open_cache(request: BuildRequest, warn: Callable[[str], None]):
         tiers.append(open_tier("local", Store(root)))
     remote = remote_cache(request)
     if remote is not None:
-        from ptebuild.store.remote import headers_from
+        from ptebuild.store.headers import headers_from
 
         tiers.append(open_tier("http", remote.url, headers=headers_from(remote.headers), upload=remote.upload,
                                secret=remote_secret(remote), warn=warn))

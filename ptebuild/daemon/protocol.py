@@ -1,7 +1,8 @@
 """The warm worker server's wire format, its toolchain id and where its socket lives.
 
 Place
-    One server per toolchain and cache folder: ``<cache>/workers/<toolchain-id>.sock`` (a Unix
+    One server per toolchain and cache folder: ``<cache>/workers/<toolchain-id>.sock``, or
+    ``$PTEBUILD_WORKERS_DIR/<toolchain-id>.sock`` for every cache folder (a Unix
     socket; the folder is mode 0700, so only its owner can connect), beside ``<id>.log`` (the
     server's stdout and stderr), ``<id>.pid`` and ``<id>.lock`` (an ``flock`` the server holds for
     its whole life: a second server for the same socket exits at once). The toolchain id
@@ -126,8 +127,15 @@ def request(sock: socket.socket, message: dict, timeout: float) -> dict:
 # -- place --------------------------------------------------------------------------------------
 
 
+WORKERS_DIR_ENV = "PTEBUILD_WORKERS_DIR"
+
+
 def workers_dir(cache_dir: Path) -> Path:
-    return Path(cache_dir) / "workers"
+    """Where the warm servers of builds with this cache folder live: ``<cache>/workers``, or
+    ``$PTEBUILD_WORKERS_DIR`` for every cache folder (one warm server per toolchain for builds
+    with many caches, as a test suite or a monorepo's per-project caches)."""
+    shared = os.environ.get(WORKERS_DIR_ENV)
+    return Path(shared) if shared else Path(cache_dir) / "workers"
 
 
 _toolchain: str | None = None

@@ -29,7 +29,7 @@ Warn = Callable[[str], None]
 #: Tier kind -> "module:class" under ptebuild.store.
 TIER_MODULES = {
     "local": "ptebuild.store.local:LocalTier",
-    "http": "ptebuild.store.remote:HttpTier",
+    "http": "ptebuild.store.http:HttpTier",
 }
 
 

@@ -1,6 +1,6 @@
 """Start a real nginx (Debian's ``nginx`` package) as a Bazel-style HTTP cache on loopback.
 
-Used by the remote-tier tests (``conftest.py``) and by ``bench/bench_remote.py``. The server is
+Used by the remote-tier tests (``cache_fixtures.py``) and by ``bench/bench_remote.py``. The server is
 a plain nginx with WebDAV uploads, the setup the issue names::
 
     location / { dav_methods PUT; create_full_put_path on; client_max_body_size 0; }

@@ -14,7 +14,7 @@ import pytest
 
 from ptebuild.results import ActionResult, OutputFile, Source
 from ptebuild.store import Store
-from ptebuild.store.remote import HttpTier
+from ptebuild.store.http import HttpTier
 
 frontend = pytest.importorskip("ptebuild.store.frontend")
 local = pytest.importorskip("ptebuild.store.local")

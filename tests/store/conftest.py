@@ -1,0 +1,16 @@
+"""Fixtures of the store tests: for the HTTP tier's, a real nginx and a fault-injecting proxy.
+
+They live with the remote-cache tests (``tests/remote/cache_fixtures.py``, with ``nginx_server``
+and ``faultproxy``), which use them too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
+
+from cache_fixtures import _no_env_proxy, closed_port, nginx, proxy, space  # noqa: E402
+
+__all__ = ["_no_env_proxy", "closed_port", "nginx", "proxy", "space"]

@@ -14,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ptebuild
 from project_copy import copy_project
 
 TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
-
-
-def ptebuild(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the real command line in a fresh process (as users and CI do)."""
-    return subprocess.run(
-        [sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True, cwd=cwd, env=TOOLS_ENV
-    )
 
 
 def build_json(*args: str) -> tuple[int, dict]:

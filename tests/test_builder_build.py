@@ -9,17 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import ptebuild
 from project_copy import copy_project
 from ptebuild.builder.build import in_shard
-
-
-def ptebuild(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ptebuild", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
 
 
 def build_json(*args: str) -> dict:

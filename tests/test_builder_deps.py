@@ -16,19 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ptebuild
 from project_copy import copy_project
 from ptebuild.deps import DependencyCheck, discover, installed_versions, normalize
 from ptebuild.results import Dependencies
 from ptebuild.hashing import hash_file
-
-
-def ptebuild(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ptebuild", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
-    )
 
 
 def build(manifest: Path, cache: Path, env: dict | None = None) -> dict:

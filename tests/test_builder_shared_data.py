@@ -9,13 +9,10 @@ import sys
 
 import pytest
 
+from helpers import ptebuild
 from project_copy import copy_project
 
 TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
-
-
-def ptebuild(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True, env=TOOLS_ENV)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import pytest
 
 from ptebuild import cli
 from ptebuild.store import Store
+from helpers import put_record
 
 NOW = time.time()
 
@@ -34,10 +35,6 @@ def key(i: int) -> str:
     return f"{i:032x}"
 
 
-def put_record(store: Store, i: int, digests: list[str], last_use: float) -> None:
-    record = {"outputs": [{"name": f"o{j}", "digest": d} for j, d in enumerate(digests)]}
-    store.actions.put(key(i), f"prog{i}", record)
-    os.utime(store.actions.path(key(i)), (last_use, last_use))
 
 
 @pytest.fixture

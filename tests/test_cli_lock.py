@@ -9,15 +9,9 @@ import sys
 
 import pytest
 
+from helpers import ptebuild
 from project_copy import copy_project
 from tinymodels_for_weights import save_weights
-
-
-def ptebuild(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
 
 
 @pytest.fixture

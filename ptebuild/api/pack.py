@@ -35,7 +35,7 @@ def pack(manifest: str | os.PathLike[str], dest: str | os.PathLike[str], *, out:
         from ptebuild.cache_dir import default_cache_dir
         from ptebuild.store.frontend import Cache
 
-        front = Cache.local(Path(cache) if cache else default_cache_dir())
+        front = Cache.for_folder(Path(cache) if cache else default_cache_dir())
         try:
             return pack_from_cache(lock_path, front, dest, manifest_path=manifest)
         finally:

@@ -159,7 +159,7 @@ def pack_from_cache(
     if isinstance(cache, (str, os.PathLike)):
         from ptebuild.store.frontend import Cache
 
-        cache = Cache.local(cache)
+        cache = Cache.for_folder(cache)
     where = str(cache.local_root) if cache.local_root is not None else ", ".join(t.name for t in cache.tiers)
     absent_digests = set(cache.missing_blobs([o.sha256 for e in lock.entries.values() for o in e.outputs or ()]))
     missing = []

@@ -23,16 +23,10 @@ from ptebuild.store import Store
 from ptebuild.store.frontend import Cache
 from ptebuild.hashing import hash_file
 from ptebuild.store.local import LocalTier
+from helpers import ptebuild
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
-
-
-def ptebuild(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ptebuild", *args], capture_output=True, text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import helpers
 import pytest
 from project_copy import copy_project
 
@@ -38,9 +39,7 @@ RAY_ENV = {
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.2", 0))
-        return sock.getsockname()[1]
+    return helpers.free_port("127.0.0.2")
 
 
 LOOPBACK = "127.0.0.2"

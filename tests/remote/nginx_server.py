@@ -67,11 +67,7 @@ def has_dav_module(binary: str) -> bool:
     return "http_dav_module" in proc.stderr + proc.stdout
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from helpers import free_port  # noqa: E402,F401  (re-exported for the remote tests)
 
 
 def wait_listening(port: int, deadline_s: float = 10.0) -> bool:

@@ -14,20 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ptebuild
 from project_copy import copy_project
 from ptebuild.store import Store
 
 ONE = ("--only", "tiny_portable")
-
-
-def ptebuild(*args: str, trace_imports: bool = False) -> subprocess.CompletedProcess:
-    flags = ["-X", "importtime"] if trace_imports else []
-    return subprocess.run(
-        [sys.executable, *flags, "-m", "ptebuild", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
 
 
 class Runner:

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ptebuild.store import GcReport, Store, VerifyReport, maintenance
+from helpers import put_record
 
 NOW = time.time()
 OLD = NOW - 2 * maintenance.GRACE_SECONDS
@@ -19,10 +20,6 @@ def key(i):
     return f"{i:032x}"
 
 
-def put_record(store, i, blobs, last_use):
-    record = {"outputs": [{"name": f"o{j}", "digest": d} for j, d in enumerate(blobs)]}
-    store.actions.put(key(i), f"prog{i}", record)
-    os.utime(store.actions.path(key(i)), (last_use, last_use))
 
 
 def age_blobs(store, when=OLD):

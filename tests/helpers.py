@@ -1,0 +1,52 @@
+"""What many test files need: the real command line in a fresh process, free ports, cache records.
+
+Imported by bare name (``from helpers import ptebuild``): pytest puts ``tests/`` on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ptebuild(*args, cwd: Path | None = None, env: dict | None = None, trace_imports: bool = False,
+             timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python -m ptebuild ARGS`` in a new process, as users and CI run it (output captured)."""
+    flags = ["-X", "importtime"] if trace_imports else []
+    return subprocess.run(
+        [sys.executable, *flags, "-m", "ptebuild", *map(str, args)], capture_output=True, text=True, cwd=cwd,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}, timeout=timeout,
+    )
+
+
+def build_json(*args, **kwargs) -> tuple[int, dict]:
+    """``ptebuild build ARGS --json``: (exit code, the report)."""
+    result = ptebuild("build", *args, "--json", **kwargs)
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON on stdout (exit {result.returncode}):\n{result.stdout}\n{result.stderr}") from None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def record_key(i: int) -> str:
+    return f"{i:032x}"
+
+
+def put_record(store, i: int, digests: list[str], last_use: float) -> None:
+    """An action record ``i`` in ``store`` naming ``digests``, last used at ``last_use``."""
+    record = {"outputs": [{"name": f"o{j}", "digest": d} for j, d in enumerate(digests)]}
+    store.actions.put(record_key(i), f"prog{i}", record)
+    os.utime(store.actions.path(record_key(i)), (last_use, last_use))

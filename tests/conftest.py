@@ -1,12 +1,44 @@
-"""Fixtures shared by ptebuild's own tests."""
+"""Fixtures shared by ptebuild's own tests, and the environment every test's ptebuild runs in.
+
+- Real components (nginx, Ray, LLVM, MinGW) are required under CI: a test that cannot find one
+  fails there instead of skipping (:func:`helpers.unavailable`). ``$CI`` is read here, then removed,
+  so that the ptebuild under test behaves as on a developer's machine.
+- The default executor is the one tested: builds lower on the warm worker server (the Linux
+  default), one per toolchain for the whole session (``$PTEBUILD_WORKERS_DIR``), stopped at the
+  end. Tests of an executor of their own say so (``--executor local``, ``--no-daemon``); the warm
+  server's own tests use a server per cache folder (``tests/executors/conftest.py``).
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from project_copy import copy_project
+
+if os.environ.pop("CI", "").lower() not in ("", "0", "false"):
+    os.environ["PTEBUILD_TESTS_REQUIRE_ALL"] = "1"
+_WORKERS = tempfile.mkdtemp(prefix="ptebuild-test-workers-")
+os.environ.setdefault("PTEBUILD_WORKERS_DIR", _WORKERS)
+os.environ.setdefault("PTEBUILD_DAEMON_IDLE", "900")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Stop the session's warm servers and remove their folder."""
+    for pid_file in Path(_WORKERS).glob("*.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(_WORKERS, ignore_errors=True)
+
+if TYPE_CHECKING:
+    from runtime_programs import Programs
 
 
 @pytest.fixture
@@ -15,6 +47,9 @@ def tiny_project(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
 
 
-# Builds in tests lower in worker processes of their own: a warm server per test cache would
-# outlive the test by minutes. The warm server's own tests ask for it with --executor daemon.
-os.environ.setdefault("PTEBUILD_NO_DAEMON", "1")
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
+    """The tiny programs of :mod:`runtime_programs`, exported once (for tests/runtime and tests/lowering)."""
+    from runtime_programs import build_all  # imports torch: only for the tests that ask
+
+    return build_all(tmp_path_factory.mktemp("built"))

@@ -6,6 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers import require_module
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime import cuda_payload
@@ -30,7 +31,7 @@ def test_round_trip():
 
 def test_writes_what_executorch_writes():
     """Byte for byte the layout of executorch 1.5.1's ``encode_cuda_weight_metadata``."""
-    collector = pytest.importorskip("executorch.backends.cuda.cuda_weight_collector")
+    collector = require_module("executorch.backends.cuda.cuda_weight_collector", "part of executorch 1.5.1")
     entries = [
         collector.CudaWeightEntry(
             fqn=w.fqn, storage_key=w.storage_key, storage_nbytes=w.storage_nbytes, dtype=w.dtype,

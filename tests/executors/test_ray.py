@@ -7,7 +7,6 @@ import contextlib
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ import helpers
 import pytest
 from project_copy import copy_project
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ptebuild[ray]')")
+ray = helpers.require_module("ray", "pip install 'ptebuild[ray]' (./bootstrap.sh --test installs it)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tasks_for_tests import cli_build, local_reference, make_tasks, slow_on_first_attempt, wait_for  # noqa: E402

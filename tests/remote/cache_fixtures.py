@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import unavailable
 from nginx_server import Nginx, free_port, has_dav_module, nginx_binary, start_nginx
 
 HERE = Path(__file__).resolve().parent
@@ -33,9 +34,9 @@ HERE = Path(__file__).resolve().parent
 def nginx(tmp_path_factory: pytest.TempPathFactory):
     binary = nginx_binary()
     if binary is None:
-        pytest.skip("nginx is not installed: apt-get install nginx (Debian), or ./bootstrap.sh --test")
+        unavailable("nginx is not installed: apt-get install nginx (Debian), or ./bootstrap.sh --test")
     if not has_dav_module(binary):
-        pytest.skip(f"{binary} has no WebDAV module (http_dav_module): install Debian's nginx package")
+        unavailable(f"{binary} has no WebDAV module (http_dav_module): install Debian's nginx package")
     server = start_nginx(tmp_path_factory.mktemp("nginx"), binary)
     try:
         yield server

@@ -56,9 +56,12 @@ http {{
 
 
 def nginx_binary() -> str | None:
-    """The nginx executable (PATH, then /usr/sbin), or None if it is not installed."""
-    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
-    return found
+    """The nginx executable (``$PTEBUILD_TEST_NGINX``, else PATH, then /usr/sbin), or None if it
+    is not installed (``$PTEBUILD_TEST_NGINX=none``: as if it were not, for the tests of the tests)."""
+    given = os.environ.get("PTEBUILD_TEST_NGINX")
+    if given:
+        return None if given == "none" else given
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
 
 
 def has_dav_module(binary: str) -> bool:

@@ -10,7 +10,7 @@ from runtime_programs import patched
 from ptd_flips import flatbuffer_flips
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime.ptd_file import read_ptd
+from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, read_ptd, read_ptd_header
 
 
 def test_entries_point_at_the_blobs(programs):
@@ -74,3 +74,18 @@ def test_bad_headers(programs, tmp_path, make, message):
 def test_a_pte_is_not_a_ptd(programs):
     with pytest.raises(FormatError, match=r"identifier b'ET12' at offset 4, expected b'FT01'"):
         read_ptd(programs.a.pte)
+
+
+def test_header_as_stored(programs, tmp_path):
+    raw = programs.a.ptd.read_bytes()
+    header = read_ptd_header(programs.a.ptd)
+    stored = (header.magic, header.length, header.flatbuffer_offset, header.flatbuffer_size)
+    assert (*stored, header.segment_base, header.segment_data_size) == HEADER.unpack_from(raw, HEADER_OFFSET)
+    assert header.magic == b"FH01" and header.file_size == len(raw)
+    end = header.segment_base + header.segment_data_size
+    assert all(header.segment_base <= e.offset and e.offset + e.size <= end for e in read_ptd(programs.a.ptd).entries.values())
+    short = tmp_path / "short.ptd"
+    short.write_bytes(raw[:10])
+    message = r"truncated: cannot read FlatTensor header \(48 bytes\) at offset 0, file has 10 bytes"
+    with pytest.raises(FormatError, match=message):
+        read_ptd_header(short)

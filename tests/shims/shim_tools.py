@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from helpers import unavailable
 
 SHIPPED_DEF = Path(__file__).resolve().parents[2] / "ptebuild" / "shims" / "aoti_cuda_shims.def"
 
@@ -17,10 +16,7 @@ def require_tool(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    message = f"{name} not found; install the Debian packages clang, lld, llvm and llvm-19"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    unavailable(f"{name} not found; install the Debian packages clang, lld, llvm and llvm-19")
 
 
 def dlltool(def_path: Path, dll: str, out: Path, tool: str = "llvm-dlltool") -> bytes:

@@ -10,7 +10,7 @@ import pytest
 from ptebuild import __version__
 from ptebuild.cli import main
 
-MANIFESTS = Path(__file__).resolve().parent / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 
 USAGE_ERRORS = [
     ([], "error: ptebuild: the following arguments are required: COMMAND"),

@@ -13,7 +13,7 @@ from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest import load_manifest
 from ptebuild.plan import BuildPlan
 
-MANIFESTS = Path(__file__).resolve().parent / "manifests"
+MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 BAD = sorted(MANIFESTS.glob("bad-*.toml"))
 
 

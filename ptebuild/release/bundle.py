@@ -24,7 +24,6 @@ plain file names. Nothing is ever written where the archive's names point.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import stat
@@ -36,9 +35,11 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from ptebuild.hashing import hash_chunks
 from ptebuild.names import case_key
 from ptebuild.errors import FormatError, UsageError
 from ptebuild.release.archive import archive_format
@@ -274,17 +275,13 @@ def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read) -
 
 
 def _hash_stream(f: IO[bytes], copy_to: Path | None) -> str:
-    digest = hashlib.sha256()
     out = open(copy_to, "xb") if copy_to is not None else None
     try:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-            if out is not None:
-                out.write(chunk)
+        digest, _ = hash_chunks(iter(partial(f.read, _CHUNK), b""), None if out is None else out.write)
     finally:
         if out is not None:
             out.close()
-    return digest.hexdigest()
+    return digest
 
 
 def _parse_record(data: bytes | None, prefix: str, problems: list[str]) -> dict | None:

@@ -6,13 +6,11 @@ the flatbuffer and (for ``verify_bytes``) one blob at a time.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import BinaryIO
 
 from ptebuild.errors import FormatError
-
-_HASH_CHUNK = 1 << 20
+from ptebuild.hashing import ShortRead, hash_chunks, read_range
 
 
 def file_size(f: BinaryIO) -> int:
@@ -36,16 +34,11 @@ def read_exact(f: BinaryIO, source: str, offset: int, size: int, what: str) -> b
 
 def sha256_of_range(f: BinaryIO, source: str, offset: int, size: int, what: str) -> str:
     """Streams ``size`` bytes at ``offset`` through SHA-256 and returns the hex digest."""
-    digest = hashlib.sha256()
-    f.seek(offset)
-    remaining = size
-    while remaining:
-        chunk = f.read(min(remaining, _HASH_CHUNK))
-        if not chunk:
-            raise FormatError(
-                f"{source}: truncated: {what} ({size} bytes at offset {offset}) ends past "
-                f"the end of the file"
-            )
-        digest.update(chunk)
-        remaining -= len(chunk)
-    return digest.hexdigest()
+    try:
+        digest, _ = hash_chunks(read_range(f, offset, size))
+    except ShortRead:
+        raise FormatError(
+            f"{source}: truncated: {what} ({size} bytes at offset {offset}) ends past "
+            f"the end of the file"
+        ) from None
+    return digest

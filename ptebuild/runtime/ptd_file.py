@@ -92,6 +92,36 @@ class PtdFile:
         return digests
 
 
+@dataclass(frozen=True)
+class PtdHeader:
+    """The FlatTensor header (bytes 8..48) as stored, and the size of the file it was read from.
+
+    :func:`read_ptd_header` reads it without checking it; :func:`read_ptd` checks the same
+    bytes (magic, length, segment data inside the file).
+    """
+
+    magic: bytes
+    length: int
+    flatbuffer_offset: int
+    flatbuffer_size: int
+    segment_base: int
+    segment_data_size: int
+    file_size: int
+
+
+def read_ptd_header(path: str | Path) -> PtdHeader:
+    """Reads the header of a ``.ptd``.
+
+    Raises:
+        FormatError: the file is too short to hold the header.
+        OSError: the file cannot be opened.
+    """
+    with open(path, "rb") as f:
+        size = file_size(f)
+        head = read_exact(f, str(path), 0, HEADER_OFFSET + HEADER.size, "FlatTensor header")
+    return PtdHeader(*HEADER.unpack_from(head, HEADER_OFFSET), file_size=size)
+
+
 def read_ptd(path: str | Path) -> PtdFile:
     """Reads the header and flatbuffer of a ``.ptd``.
 

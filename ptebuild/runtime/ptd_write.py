@@ -42,10 +42,8 @@ memory, never the blobs; a :class:`FileSegment` is copied from its file 1 MiB at
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
-import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +51,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from ptebuild.errors import FormatError
+from ptebuild.hashing import ShortRead, hash_chunks, read_range
 from ptebuild.runtime.ptd_file import (
     FILE_IDENTIFIER,
     HEADER,
@@ -68,7 +67,6 @@ DEFAULT_SEGMENT_ALIGNMENT = 128
 
 _FLATBUFFER_ALIGNMENT = 16
 _PADDED_HEADER_SIZE = -(-HEADER.size // _FLATBUFFER_ALIGNMENT) * _FLATBUFFER_ALIGNMENT  # 48
-_COPY_CHUNK = 1 << 20
 
 _U8 = struct.Struct("<B")
 _I8 = struct.Struct("<b")
@@ -121,24 +119,18 @@ class FileSegment:
     sha256: str | None = None
 
     def write_to(self, out: BinaryIO) -> None:
-        digest = hashlib.sha256()
         with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            remaining = self.size
-            while remaining:
-                chunk = f.read(min(remaining, _COPY_CHUNK))
-                if not chunk:
-                    raise FormatError(
-                        f"{self.path}: truncated: blob of {self.size} bytes at offset "
-                        f"{self.offset} ends past the end of the file"
-                    )
-                digest.update(chunk)
-                out.write(chunk)
-                remaining -= len(chunk)
-        if self.sha256 is not None and digest.hexdigest() != self.sha256:
+            try:
+                digest, _ = hash_chunks(read_range(f, self.offset, self.size), out.write)
+            except ShortRead:
+                raise FormatError(
+                    f"{self.path}: truncated: blob of {self.size} bytes at offset "
+                    f"{self.offset} ends past the end of the file"
+                ) from None
+        if self.sha256 is not None and digest != self.sha256:
             raise FormatError(
                 f"{self.path}: blob at offset {self.offset} changed while being copied "
-                f"(sha256:{digest.hexdigest()}, expected sha256:{self.sha256})"
+                f"(sha256:{digest}, expected sha256:{self.sha256})"
             )
 
 

@@ -1,0 +1,52 @@
+"""``ptebuild inspect``'s text: an inspection (:mod:`.inspection`) as lines, one part per line."""
+
+from __future__ import annotations
+
+from ptebuild.runtime.inspection import PtdInspection, PteInspection
+
+
+def describe(result: PteInspection | PtdInspection) -> list[str]:
+    """The inspection as lines of text, for ``ptebuild inspect``."""
+    lines = []
+    h = result.header
+    if isinstance(result, PtdInspection):
+        lines.append(f"{result.path}: ExecuTorch data file (FT01), {result.size} bytes, version {result.version}")
+        lines.append(
+            f"header: flatbuffer [{h['flatbuffer_offset']}, +{h['flatbuffer_size']}), "
+            f"segment data at {h['segment_base_offset']} ({h['segment_data_size']} bytes)"
+        )
+        lines.append(f"keys: {len(result.keys)} in {len(result.segments)} segments")
+        for key in result.keys:
+            lines.append(f"  {key.key}  {key.size} bytes  segment {key.segment}")
+        return lines
+    lines.append(f"{result.path}: ExecuTorch program (ET12), {result.size} bytes, version {result.version}")
+    if h["extended_header"]:
+        lines.append(
+            f"header: program {h['program_size']} bytes, segment data at {h['segment_base_offset']} "
+            f"({h['segment_data_size']} bytes)"
+        )
+    else:
+        lines.append("header: no extended header (no segments)")
+    for method in result.methods:
+        lines.append(f"method {method.name}: {method.values} values, {method.instructions} instructions")
+        lines.append(f"  inputs:  {', '.join(s.describe() for s in method.inputs) or '-'}")
+        lines.append(f"  outputs: {', '.join(s.describe() for s in method.outputs) or '-'}")
+        lines.append(f"  operators: {', '.join(method.operators) or '-'}")
+        for d in method.delegates:
+            where = f"segment {d.data_index}" if d.location == "segment" else f"inline {d.data_index}"
+            keys = "keys unknown" if d.keys is None else f"{len(d.keys)} keys"
+            lines.append(f"  delegate {d.index}: {d.backend}, {where}, {d.size} bytes, {keys}")
+    lines.append(f"segments: {len(result.segments)}")
+    for s in result.segments:
+        lines.append(f"  {s.index}: [{s.offset}, +{s.size}) {', '.join(s.used_by) or 'unused'}")
+    if result.constant_buffers:
+        lines.append(f"constant buffers: {len(result.constant_buffers)}")
+    lines.append(f"named data: {len(result.named_data)}")
+    for k in result.named_data:
+        lines.append(f"  {k.key}  {k.size} bytes  segment {k.segment}")
+    lines.append(f"needs from a .ptd: {len(result.needs)} keys")
+    for key in result.needs:
+        lines.append(f"  {key}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return lines

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cuda"))
-from gpu_build import build_cli, sha256  # noqa: E402
+from gpu_build import build_cli, sha256
 
 MANIFEST = ROOT / "manifests" / "robot_cuda.toml"
 

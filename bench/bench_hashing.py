@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ptebuild import hashing  # noqa: E402
-from ptebuild.store import Store  # noqa: E402
+from ptebuild import hashing
+from ptebuild.store import Store
 
 
 def rchar() -> int:

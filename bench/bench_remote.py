@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "remote"))
 
-from nginx_server import nginx_binary, start_nginx  # noqa: E402
+from nginx_server import nginx_binary, start_nginx
 
-from ptebuild.store.http import HttpTier  # noqa: E402
+from ptebuild.store.http import HttpTier
 
 MIB = 1 << 20
 SIZES = [int(13.6 * MIB), int(13.6 * MIB), int(3.8 * MIB), 75_040, 12_288, 4_096, 1_337]

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "remote"))
 
-from nginx_server import nginx_binary, start_nginx  # noqa: E402
+from nginx_server import nginx_binary, start_nginx
 
 BIN = ROOT / ".venv" / "bin"
 PYTHON = BIN / "python" if (BIN / "python").exists() else Path(sys.executable)

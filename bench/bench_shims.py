@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ptebuild.shims import Export, ShimList, format_def, read_import_library, write_import_library  # noqa: E402
+from ptebuild.shims import Export, ShimList, format_def, read_import_library, write_import_library
 
 
 def median_ms(function, runs: int) -> float:

@@ -41,6 +41,6 @@ _EXPORTS = {
     "load": "runtime",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = ["__version__", *_EXPORTS]
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

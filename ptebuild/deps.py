@@ -64,7 +64,7 @@ def discover(
     A module found only through an entry added later (a vendored package) is hashed as a source
     file, named relative to the entry of ``path`` that holds it.
     """
-    search = path_entries([str(manifest_dir)] + list(STARTUP_PATH if path is None else path))
+    search = path_entries([str(manifest_dir), *list(STARTUP_PATH if path is None else path)])
     folders = dist_dirs(search)
     stdlib = stdlib_dirs()
     top_to_dists = top_level_names(search)
@@ -109,7 +109,7 @@ class DependencyCheck:
     """Checks recorded dependencies against this machine, now. One per build (it caches)."""
 
     def __init__(self, manifest_dir: Path, digest_file: DigestFile, path: Iterable[str] | None = None) -> None:
-        self.search = path_entries([str(manifest_dir)] + list(sys.path if path is None else path))
+        self.search = path_entries([str(manifest_dir), *list(sys.path if path is None else path)])
         self.digest_file = digest_file
         self._versions: dict[str, str] | None = None
         self._paths: dict[str, Path | None] = {}

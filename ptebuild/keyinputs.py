@@ -63,7 +63,7 @@ class InputName:
     name: str
 
     @classmethod
-    def parse(cls, text: str) -> "InputName":
+    def parse(cls, text: str) -> InputName:
         if text == "schema":
             return cls(InputKind.SCHEMA, "")
         for kind, prefix in _PREFIXES.items():

@@ -114,7 +114,7 @@ class BuildPlan:
         return canonical_json(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str, *, manifest: str, manifest_dir: str) -> "BuildPlan":
+    def from_json(cls, text: str, *, manifest: str, manifest_dir: str) -> BuildPlan:
         data = json.loads(text)
         programs = []
         for p in data["programs"]:
@@ -145,7 +145,7 @@ class BuildPlan:
                 users.setdefault(p.data_name, []).append(p.name)
         return {name: tuple(programs) for name, programs in users.items() if len(programs) > 1}
 
-    def select(self, names: list[str]) -> "BuildPlan":
+    def select(self, names: list[str]) -> BuildPlan:
         """The plan restricted to the programs and shim libraries called ``names``, and the
         programs that share a data name with one of them (a shared ``.ptd`` is written whole)."""
         wanted = set(names)

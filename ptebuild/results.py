@@ -71,7 +71,7 @@ class OutputFile:
         return {"name": self.name, "sha256": self.sha256, "bytes": self.size}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "OutputFile":
+    def from_json(cls, data: dict[str, Any]) -> OutputFile:
         name, sha256, size = data["name"], data["sha256"], data["bytes"]
         if not isinstance(name, str) or not isinstance(sha256, str) or not isinstance(size, int):
             raise TypeError("output needs a name, a sha256 and a size in bytes")
@@ -94,7 +94,7 @@ class Dependencies:
         return {"sources": dict(self.sources), "dists": dict(self.dists)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Dependencies":
+    def from_json(cls, data: dict[str, Any] | None) -> Dependencies:
         data = data or {}
         sources = data.get("sources") or {}
         dists = data.get("dists") or {}
@@ -149,7 +149,7 @@ class ActionResult:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ActionResult":
+    def from_json(cls, data: dict[str, Any]) -> ActionResult:
         """Raise TypeError, KeyError or ValueError if ``data`` is not an action result."""
         if data.get("format") != ACTION_FORMAT or data.get("version") != ACTION_VERSION:
             raise ValueError("not a ptebuild action result of this version")
@@ -239,7 +239,7 @@ class TargetResult:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TargetResult":
+    def from_json(cls, data: dict[str, Any]) -> TargetResult:
         """The result :meth:`to_json` wrote (a replayed no-op build's report)."""
         from pathlib import PurePath
 

@@ -19,9 +19,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.runtime.record import update_record
-
 import torch
+
+from ptebuild.runtime.record import update_record
 
 
 class TwoLinear(torch.nn.Module):

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ptebuild
 from project_copy import copy_project
 
@@ -256,7 +255,7 @@ def test_concurrent_builders_lower_each_program_once(tmp_path):
     assert len(names) == 4
     for name in names:
         assert (tmp_path / "out1" / name).read_bytes() == (tmp_path / "out0" / name).read_bytes()
-    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == sorted(names + ["ptebuild.json"])
+    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == sorted([*names, "ptebuild.json"])
     for out in ("out0", "out1"):
         assert ptebuild("verify", str(tmp_path / out)).returncode == 0
     stats = ptebuild("cache", "stats", "--cache", str(cache), "--json")
@@ -304,11 +303,10 @@ def test_weights_files_and_factory_import_errors(tiny_project):
     """A model's weights file is what the program runs with; weights that do not fit, and a
     factory whose module fails to import, fail their own programs with located messages."""
     import torch
-
     from tinymodels_for_weights import save_weights
 
     project = tiny_project.parent
-    good, expected = save_weights(project / "good.pt", width=16, seed=99)
+    _good, expected = save_weights(project / "good.pt", width=16, seed=99)
     save_weights(project / "bad.pt", width=8, seed=99)
     (project / "tinymodels" / "broken.py").write_text("import not_a_real_dependency\n")
     tiny_project.write_text(

@@ -11,7 +11,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "manifests"))
 def save_weights(path: Path, *, width: int, seed: int):
     """Save a freshly seeded tiny model's state dict; return (path, the eager model's forward)."""
     import torch
-
     from tinymodels.tiny import make_tiny
 
     torch.manual_seed(seed)

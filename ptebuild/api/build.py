@@ -73,7 +73,7 @@ class BuildReport:
         return document
 
     @classmethod
-    def from_json(cls, document: dict[str, Any], replayed: bool = False) -> "BuildReport":
+    def from_json(cls, document: dict[str, Any], replayed: bool = False) -> BuildReport:
         shard = document.get("shard")
         return cls(
             manifest=document["manifest"],

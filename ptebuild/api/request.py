@@ -19,14 +19,14 @@ from ptebuild.processes import env_flag
 
 TYPE_CHECKING = False  # typing itself is not imported at run time (start-up cost, see above)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, ClassVar
 
 
 class _Value:
     """Frozen keyword-argument values with equality, ``repr``, ``replace`` and JSON."""
 
     __slots__: tuple[str, ...] = ()
-    _defaults: dict[str, Any] = {}
+    _defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **fields: Any) -> None:
         unknown = sorted(set(fields) - set(self._defaults))
@@ -65,8 +65,8 @@ class RemoteCache(_Value):
     An empty ``url`` is ``$PTEBUILD_REMOTE_CACHE``; ``upload=None`` is ``$PTEBUILD_REMOTE_UPLOAD``
     (default yes); ``$PTEBUILD_REMOTE_CACHE_HEADER`` adds headers."""
 
-    __slots__ = ("url", "headers", "upload", "secret_env")
-    _defaults = {"url": "", "headers": (), "upload": None, "secret_env": None}
+    __slots__ = ("headers", "secret_env", "upload", "url")
+    _defaults: ClassVar[dict[str, Any]] = {"url": "", "headers": (), "upload": None, "secret_env": None}
     url: str
     headers: tuple[str, ...]
     """``NAME=VALUE`` strings, as ``--remote-cache-header`` takes them."""
@@ -91,9 +91,25 @@ class BuildRequest(_Value):
     there is a local cache, except on CI or with ``no_daemon`` (``$PTEBUILD_NO_DAEMON``).
     """
 
-    __slots__ = ("out", "only", "skip_backends", "keep_going", "jobs", "explain", "locked", "check", "shard",
-                 "executor", "no_daemon", "ray_address", "cache", "no_cache", "remote", "debug")
-    _defaults = {
+    __slots__ = (
+        "cache",
+        "check",
+        "debug",
+        "executor",
+        "explain",
+        "jobs",
+        "keep_going",
+        "locked",
+        "no_cache",
+        "no_daemon",
+        "only",
+        "out",
+        "ray_address",
+        "remote",
+        "shard",
+        "skip_backends",
+    )
+    _defaults: ClassVar[dict[str, Any]] = {
         "out": None, "only": (), "skip_backends": (), "keep_going": False, "jobs": None, "explain": False,
         "locked": False, "check": False, "shard": None, "executor": None, "no_daemon": False,
         "ray_address": None, "cache": None, "no_cache": False, "remote": None, "debug": False,

@@ -12,10 +12,9 @@ reaches the lowered program.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
-
-import functools
 
 from ptebuild.backends.base import Backend, CheckTolerances
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
-from ptebuild.deps import DependencyCheck
 from ptebuild.builder.outdir import OutputFolder
+from ptebuild.deps import DependencyCheck
 from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.results import ActionResult, Source, Status, TargetResult

@@ -27,8 +27,8 @@ from pathlib import Path
 from ptebuild import keyinputs, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
-from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 from ptebuild.manifest.modules import find_module_file, module_search_path
+from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 

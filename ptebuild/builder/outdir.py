@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from ptebuild.errors import DataNameError, FormatError
-from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.names import case_key
+from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.processes import pid_alive
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.record import RECORD_NAME, RecordEntry, file_matches, read_build_record, update_record

@@ -56,4 +56,4 @@ def load_plan(manifest: str, cache) -> BuildPlan:
     return plan
 
 
-__all__ = ["load_plan", "ManifestError"]
+__all__ = ["ManifestError", "load_plan"]

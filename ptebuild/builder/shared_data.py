@@ -151,8 +151,8 @@ class SharedData:
         self.builder.cache.restore_result(result, {name: dest})
 
     def _merge(self, key: str, inputs: dict, data: str, programs: list[str], folder: Path) -> ActionResult | None:
-        from ptebuild.runtime.ptd_merge import merge_ptd
         from ptebuild.hashing import hash_file
+        from ptebuild.runtime.ptd_merge import merge_ptd
 
         builder = self.builder
         ptd_name = f"{data}.ptd"

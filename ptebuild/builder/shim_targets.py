@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ptebuild.builder import keys
 from ptebuild.builder.outdir import OutputFolder
+from ptebuild.hashing import hash_file
 from ptebuild.plan import BuildPlan, ShimPlan
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.record import write_atomically
-from ptebuild.hashing import hash_file
 
 
 def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file) -> dict[str, str]:

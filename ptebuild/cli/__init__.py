@@ -38,7 +38,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so that main() owns the exit code."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):
         raise _UsageExit(f"{self.prog}: {message}")
 
 

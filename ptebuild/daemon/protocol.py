@@ -56,8 +56,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ptebuild import own_code
-from ptebuild.worker.tasks import TaskResult
 from ptebuild.results import Dependencies, OutputFile
+from ptebuild.worker.tasks import TaskResult
 
 PROTOCOL = 2
 HEADER = struct.Struct(">I")

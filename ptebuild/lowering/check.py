@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.lowering.examples import check_sizes, make_inputs
 from ptebuild.errors import CheckError
+from ptebuild.lowering.examples import check_sizes, make_inputs
 from ptebuild.plan import ProgramPlan
 
 

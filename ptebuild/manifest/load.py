@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import ManifestError
-from ptebuild.plan import BuildPlan
 from ptebuild.manifest.locations import describe_validation_error, dotted  # noqa: F401 - re-exported
+from ptebuild.plan import BuildPlan
 
 _TOML_POSITION = re.compile(r"^(?P<msg>.*?) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 

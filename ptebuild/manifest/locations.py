@@ -12,7 +12,6 @@ from typing import Any
 
 from ptebuild.manifest.typos import did_you_mean
 
-
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 

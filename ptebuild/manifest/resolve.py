@@ -11,7 +11,11 @@ from pathlib import Path
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import DataNameError, ManifestError
-from ptebuild.runtime.record import RECORD_NAME
+from ptebuild.manifest.locations import describe_validation_error, dotted
+from ptebuild.manifest.modules import find_module_file, module_search_path
+from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
+from ptebuild.manifest.typos import did_you_mean
+from ptebuild.names import case_key, name_problem
 from ptebuild.plan import (
     BuildPlan,
     DimPlan,
@@ -20,11 +24,7 @@ from ptebuild.plan import (
     ProgramPlan,
     ShimPlan,
 )
-from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
-from ptebuild.manifest.locations import describe_validation_error, dotted
-from ptebuild.manifest.modules import find_module_file, module_search_path
-from ptebuild.manifest.typos import did_you_mean
-from ptebuild.names import case_key, name_problem
+from ptebuild.runtime.record import RECORD_NAME
 
 
 def _check_name(display: str, where: str, name: str, extension: str) -> None:

@@ -39,11 +39,11 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from ptebuild.errors import FormatError, UsageError
 from ptebuild.hashing import hash_chunks
 from ptebuild.names import case_key
-from ptebuild.errors import FormatError, UsageError
 from ptebuild.release.archive import archive_format
-from ptebuild.release.lock import LOCK_NAME, compare_lock, lock_entries_from_record, loads_lock
+from ptebuild.release.lock import LOCK_NAME, compare_lock, loads_lock, lock_entries_from_record
 from ptebuild.release.pack import SUMS_NAME
 from ptebuild.release.provenance import PROVENANCE_NAME, subjects_of
 from ptebuild.runtime.record import RECORD_NAME

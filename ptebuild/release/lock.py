@@ -102,7 +102,7 @@ class LockEntry:
         return _sorted(table)
 
     @classmethod
-    def from_toml(cls, name: str, table: Any, where: str) -> "LockEntry":
+    def from_toml(cls, name: str, table: Any, where: str) -> LockEntry:
         """Raises FormatError naming ``where`` (``file: targets.NAME``) and the bad field."""
         table = _expect(table, dict, where, "a table")
         unknown = sorted(set(table) - {"kind", "key", "backend", "deps", "outputs", *_INPUT_TABLES})

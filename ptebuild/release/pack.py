@@ -47,9 +47,8 @@ from ptebuild.release.archive import (
 from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, lock_entries_from_record, read_lock
 from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, provenance_statement
 from ptebuild.runtime.record import FORMAT as RECORD_FORMAT
-from ptebuild.runtime.record import RECORD_NAME
+from ptebuild.runtime.record import RECORD_NAME, read_build_record
 from ptebuild.runtime.record import VERSION as RECORD_VERSION
-from ptebuild.runtime.record import read_build_record
 
 SUMS_NAME = "SHA256SUMS"
 _CHUNK = 1 << 20

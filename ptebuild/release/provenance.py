@@ -32,8 +32,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ptebuild.release.lock import LockEntry
 from ptebuild.keyinputs import InputKind, InputName, of_kind, source
+from ptebuild.release.lock import LockEntry
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

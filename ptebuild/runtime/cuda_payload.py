@@ -81,7 +81,7 @@ class CudaPayload:
         """Every named-data key the delegate needs: the ``.so`` and each weight's storage."""
         return frozenset({self.so_blob_key, *(w.storage_key for w in self.weights)})
 
-    def with_keys(self, new_keys: dict[str, str]) -> "CudaPayload":
+    def with_keys(self, new_keys: dict[str, str]) -> CudaPayload:
         """The payload with each storage key ``k`` replaced by ``new_keys[k]`` (KeyError if absent)."""
         return replace(
             self, weights=tuple(replace(w, storage_key=new_keys[w.storage_key]) for w in self.weights)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.runtime.inspect import DataKey, MethodInfo, PtdInspection, PteInspection, inspect
 from ptebuild.hashing import hash_file
+from ptebuild.runtime.inspect import DataKey, MethodInfo, PtdInspection, PteInspection, inspect
 
 _CHUNK = 1 << 20
 

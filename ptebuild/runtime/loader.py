@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import LoadError
-from ptebuild.runtime.record import read_build_record
 from ptebuild.runtime.cuda_payload import BACKEND_ID as CUDA_BACKEND_ID
 from ptebuild.runtime.cuda_payload import read_cuda_delegates
 from ptebuild.runtime.keys import sha256_in_key
 from ptebuild.runtime.ptd_file import PtdFile, read_ptd
 from ptebuild.runtime.pte_file import PteFile, read_pte
+from ptebuild.runtime.record import read_build_record
 
 
 @dataclass(frozen=True)

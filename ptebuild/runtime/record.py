@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptebuild.atomic import write_atomically  # noqa: F401 - re-exported for writers of records
+from ptebuild.atomic import write_atomically
 from ptebuild.errors import FormatError
 
 RECORD_NAME = "ptebuild.json"
@@ -82,7 +82,7 @@ class RecordEntry:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "RecordEntry":
+    def from_json(cls, data: dict) -> RecordEntry:
         return cls(
             kind=str(data.get("kind", "program")),
             manifest=str(data.get("manifest", "")),
@@ -199,7 +199,7 @@ def read_build_record(folder: Path) -> BuildRecord | None:
     return BuildRecord(folder / RECORD_NAME, document["targets"])
 
 
-def update_record(folder: Path, manifest: str | None, entries: dict[str, "RecordEntry | dict"]) -> None:
+def update_record(folder: Path, manifest: str | None, entries: dict[str, RecordEntry | dict]) -> None:
     """Merge ``entries`` (target name -> entry) into the record in ``folder``.
 
     Builders sharing a folder serialise their updates with an flock on the folder itself, so
@@ -214,7 +214,7 @@ def update_record(folder: Path, manifest: str | None, entries: dict[str, "Record
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX)
-        document, text = _merged(folder, manifest, entries)
+        _document, text = _merged(folder, manifest, entries)
         if text is not None:
             write_atomically(folder / RECORD_NAME, text.encode())
     finally:

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.errors import FormatError, LoadError, UsageError
-from ptebuild.runtime.record import RECORD_NAME, read_build_record
 from ptebuild.hashing import hash_file
-
+from ptebuild.runtime.record import RECORD_NAME, read_build_record
 
 
 @dataclass(frozen=True)

@@ -215,13 +215,13 @@ def write_archive(dll: bytes, objects: list[tuple[bytes, list[bytes]]], layout: 
         position += size
 
     out = [ARCHIVE_MAGIC, _header(b"/", first_size, b"0"), U32_BE.pack(len(table_symbols))]
-    out.append(struct.pack(">%dI" % len(table_symbols), *(offsets[index] for index, _ in table_symbols)))
+    out.append(struct.pack(f">{len(table_symbols)}I", *(offsets[index] for index, _ in table_symbols)))
     out.append(names_blob + b"\0" * first_pad)
     if layout == "coff":
         out.append(_header(b"/", second_size, b"0"))
-        out.append(U32_LE.pack(len(objects)) + struct.pack("<%dI" % len(offsets), *offsets))
+        out.append(U32_LE.pack(len(objects)) + struct.pack(f"<{len(offsets)}I", *offsets))
         out.append(U32_LE.pack(len(sorted_symbols)))
-        out.append(struct.pack("<%dH" % len(sorted_symbols), *(index + 1 for _, index in sorted_symbols)))
+        out.append(struct.pack(f"<{len(sorted_symbols)}H", *(index + 1 for _, index in sorted_symbols)))
         out.append(b"".join(name + b"\0" for name, _ in sorted_symbols) + b"\0" * second_pad)
     out.append(string_member)
     for header, (data, _symbols) in zip(member_headers, objects):

@@ -98,7 +98,7 @@ def _check_first_linker_member(member: Member, starts: set[int], source: str) ->
     data = member.data
     try:
         (count,) = U32_BE.unpack_from(data, 0)
-        offsets = struct.unpack_from(">%dI" % count, data, 4) if 4 + 4 * count <= len(data) else None
+        offsets = struct.unpack_from(f">{count}I", data, 4) if 4 + 4 * count <= len(data) else None
     except struct.error:
         offsets = None
     if offsets is None:
@@ -117,9 +117,9 @@ def _check_second_linker_member(member: Member, starts: set[int], member_count: 
     data = member.data
     try:
         (count,) = U32_LE.unpack_from(data, 0)
-        offsets = struct.unpack_from("<%dI" % count, data, 4)
+        offsets = struct.unpack_from(f"<{count}I", data, 4)
         (symbols,) = U32_LE.unpack_from(data, 4 + 4 * count)
-        indices = struct.unpack_from("<%dH" % symbols, data, 8 + 4 * count)
+        indices = struct.unpack_from(f"<{symbols}H", data, 8 + 4 * count)
     except struct.error:
         raise _error(source, member.data_offset, "second linker member shorter than its counts say") from None
     for index, offset in enumerate(offsets):

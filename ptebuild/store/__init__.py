@@ -27,8 +27,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptebuild.store.actions import ActionCache
 from ptebuild.cache_dir import default_cache_dir
+from ptebuild.store.actions import ActionCache
 from ptebuild.store.cas import CAS
 from ptebuild.store.sizes import format_size, parse_size
 from ptebuild.store.statcache import StatCache
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ptebuild.store.maintenance import GcReport, VerifyReport
 
-__all__ = ["Store", "default_cache_dir", "parse_size", "format_size", "GcReport", "VerifyReport"]
+__all__ = ["GcReport", "Store", "VerifyReport", "default_cache_dir", "format_size", "parse_size"]
 
 
 class Store:

@@ -31,9 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptebuild import hashing
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import StoreError
-from ptebuild import hashing
 from ptebuild.store import _fs
 
 MAGIC = b"ptebuild-action"

@@ -20,8 +20,8 @@ import stat as stat_mod
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ptebuild.errors import CorruptObject, StoreError
 from ptebuild import hashing
+from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.store import _fs
 
 #: Linux ``FICLONE`` ioctl request number: clone all extents of one file into another.

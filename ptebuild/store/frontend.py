@@ -64,7 +64,7 @@ class Cache:
         self._reported: set[str] = set()
 
     @classmethod
-    def for_folder(cls, root: str | os.PathLike[str], warn: Warn | None = None) -> "Cache":
+    def for_folder(cls, root: str | os.PathLike[str], warn: Warn | None = None) -> Cache:
         """A front end over one local cache folder (a tier that fails raises: nothing to fall back on)."""
         from ptebuild.store import Store
         from ptebuild.store.local import LocalTier

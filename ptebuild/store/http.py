@@ -233,7 +233,7 @@ class HttpBlobStore:
             for fut in futures:
                 try:
                     results.append(fut.result())
-                except BaseException as exc:  # noqa: BLE001 - re-raised below, once all are done
+                except BaseException as exc:
                     errors.append(exc)
                     results.append(None)
                     for other in futures:

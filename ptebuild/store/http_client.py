@@ -135,7 +135,7 @@ class Client:
         self.session.mount("https://", adapter)
         self.lock = threading.Lock()
         self.warn_lock = threading.Lock()
-        self.counts = {k: 0 for k in ("hits", "misses", "refused", "downloads", "uploads", "errors", "bytes_down", "bytes_up")}
+        self.counts = dict.fromkeys(("hits", "misses", "refused", "downloads", "uploads", "errors", "bytes_down", "bytes_up"), 0)
         self.disabled: str | None = None
         self.upload_off = False
 

@@ -40,11 +40,11 @@ def prepare_worker() -> None:
     from ptebuild.lowering.check import native_stderr_silenced
 
     with native_stderr_silenced():  # torchao/executorch native code prints to fd 2 on import
-        import torch  # noqa: F401
-        import executorch.exir  # noqa: F401
+        import executorch.exir
         import executorch.runtime  # noqa: F401
-    import ptebuild.backends.portable  # noqa: F401
-    import ptebuild.backends.xnnpack  # noqa: F401
+        import torch  # noqa: F401
+    import ptebuild.backends.portable
+    import ptebuild.backends.xnnpack
     import ptebuild.worker.lower  # noqa: F401
 
     _baseline = frozenset(sys.modules)
@@ -112,11 +112,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.backends import get_backend
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
+    from ptebuild.hashing import hash_file
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.plan import BuildPlan
     from ptebuild.worker.lower import lower
     from ptebuild.worker.model_loading import build_model
-    from ptebuild.plan import BuildPlan
-    from ptebuild.hashing import hash_file
 
     stale = stale_toolchain()
     if stale is not None:

@@ -68,7 +68,7 @@ class Task:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Task":
+    def from_json(cls, data: dict[str, Any]) -> Task:
         return cls(
             task_id=data["task_id"],
             key=data["key"],
@@ -171,7 +171,7 @@ class TaskFailure:
         return {"kind": self.kind.value, "message": self.message, "manifest": self.manifest, "location": self.location}
 
     @classmethod
-    def from_json(cls, data: Any) -> "TaskFailure":
+    def from_json(cls, data: Any) -> TaskFailure:
         """A failure sent by a worker; anything malformed is itself a (build) failure, never an exception."""
         if not isinstance(data, dict):
             return cls(FailureKind.BUILD, f"the worker sent a malformed failure: {data!r:.200}")
@@ -182,7 +182,7 @@ class TaskFailure:
         return cls(kind, str(data.get("message", "")), str(data.get("manifest") or ""), str(data.get("location") or ""))
 
     @classmethod
-    def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> "TaskFailure":
+    def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> TaskFailure:
         """The failure of a task that raised ``exc`` (the worker side of every executor)."""
         from ptebuild.errors import ManifestError, PtebuildError, StaleWorker
 
@@ -219,7 +219,7 @@ class Event:
     """Why a FAILED task failed."""
 
     @classmethod
-    def failed(cls, task_id: str, failure: TaskFailure | str) -> "Event":
+    def failed(cls, task_id: str, failure: TaskFailure | str) -> Event:
         """A FAILED event; a plain string is a build failure at the program (a crash, a cancel)."""
         if isinstance(failure, str):
             failure = TaskFailure(FailureKind.BUILD, failure)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptebuild.errors import LoadError, UsageError
-from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.manifest.typos import did_you_mean
+from ptebuild.plan import BuildPlan, ProgramPlan
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,8 @@ def run_program(
 
     from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.model_loading import build_model
     from ptebuild.runtime import load
+    from ptebuild.worker.model_loading import build_model
 
     with native_stderr_silenced():
         # executorch's import and XNNPACK's cpuinfo print probe chatter on stderr.
@@ -174,9 +174,9 @@ def run_program(
         with torch.no_grad():
             expected = flatten_outputs(eager_fn(*inputs))
         outputs = _compare(program, spec.name, expected, actual)
-        latency = _median_time(lambda: loaded.run(spec.name, inputs), iters)
+        latency = _median_time(lambda name=spec.name, args=inputs: loaded.run(name, args), iters)
         with torch.no_grad():
-            eager_latency = _median_time(lambda: eager_fn(*inputs), iters)
+            eager_latency = _median_time(lambda fn=eager_fn, args=inputs: fn(*args), iters)
         within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)
         runs.append(MethodRun(spec.name, outputs, latency, eager_latency, within))
     return ProgramRun(

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from helpers import ptebuild
 from project_copy import copy_project
+
 from ptebuild.builder.build import in_shard
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ptebuild.builder import keys
-from ptebuild.manifest import load_manifest
 from ptebuild.hashing import hash_file
+from ptebuild.manifest import load_manifest
 
 
 def program_keys(manifest: Path) -> dict[str, str]:

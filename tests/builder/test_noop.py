@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from project_copy import copy_project
+
 from ptebuild.builder import noop
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}

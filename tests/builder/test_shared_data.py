@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ptebuild
 from project_copy import copy_project
 
@@ -54,7 +53,7 @@ print("ok")
 
 
 def test_shared_file_is_smaller_than_the_two_and_a_noop_keeps_it(shared):
-    manifest, cache, document = shared
+    manifest, cache, _document = shared
     out = manifest.parent / "out"
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.iterdir()}
     again = ptebuild("build", str(manifest), "--cache", str(cache), "--json")

@@ -10,10 +10,10 @@ import os
 import time
 
 import pytest
+from helpers import put_record
 
 from ptebuild import cli
 from ptebuild.store import Store
-from helpers import put_record
 
 NOW = time.time()
 

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-
 from helpers import ptebuild
 from project_copy import copy_project
 from tinymodels_for_weights import save_weights

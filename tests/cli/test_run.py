@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from project_copy import copy_project
+
 from ptebuild import cli
 
 METHODS = ["forward", "score"]

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from project_copy import copy_project
+
 from ptebuild import cli
 from ptebuild.runtime import read_ptd
 

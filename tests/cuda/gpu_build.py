@@ -44,9 +44,9 @@ def build_direct(manifest: Path, out: Path, only: list[str] | None = None) -> di
     """Lower and check each (chosen) program of ``manifest`` in this process; files into ``out``."""
     from ptebuild.backends import get_backend
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.manifest import load_manifest
     from ptebuild.worker.lower import lower
     from ptebuild.worker.model_loading import build_model
-    from ptebuild.manifest import load_manifest
 
     plan = load_manifest(manifest)
     out = Path(out)

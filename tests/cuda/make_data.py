@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_build import build_direct  # noqa: E402
+from gpu_build import build_direct
 
 LIMIT = 3 * 1024 * 1024
 HERE = Path(__file__).resolve().parent

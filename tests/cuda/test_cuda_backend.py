@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from ptebuild.backends import get_backend
-from ptebuild.backends import cuda
+from ptebuild.backends import cuda, get_backend
 from ptebuild.backends.cuda import inductor, toolchain
 
 

@@ -8,22 +8,19 @@ without the toolchain that a CPU machine looks it up by. The CPU side is a real 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import ptebuild
 
 from ptebuild.builder import keys
+from ptebuild.hashing import hash_file
 from ptebuild.manifest.load import load_manifest
 from ptebuild.results import ActionResult, OutputFile
 from ptebuild.store import Store
 from ptebuild.store.frontend import Cache
-from ptebuild.hashing import hash_file
 from ptebuild.store.local import LocalTier
-from helpers import ptebuild
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

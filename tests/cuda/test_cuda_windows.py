@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
-from shim_tools import SHIPPED_DEF, require_tool  # noqa: E402
+from shim_tools import SHIPPED_DEF, require_tool
 
-from ptebuild.backends.cuda import windows as cuda_windows  # noqa: E402
-from ptebuild.errors import CheckError  # noqa: E402
-from ptebuild.shims import load_shim_list, write_import_library  # noqa: E402
-from ptebuild.shims.reader import read_import_library  # noqa: E402
+from ptebuild.backends.cuda import windows as cuda_windows
+from ptebuild.errors import CheckError
+from ptebuild.shims import load_shim_list, write_import_library
+from ptebuild.shims.reader import read_import_library
 
 MINGW_GXX = "x86_64-w64-mingw32-g++"
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
-from shim_tools import SHIPPED_DEF  # noqa: E402
+from shim_tools import SHIPPED_DEF
 
-from ptebuild.backends.cuda import windows as cuda_windows  # noqa: E402
-from ptebuild.errors import CheckError, LoadError  # noqa: E402
-from ptebuild.runtime import check  # noqa: E402
-from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data  # noqa: E402
-from ptebuild.shims import load_shim_list  # noqa: E402
-from ptebuild.shims.pe import MACHINE_AMD64, PeImage  # noqa: E402
+from ptebuild.backends.cuda import windows as cuda_windows
+from ptebuild.errors import CheckError, LoadError
+from ptebuild.runtime import check
+from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
+from ptebuild.shims import load_shim_list
+from ptebuild.shims.pe import MACHINE_AMD64, PeImage
 
 DATA = Path(__file__).resolve().parent / "data"
 WINDOWS = DATA / "windows"

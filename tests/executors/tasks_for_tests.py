@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from ptebuild.builder import keys
-from ptebuild.worker.tasks import Event, EventKind, Task, TaskFile
-from ptebuild.manifest import load_manifest
 from ptebuild.hashing import hash_file
+from ptebuild.manifest import load_manifest
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFile
 
 
 def make_tasks(manifest: Path, staging_root: Path | None, resources: dict | None = None) -> dict[str, Task]:

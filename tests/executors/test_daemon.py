@@ -18,12 +18,12 @@ import pytest
 from project_copy import copy_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, wait_for  # noqa: E402
+from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, wait_for
 
-from ptebuild.builder.executors.daemon import DaemonExecutor  # noqa: E402
-from ptebuild.worker.tasks import EventKind  # noqa: E402
-from ptebuild.cli import main  # noqa: E402
-from ptebuild.daemon import protocol  # noqa: E402
+from ptebuild.builder.executors.daemon import DaemonExecutor
+from ptebuild.cli import main
+from ptebuild.daemon import protocol
+from ptebuild.worker.tasks import EventKind
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,12 +10,12 @@ import pytest
 from project_copy import copy_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tasks_for_tests import make_tasks, run_all  # noqa: E402
+from tasks_for_tests import make_tasks, run_all
 
-from ptebuild.builder.executors.daemon import DaemonExecutor  # noqa: E402
-from ptebuild.builder.executors.local import LocalExecutor  # noqa: E402
-from ptebuild.worker.tasks import EventKind  # noqa: E402
-from ptebuild.processes import WORKER_HASH_SEED, worker_environment  # noqa: E402
+from ptebuild.builder.executors.daemon import DaemonExecutor
+from ptebuild.builder.executors.local import LocalExecutor
+from ptebuild.processes import WORKER_HASH_SEED, worker_environment
+from ptebuild.worker.tasks import EventKind
 
 PROBE = "ptebuild-hash-seed-probe"
 

@@ -21,10 +21,10 @@ from project_copy import copy_project
 ray = helpers.require_module("ray", "pip install 'ptebuild[ray]' (./bootstrap.sh --test installs it)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tasks_for_tests import cli_build, local_reference, make_tasks, slow_on_first_attempt, wait_for  # noqa: E402
+from tasks_for_tests import cli_build, local_reference, make_tasks, slow_on_first_attempt, wait_for
 
-from ptebuild.builder.executors.ray import RayExecutor, ray_options  # noqa: E402
-from ptebuild.worker.tasks import EventKind  # noqa: E402
+from ptebuild.builder.executors.ray import RayExecutor, ray_options
+from ptebuild.worker.tasks import EventKind
 
 RAY = str(Path(sys.executable).with_name("ray"))
 RAY_ENV = {

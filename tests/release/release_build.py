@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from project_copy import copy_project  # noqa: E402
+from project_copy import copy_project
 
 PROGRAMS = ("tiny_portable", "tiny_xnnpack")
 

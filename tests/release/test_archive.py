@@ -30,7 +30,7 @@ def make_files(folder: Path, mode: int, mtime: int) -> list[Entry]:
         os.chmod(path, mode)
         os.utime(path, (mtime, mtime))
         entries.append(Entry(f"bundle/{name}", source=path))
-    return entries + [Entry("bundle/SUMS", data=b"in memory\n")]
+    return [*entries, Entry("bundle/SUMS", data=b"in memory\n")]
 
 
 @pytest.mark.parametrize("suffix", [".tar.gz", ".zip"])

@@ -111,7 +111,7 @@ def test_each_unsafe_entry_gets_its_own_line(bundle, tmp_path, verify):
 
 
 def test_a_file_not_in_sha256sums_is_named(bundle, tmp_path, verify):
-    hostile = write_tar(tmp_path / f"{FOLDER}.tar.gz", members(bundle) + [entry(f"{FOLDER}/extra.bin", data=b"payload")])
+    hostile = write_tar(tmp_path / f"{FOLDER}.tar.gz", [*members(bundle), entry(f"{FOLDER}/extra.bin", data=b"payload")])
     code, lines, _ = verify(hostile)
     assert code == 1
     assert lines[0] == f"{FOLDER}.tar.gz: {FOLDER}/extra.bin: not listed in SHA256SUMS (a file added after packing?)"
@@ -136,7 +136,7 @@ def test_a_flipped_byte_is_named_by_sha256sums_and_by_the_record(bundle, tmp_pat
 
 
 def test_a_provenance_subject_that_lies_is_named(bundle, tmp_path, verify):
-    items = dict((info.name, (info, data)) for info, data in members(bundle))
+    items = {info.name: (info, data) for info, data in members(bundle)}
     statement = json.loads(items[f"{FOLDER}/provenance.intoto.json"][1])
     statement["subject"][0]["digest"]["sha256"] = "0" * 64
     text = json.dumps(statement).encode()
@@ -200,7 +200,7 @@ def test_verify_of_a_bundle_imports_neither_torch_nor_executorch(bundle):
 
 
 def test_a_manifest_changed_after_packing_is_named_by_the_provenance(bundle, tmp_path, verify):
-    items = dict((info.name, (info, data)) for info, data in members(bundle))
+    items = {info.name: (info, data) for info, data in members(bundle)}
     manifest = items[f"{FOLDER}/tiny.toml"][1] + b"# edited\n"
     items[f"{FOLDER}/tiny.toml"] = (items[f"{FOLDER}/tiny.toml"][0], manifest)
     sums = [

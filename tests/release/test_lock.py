@@ -16,9 +16,9 @@ from ptebuild.release.lock import (
     check_locked,
     compare_lock,
     dumps_lock,
+    loads_lock,
     lock_entries_from_record,
     lock_entry_from_result,
-    loads_lock,
     read_lock,
     write_lock,
 )

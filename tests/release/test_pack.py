@@ -147,7 +147,7 @@ def test_a_lock_beside_the_manifest_is_packed_and_checked(project, tmp_path, run
     with tarfile.open(tmp_path / "ok.tar.gz") as tar:
         assert tar.extractfile("ok/ptebuild.lock").read() == (project.parent / "ptebuild.lock").read_bytes()
     pte = entries["tiny_portable"].outputs[0]
-    stale = LockEntry(**{**entries["tiny_portable"].__dict__, "outputs": (OutputFile(pte.name, "0" * 64, pte.size),) + entries["tiny_portable"].outputs[1:]})
+    stale = LockEntry(**{**entries["tiny_portable"].__dict__, "outputs": (OutputFile(pte.name, "0" * 64, pte.size), *entries["tiny_portable"].outputs[1:])})
     write_lock(project.parent / "ptebuild.lock", {**entries, "tiny_portable": stale}, manifest="tiny.toml")
     code, _, err = run("pack", project, "-o", tmp_path / "stale.tar.gz")
     assert code == 1 and "program tiny_portable: output tiny_portable.pte differs from the lock" in err
@@ -173,7 +173,7 @@ def test_from_cache_names_every_missing_program_and_packs_nothing(project, tmp_p
     for digit, name in enumerate(PROGRAMS):
         entry = entries[name]
         absent = OutputFile(entry.outputs[0].name, str(digit) * 64, 1)
-        entries[name] = LockEntry(**{**entry.__dict__, "outputs": (absent,) + entry.outputs[1:]})
+        entries[name] = LockEntry(**{**entry.__dict__, "outputs": (absent, *entry.outputs[1:])})
     write_lock(project.parent / "ptebuild.lock", entries, manifest="tiny.toml")
     cache = cache_dir(tmp_path_factory)
     code, out, err = run("pack", project, "-o", tmp_path / "t.tar.gz", "--from-cache", "--cache", cache)

@@ -70,7 +70,7 @@ def has_dav_module(binary: str) -> bool:
     return "http_dav_module" in proc.stderr + proc.stdout
 
 
-from helpers import free_port  # noqa: E402,F401  (re-exported for the remote tests)
+from helpers import free_port
 
 
 def wait_listening(port: int, deadline_s: float = 10.0) -> bool:

@@ -7,15 +7,13 @@ remote cache is the session's nginx (WebDAV PUT), reached directly or through th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ptebuild
 from project_copy import copy_project
+
 from ptebuild.store import Store
 
 ONE = ("--only", "tiny_portable")

@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from ptebuild.results import ActionResult, OutputFile, Source
-from ptebuild.store import Store
+from ptebuild.store import Store, frontend, local  # ptebuild's own code: never optional
 from ptebuild.store.http import HttpTier
-
-from ptebuild.store import frontend, local  # ptebuild's own code: never optional
 
 KEY = "5eed" * 8
 
@@ -33,7 +31,7 @@ def make_result(folder: Path) -> tuple[ActionResult, dict[str, Path]]:
     return result, files
 
 
-def runner(tmp_path: Path, name: str, url: str, warnings: list[str], **remote) -> "frontend.Cache":
+def runner(tmp_path: Path, name: str, url: str, warnings: list[str], **remote) -> frontend.Cache:
     store = Store(tmp_path / name / "cache")
     remote.setdefault("backoff", 0.01)
     remote.setdefault("timeout", 2.0)

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "release"))
-from release_build import built_tiny  # noqa: E402
+from release_build import built_tiny
 
-from ptebuild import cli  # noqa: E402
-from ptebuild.runtime import read_ptd  # noqa: E402
-from ptebuild.runtime.diff import Part, diff  # noqa: E402
-from ptebuild.runtime.inspect import inspect  # noqa: E402
+from ptebuild import cli
+from ptebuild.runtime import read_ptd
+from ptebuild.runtime.diff import Part, diff
+from ptebuild.runtime.inspect import inspect
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "release"))
-from release_build import built_tiny  # noqa: E402
+from release_build import built_tiny
 
-from ptebuild import cli  # noqa: E402
-from ptebuild.errors import FormatError  # noqa: E402
-from ptebuild.runtime import read_ptd, read_pte  # noqa: E402
-from ptebuild.runtime.inspect import PtdInspection, PteInspection, describe, inspect  # noqa: E402
+from ptebuild import cli
+from ptebuild.errors import FormatError
+from ptebuild.runtime import read_ptd, read_pte
+from ptebuild.runtime.inspect import PtdInspection, PteInspection, describe, inspect
 
 
 @pytest.fixture(scope="session")

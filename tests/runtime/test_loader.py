@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import torch
+from runtime_programs import EXAMPLE, two_linear
 
 from ptebuild.errors import FormatError, LoadError
 from ptebuild.runtime import check, load, read_ptd
-from runtime_programs import EXAMPLE, two_linear
 
 X = torch.linspace(-1, 1, 4).reshape(1, 4)
 

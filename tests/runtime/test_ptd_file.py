@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from runtime_programs import patched
-
 from ptd_flips import flatbuffer_flips
+from runtime_programs import patched
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime.ptd_file import HEADER, HEADER_OFFSET, read_ptd, read_ptd_header

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from project_copy import copy_project
-
 from ptd_flips import flatbuffer_flips
 
 from ptebuild.errors import FormatError

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 
-
 from ptebuild.shims import Export, ShimList, read_import_library, write_import_library
 from ptebuild.shims.gitdriver import install_merge_driver
 from ptebuild.shims.merge import merge_shim_lists

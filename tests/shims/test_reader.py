@@ -6,9 +6,9 @@ import re
 import struct
 
 import pytest
-from shim_tools import SHIPPED_DEF, dlltool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shim_tools import SHIPPED_DEF, dlltool
 
 from ptebuild.errors import FormatError
 from ptebuild.shims import Export, ShimList, load_shim_list, read_import_library, write_import_library

@@ -2,7 +2,8 @@ import os
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptebuild.errors import StoreError
 from ptebuild.store import Store, actions

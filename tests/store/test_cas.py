@@ -5,9 +5,10 @@ import stat
 
 import pytest
 
-from ptebuild.errors import CorruptObject, StoreError
 from ptebuild import hashing
-from ptebuild.store import Store, cas as cas_mod
+from ptebuild.errors import CorruptObject, StoreError
+from ptebuild.store import Store
+from ptebuild.store import cas as cas_mod
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ def test_credentials_never_appear(space, proxy, tmp_path, closed_port):
     for err in (corrupt.value, down.value):
         texts += [str(err), repr(err), "".join(traceback.format_exception(err))]
         assert err.__cause__ is None and err.__context__ is None  # no library exception (with its request) rides along
-    texts += warnings + [t.name, repr(t), str(t.stats()), repr(t.blobs), repr(t.actions), str(t.disabled), repr(vars(t))]
+    texts += [*warnings, t.name, repr(t), str(t.stats()), repr(t.blobs), repr(t.actions), str(t.disabled), repr(vars(t))]
     assert len(warnings) == 2 and t.disabled
     for text in texts:
         assert TOKEN not in text and "user:" not in text, text

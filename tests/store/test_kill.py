@@ -64,7 +64,7 @@ def test_sigkill_at_random_moments_leaves_the_store_clean(tmp_path):
         for out in record["outputs"]:
             assert store.cas.has(out["digest"])
     # Stray temp files are invisible to readers and removed by gc once old.
-    temps = [p for p in root.rglob("*.tmp")]
+    temps = list(root.rglob("*.tmp"))
     report = maintenance.gc(store, 1 << 40, now=time.time() + 7200)
     assert report.temps_removed == len(temps)
     assert not list(root.rglob("*.tmp"))

@@ -2,10 +2,11 @@ import os
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from helpers import put_record
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptebuild.store import GcReport, Store, VerifyReport, maintenance
-from helpers import put_record
 
 NOW = time.time()
 OLD = NOW - 2 * maintenance.GRACE_SECONDS

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
-from ptebuild.backends.cuda import inductor, options as cuda_options, toolchain, windows
+from ptebuild.backends.cuda import inductor, toolchain, windows
+from ptebuild.backends.cuda import options as cuda_options
 from ptebuild.backends.cuda.windows import SHIM_LIBRARY_NAME
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"

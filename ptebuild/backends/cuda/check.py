@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-
 # ExecuTorch ScalarType -> torch dtype name (exir/scalar_type.py).
 _SCALAR_TYPES = {
     0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
@@ -58,9 +57,9 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
 
     import torch
 
+    from ptebuild.errors import BuildError
     from ptebuild.lowering.check import checked_figures, flatten_outputs
     from ptebuild.lowering.examples import check_sizes, make_inputs
-    from ptebuild.errors import BuildError
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd

@@ -27,7 +27,6 @@ import contextlib
 import functools
 import os
 
-
 # Inductor settings under which no measured time picks a kernel (torch >= 2.9 has them all).
 REPRODUCIBLE_INDUCTOR = {
     "deterministic": True,

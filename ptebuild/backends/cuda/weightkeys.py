@@ -38,7 +38,7 @@ def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
     if named is None:
         raise BuildError("the CUDA delegate stored no named data (executorch 1.5.1 expected)")
     renamed: dict[str, str] = {}
-    for tag, entries in named.external_data.items():
+    for _tag, entries in named.external_data.items():
         new_entries = {}
         for key, entry in entries.items():
             digest = _buffer_sha256(named.buffers[entry.buffer_index])

@@ -23,9 +23,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 from ptebuild.daemon import protocol
 from ptebuild.processes import last_line, pid_alive
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 
 START_SECONDS = 180.0
 """How long a new server may take to import the toolchain and listen."""

@@ -70,6 +70,10 @@ class Backend:
     no-op stamp's file stats then stand for them. False: a device query (a GPU's architecture)."""
     shim_library_name: str | None = None
     """The import library its Windows programs link (the manifest's shim target must be named so)."""
+    same_bytes_on_every_platform: bool = False
+    """True if a program's bytes do not depend on the platform it is lowered on (the key's
+    ``toolchain.platform``): a lock written on one platform then holds on another. The cache
+    still keys by platform: what is shared across platforms is the lock, not the entries."""
 
     @property
     def options_model(self) -> type:

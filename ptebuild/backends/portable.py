@@ -20,5 +20,6 @@ def options_model() -> type:
 BACKEND = Backend(
     name="portable",
     options_factory=options_model,
+    same_bytes_on_every_platform=True,  # a flatbuffer of the graph and its weights: nothing of the host
     default_check=CheckTolerances(atol=1e-4, min_cosine=0.99999),
 )

@@ -8,12 +8,16 @@ whose bytes differ fails, naming the file and the first part that differs (``pte
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from ptebuild.backends import get_backend
 from ptebuild.builder import keys
 from ptebuild.results import Status
+
+VARIED = "another PYTHONHASHSEED, working folder, temporary folder and thread count"
+"""What the second lowering changes (named in the message of a program whose bytes differ)."""
 
 
 def check_rebuilds(builder) -> None:
@@ -70,7 +74,7 @@ def check_rebuilds(builder) -> None:
                 result.status = Status.FAILED
                 result.message = builder._located(
                     job.data,
-                    "--check: lowering again gave other bytes (not reproducible): " + "; ".join(differences),
+                    f"--check: lowering again gave other bytes (not reproducible with {VARIED}): " + "; ".join(differences),
                 )
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -78,11 +82,12 @@ def check_rebuilds(builder) -> None:
         return result.status is not Status.FAILED or builder.options.keep_going
 
     with tempfile.TemporaryDirectory(prefix="ptebuild-check-") as elsewhere:
+        threads = "1" if (os.cpu_count() or 1) > 1 else "2"  # another thread count than the build's
         environment = {
             "PYTHONHASHSEED": str(random.SystemRandom().randrange(1, 2**31)),
             "TMPDIR": elsewhere,
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
         }
         options = {"environment": environment, "cwd": elsewhere}
         builder._schedule("local", options, jobs, None, lambda job: False, lambda job: None, finished)

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import FormatError, UsageError
-from ptebuild.keyinputs import InputKind, InputName, change_words, describe_change
+from ptebuild.keyinputs import InputKind, InputName, change_words, describe_change, toolchain
 from ptebuild.results import ActionResult, Dependencies, OutputFile
 
 LOCK_NAME = "ptebuild.lock"
@@ -342,15 +342,30 @@ def check_locked(lock_path: str | Path, entries: Mapping[str, LockEntry], subset
     return compare_lock(read_lock(path), entries, subset=subset)
 
 
+def _not_deciding(entry: LockEntry) -> frozenset[str]:
+    """Inputs of ``entry``'s key that do not decide its bytes: the platform, for a backend whose
+    programs are the same on every platform (a lock made on a laptop holds on CI)."""
+    if entry.backend is None:
+        return frozenset()
+    from ptebuild.backends import get_backend
+
+    try:
+        backend = get_backend(entry.backend)
+    except KeyError:
+        return frozenset()
+    return frozenset({toolchain("platform")}) if backend.same_bytes_on_every_platform else frozenset()
+
+
 def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:
     found: list[Mismatch] = []
     prefix = f"lock is stale for {_what(new)} {new.name}"
+    ignored = _not_deciding(new)
+    changed = {name for name in set(old.inputs) | set(new.inputs) if old.inputs.get(name) != new.inputs.get(name)}
     if new.inputs:
-        for name in sorted(set(old.inputs) | set(new.inputs)):
+        for name in sorted(changed - ignored):
             before, after = old.inputs.get(name), new.inputs.get(name)
-            if before != after:
-                found.append(Mismatch(MismatchKind.STALE, new.name, name,
-                                      f"{prefix}: {describe_change(name, before, after, detail=True)}"))
+            found.append(Mismatch(MismatchKind.STALE, new.name, name,
+                                  f"{prefix}: {describe_change(name, before, after, detail=True)}"))
     if old.deps is not None and new.deps is not None:
         for group, label in (("sources", "discovered source file"), ("dists", "discovered distribution")):
             before, after = dict(getattr(old.deps, group)), dict(getattr(new.deps, group))
@@ -358,7 +373,8 @@ def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:
                 if before.get(dep) != after.get(dep):
                     change = change_words(before.get(dep), after.get(dep), digest=group == "sources", detail=True)
                     found.append(Mismatch(MismatchKind.STALE, new.name, f"deps.{group}:{dep}", f"{prefix}: {label} {dep} {change}"))
-    if old.key != new.key and new.key:
+    only_ignored = bool(changed) and not (changed - ignored)
+    if old.key != new.key and new.key and not only_ignored:
         if not found:
             found.append(
                 Mismatch(

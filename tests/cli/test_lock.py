@@ -60,3 +60,33 @@ def test_locked_fails_when_a_built_output_differs_from_the_lock(locked_project):
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: --locked:")]
     assert len(errors) == 1 and "tiny_portable" in errors[0] and "tiny_portable.pte" in errors[0], result.stderr
+
+
+def _as_written_on(lock_path, platform: str, key: str) -> None:
+    """The lock as another machine wrote it: its platform fact and the key it gave."""
+    import tomllib
+
+    import tomli_w
+
+    document = tomllib.loads(lock_path.read_text())
+    for target in document["targets"].values():
+        if "toolchain" in target:
+            target["toolchain"]["platform"] = platform
+            target["key"] = key
+    lock_path.write_text(tomli_w.dumps(document))
+
+
+def test_a_lock_written_on_another_platform_holds_for_programs_whose_bytes_do_not_depend_on_it(locked_project):
+    """A developer's lock from macOS checked on Linux CI: portable bytes do not depend on the
+    platform, so the lock holds; a real change still fails it."""
+    manifest, cache = locked_project
+    lock = manifest.parent / "ptebuild.lock"
+    _as_written_on(lock, "darwin-arm64", "f" * 32)
+    result = ptebuild("build", str(manifest), "--cache", cache, "--locked", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["lock"] == []
+
+    save_weights(manifest.parent / "weights.pt", width=16, seed=4)
+    result = ptebuild("build", str(manifest), "--cache", cache, "--locked")
+    assert result.returncode == 1
+    assert "weights.pt" in result.stderr and "platform" not in result.stderr, result.stderr

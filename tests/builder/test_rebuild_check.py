@@ -1,0 +1,65 @@
+"""``build --check`` varies what it says it varies: one factory per varied thing, each depending on
+exactly that (the hash seed, the working folder, the temporary folder, the thread count), and a
+control that depends on none. Each of the four is named as differing; the control is not."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import ptebuild
+from project_copy import copy_project
+
+VARIED = '''
+import os, tempfile, zlib
+
+import torch
+
+from tinymodels.tiny import Tiny
+
+
+def _value(thing: str) -> float:
+    if thing == "hash_seed":
+        return hash("ptebuild") % 1000 / 1000
+    if thing == "working_folder":
+        return zlib.crc32(os.getcwd().encode()) % 1000 / 1000
+    if thing == "temporary_folder":
+        return zlib.crc32(tempfile.gettempdir().encode()) % 1000 / 1000
+    if thing == "threads":
+        return float(torch.get_num_threads())
+    return 0.5
+
+
+def make(thing: str) -> Tiny:
+    model = Tiny(width=8)
+    with torch.no_grad():
+        model.head.bias.fill_(_value(thing))
+    return model
+'''
+
+THINGS = ("hash_seed", "working_folder", "temporary_folder", "threads", "nothing")
+
+
+def test_check_names_each_thing_it_varies_as_differing(tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    (manifest.parent / "tinymodels" / "varied.py").write_text(VARIED)
+    tables = ['[defaults]\nout = "out"\n']
+    for thing in THINGS:
+        tables.append(
+            f'[models.{thing}]\nfactory = "tinymodels.varied:make"\nkwargs = {{ thing = "{thing}" }}\n'
+            f'[models.{thing}.methods.forward]\ninputs = [{{ name = "x", shape = [2, 6] }}]\n'
+            f'[programs.{thing}]\nmodel = "{thing}"\nbackend = "portable"\n'
+        )
+    manifest.write_text("".join(tables))
+    cache = tmp_path / "cache"
+    first = ptebuild("build", manifest, "--cache", cache, "--json")
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = ptebuild("build", manifest, "--cache", cache, "--check", "--keep-going", "--json")
+    assert again.returncode == 1, again.stderr[-2000:]
+    programs = {p["name"]: p for p in json.loads(again.stdout)["programs"]}
+    verdicts = {name: p.get("rebuild_check") for name, p in programs.items()}
+    assert verdicts == {"hash_seed": "differs", "working_folder": "differs", "temporary_folder": "differs",
+                        "threads": "differs", "nothing": "same"}
+    for thing in THINGS[:-1]:
+        assert programs[thing]["error"].startswith(
+            f"{manifest}: programs.{thing}: --check: lowering again gave other bytes (not reproducible with another "
+            "PYTHONHASHSEED, working folder, temporary folder and thread count)"), programs[thing]

@@ -42,7 +42,7 @@ class BuildReport:
 
     @property
     def failed(self) -> list[TargetResult]:
-        return [t for t in self.targets if t.status in (Status.FAILED, Status.NEEDS_GPU)]
+        return [t for t in self.targets if t.status.failed]
 
     @property
     def ok(self) -> bool:
@@ -152,6 +152,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress):
     cache = open_cache(request, lambda text: report("", "warning", text))
     try:
         plan = select(load_plan(manifest, cache), request, manifest)
+        _check_out_dir(plan, request, manifest)
         options = BuildOptions(
             out_dir=Path(request.out) if request.out else None,
             cache=cache,
@@ -180,6 +181,20 @@ def _build(manifest: str, request: BuildRequest, report: Progress):
             cache.close()
     done.seconds = time.monotonic() - started
     return done, builder
+
+
+def _check_out_dir(plan, request: BuildRequest, manifest: str) -> None:
+    """A located line for an output folder that cannot be made (a name too long, a file in the way)."""
+    from ptebuild.errors import ManifestError
+    from ptebuild.manifest.paths import describe, folder_problem
+
+    out_dir = Path(request.out) if request.out else plan.out_dir()
+    problem = folder_problem(out_dir)
+    if problem is None:
+        return
+    if request.out:
+        raise UsageError(f"--out: {describe(request.out, problem)}; pass a folder to write the outputs into")
+    raise ManifestError(f"{manifest}: defaults.out: {describe(plan.out, problem)}; name a folder, relative to the manifest")
 
 
 def select(plan, request: BuildRequest, manifest: str):

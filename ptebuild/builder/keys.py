@@ -28,6 +28,7 @@ from ptebuild import keyinputs, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.modules import find_module_file, module_search_path
+from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 KEY_SCHEMA = "ptebuild-action-key 1"
@@ -35,8 +36,12 @@ KEY_SCHEMA = "ptebuild-action-key 1"
 DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
-LOWERING_MODULES = ("worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py")
-"""The modules of ptebuild whose code decides the bytes of a lowered program (with the backends')."""
+LOWERING_MODULES = (
+    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py",
+    "lowering/bundled_io.py", "lowering/check.py", "runtime/bpte_file.py",
+)
+"""The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):
+its ``.pte`` and ``.ptd``, and its ``.bpte`` (the test cases, their outputs' order, their check)."""
 
 
 def digest_text(text: str) -> str:
@@ -127,13 +132,10 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
         inputs[keyinputs.source(name)] = digest_file(path)[0]
     if program.weights:
-        path = manifest_dir / program.weights
-        try:
-            inputs[keyinputs.weights(program.weights)] = digest_file(path)[0]
-        except FileNotFoundError:
-            raise ManifestError(
-                f"{plan.manifest}: models.{program.model}.weights: no such file {program.weights!r}"
-            ) from None
+        where = f"{plan.manifest}: models.{program.model}.weights"
+        inputs[keyinputs.weights(program.weights)] = _digest_input(
+            manifest_dir / program.weights, program.weights, where, "give the path of a torch.save state dict", digest_file
+        )
     inputs.update(toolchain_facts(digest_file))
     if backend is not None:
         for name, value in backend.toolchain_facts(program.options).items():
@@ -146,12 +148,26 @@ def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dic
         "schema": KEY_SCHEMA,
         keyinputs.shims("format"): shim.format,
         keyinputs.shims("keep_order"): canonical_json(shim.keep_order),
-        keyinputs.source(shim.source): digest_file(Path(plan.manifest_dir, shim.source))[0],
+        keyinputs.source(shim.source): _digest_input(
+            Path(plan.manifest_dir, shim.source), shim.source, f"{plan.manifest}: shims.{shim.name}.source",
+            "give a .def or shim-list file", digest_file,
+        ),
     }
     facts = toolchain_facts(digest_file)
     inputs[keyinputs.toolchain("ptebuild")] = facts[keyinputs.toolchain("ptebuild")]
     inputs[keyinputs.toolchain("shims-code")] = own_code.digest(own_code.files("shims"), digest_file)
     return inputs
+
+
+def _digest_input(path: Path, name: str, where: str, fix: str, digest_file: DigestFile) -> str:
+    """The SHA-256 of a file the manifest names; ManifestError (one located line) if it cannot be read."""
+    problem = file_problem(path)
+    if problem is None:
+        try:
+            return digest_file(path)[0]
+        except OSError as exc:  # it changed between the look and the read
+            problem = exc.strerror or str(exc)
+    raise ManifestError(f"{where}: {describe(name, problem)}; {fix}")
 
 
 def action_key(inputs: dict[str, str]) -> str:

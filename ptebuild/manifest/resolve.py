@@ -7,17 +7,20 @@ each factory module exists. Nothing here imports torch or the model code.
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
-from ptebuild.manifest.schema import Manifest, ModelSpec, ProgramSpec
+from ptebuild.manifest.paths import describe, file_problem
+from ptebuild.manifest.schema import BundleSpec, InputSpec, Manifest, ModelSpec, ProgramSpec
 from ptebuild.manifest.typos import did_you_mean
 from ptebuild.names import case_key, name_problem
 from ptebuild.plan import (
     BuildPlan,
+    BundlePlan,
     DimPlan,
     InputPlan,
     MethodPlan,
@@ -26,6 +29,9 @@ from ptebuild.plan import (
 )
 from ptebuild.runtime.record import RECORD_NAME
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+"""What a bundle's ``output`` may end in (the archive formats ``ptebuild pack`` writes)."""
+
 
 def _check_name(display: str, where: str, name: str, extension: str) -> None:
     problem = name_problem(name, extension=extension)
@@ -33,28 +39,42 @@ def _check_name(display: str, where: str, name: str, extension: str) -> None:
         raise DataNameError(f"{display}: {where}: name {name!r} {problem}")
 
 
+def _tensor_inputs(where: str, specs: list[InputSpec]):
+    """``(location, spec)`` of every tensor input, also inside tuples, lists and dicts."""
+    for index, spec in enumerate(specs):
+        at = f"{where}[{index}]"
+        if spec.items is not None:
+            yield from _tensor_inputs(f"{at}.items", spec.items)
+        elif spec.shape is not None:
+            yield at, spec
+
+
+def _input_plan(spec: InputSpec) -> InputPlan:
+    if spec.items is not None:
+        return InputPlan(name=spec.name, shape=(), dtype="", kind=spec.kind, items=tuple(_input_plan(i) for i in spec.items))
+    if spec.value is not None:
+        return InputPlan(name=spec.name, shape=(), dtype="", kind="scalar", value=spec.value)
+    return InputPlan(name=spec.name, shape=tuple(spec.shape or ()), dtype=spec.dtype, low=spec.low, high=spec.high)
+
+
 def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str, MethodPlan]:
     methods = {}
     for method_name, method in model.methods.items():
         dims = {**model.dims, **method.dims}
         used = set()
-        for index, spec in enumerate(method.inputs):
-            for dim in spec.shape:
+        for where, spec in _tensor_inputs(f"models.{model_name}.methods.{method_name}.inputs", method.inputs):
+            for dim in spec.shape or ():
                 if isinstance(dim, str):
                     if dim not in dims:
-                        where = f"models.{model_name}.methods.{method_name}.inputs[{index}].shape"
                         hint = did_you_mean(dim, dims) or (
                             f"; declare it under models.{model_name}.dims" if not dims else ""
                         )
-                        raise ManifestError(f"{display}: {where}: unknown dynamic dim {dim!r}{hint}")
+                        raise ManifestError(f"{display}: {where}.shape: unknown dynamic dim {dim!r}{hint}")
                     used.add(dim)
         methods[method_name] = MethodPlan(
             name=method_name,
             function=method.function or method_name,
-            inputs=tuple(
-                InputPlan(name=i.name, shape=tuple(i.shape), dtype=i.dtype, low=i.low, high=i.high)
-                for i in method.inputs
-            ),
+            inputs=tuple(_input_plan(i) for i in method.inputs),
             dims=tuple(
                 DimPlan(name=n, min=d.min, max=d.max, example=d.example_size())
                 for n, d in sorted(dims.items())
@@ -65,7 +85,7 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
 
 
 def _resolve_program(
-    display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict
+    display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict, bundle_io: bool = False
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -119,6 +139,10 @@ def _resolve_program(
         methods=chosen,
         options=options.model_dump(mode="json"),
     )
+    # Set here or by a bundle; absent when off, so that programs without it keep their keys.
+    program_entry.pop("bundle_io", None)
+    if bundle_io:
+        program_entry["bundle_io"] = True
     return ProgramPlan(
         name=name,
         model=program.model,
@@ -136,6 +160,7 @@ def _resolve_program(
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,
+        bundle_io=bundle_io,
     )
 
 
@@ -229,22 +254,94 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
                 f"no module named {module!r} in {manifest_dir} or the environment"
             )
         model_methods[model_name] = _resolve_methods(display, model_name, model)
+    members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
+    with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
+    with_io |= {p for name, spec in manifest.bundles.items() if spec.bundle_io for p in members[name]}
     programs = tuple(
-        _resolve_program(display, manifest, name, spec, model_methods)
+        _resolve_program(display, manifest, name, spec, model_methods, bundle_io=name in with_io)
         for name, spec in manifest.programs.items()
     )
     shims = []
     for name, spec in manifest.shims.items():
         _check_name(display, dotted(("shims", name)), name, ".lib")
-        if not (manifest_dir / spec.source).is_file():
-            raise ManifestError(f"{display}: shims.{name}.source: no such file {spec.source!r}")
+        problem = file_problem(manifest_dir / spec.source)
+        if problem:
+            raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))
+    bundles = tuple(
+        _resolve_bundle(display, name, spec, members[name]) for name, spec in sorted(manifest.bundles.items())
+    )
     plan = BuildPlan(
         manifest=display,
         manifest_dir=str(manifest_dir),
         out=manifest.defaults.out,
         programs=programs,
         shims=tuple(shims),
+        bundles=bundles,
+        dist=manifest.defaults.dist,
     )
     check_collisions(display, plan)
+    _check_bundle_collisions(display, bundles)
     return plan
+
+
+_GLOB_CHARACTERS = frozenset("*?[")
+
+
+def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list[str]) -> tuple[str, ...]:
+    """The programs a bundle's ``programs`` names (names or globs), sorted; ManifestError for a
+    name the manifest does not declare or a glob that matches none."""
+    found: set[str] = set()
+    for index, pattern in enumerate(spec.programs):
+        where = f"{dotted(('bundles', bundle, 'programs'))}[{index}]"
+        if _GLOB_CHARACTERS & set(pattern):
+            matches = [p for p in programs if fnmatch.fnmatchcase(p, pattern)]
+            if not matches:
+                raise ManifestError(
+                    f"{display}: {where}: {pattern!r} matches no program; the programs are {', '.join(sorted(programs))}"
+                )
+            found.update(matches)
+        elif pattern in programs:
+            found.add(pattern)
+        else:
+            raise ManifestError(
+                f"{display}: {where}: unknown program {pattern!r}{did_you_mean(pattern, programs)}; "
+                f"declare it as [programs.{pattern}] or name one of {', '.join(sorted(programs))}"
+            )
+    return tuple(sorted(found))
+
+
+def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[str, ...]) -> BundlePlan:
+    where = dotted(("bundles", name))
+    _check_name(display, where, name, ".tar.gz")
+    archive = spec.output if spec.output is not None else f"{name}.tar.gz"
+    if spec.output is not None:
+        suffix = next((s for s in ARCHIVE_SUFFIXES if spec.output.lower().endswith(s)), None)
+        if suffix is None:
+            raise ManifestError(
+                f"{display}: {where}.output: {spec.output!r} is not an archive name; name it NAME.tar.gz, NAME.tgz or NAME.zip"
+            )
+        _check_name(display, f"{where}.output", spec.output[: -len(suffix)], suffix)
+    for index, pattern in enumerate(spec.include):
+        parts = Path(pattern).parts
+        if Path(pattern).is_absolute() or ".." in parts:
+            raise ManifestError(
+                f"{display}: {where}.include[{index}]: {pattern!r} leaves the manifest's folder; "
+                "name files inside it (relative paths without '..')"
+            )
+    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include))
+
+
+def _check_bundle_collisions(display: str, bundles: tuple[BundlePlan, ...]) -> None:
+    """Two bundles whose archives are one file (equal names, or names equal but for case)."""
+    owners: dict[str, BundlePlan] = {}
+    for bundle in bundles:
+        key = case_key(bundle.archive)
+        other = owners.get(key)
+        if other is not None:
+            what = (
+                f"both write {bundle.archive!r}" if other.archive == bundle.archive
+                else f"write {other.archive!r} and {bundle.archive!r}, one file on macOS and Windows"
+            )
+            raise DataNameError(f"{display}: bundles.{other.name} and bundles.{bundle.name} {what}; give one an output of its own")
+        owners[key] = bundle

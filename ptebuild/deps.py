@@ -156,9 +156,9 @@ class DependencyCheck:
                 lines.append(f"source file {name} changed")
         versions = self.versions()
         for dist, version in () if project_only else deps.dists:
-            now = versions.get(dist)
-            if now is None:
+            installed = versions.get(dist)
+            if installed is None:
                 lines.append(f"distribution {dist} removed (was {version})")
-            elif now != version:
-                lines.append(f"distribution {dist} changed ({version} -> {now})")
+            elif installed != version:
+                lines.append(f"distribution {dist} changed ({version} -> {installed})")
         return lines

@@ -6,6 +6,13 @@ that turns them into a line on stderr and an exit code.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not imported at run time: the no-op build imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    _E = TypeVar("_E", bound="PtebuildError")
+
 
 class PtebuildError(Exception):
     """Base of every error ptebuild raises on purpose. ``str(err)`` is a complete, one-line message.
@@ -27,11 +34,11 @@ class PtebuildError(Exception):
     def __str__(self) -> str:
         return ": ".join([part for part in (self.manifest, self.location) if part] + [self.message])
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., PtebuildError], tuple[type[PtebuildError], str, str | None, str | None]]:
         return (_rebuild, (type(self), self.message, self.manifest, self.location))
 
 
-def _rebuild(cls, message, manifest, location):
+def _rebuild(cls: type[_E], message: str, manifest: str | None, location: str | None) -> _E:
     error = cls.__new__(cls)
     PtebuildError.__init__(error, message, manifest=manifest, location=location)
     return error

@@ -11,12 +11,15 @@ from collections.abc import Callable
 
 
 def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
-    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to its submodule."""
+    """A module ``__getattr__`` for ``package``: ``exports`` maps a name to the module that
+    defines it, relative to the package as in a ``from`` import: ``"load"`` is the submodule
+    ``package.load``, ``"..plan"`` the module ``plan`` beside the package."""
 
     def __getattr__(name: str) -> object:
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        relative = module if module.startswith(".") else f".{module}"
+        return getattr(importlib.import_module(relative, package), name)
 
     return __getattr__

@@ -40,7 +40,9 @@ def digest(paths: Iterable[Path], digest_file: DigestFile | None = None) -> str:
     import xxhash
 
     if digest_file is None:
-        from ptebuild.hashing import hash_file as digest_file
+        from ptebuild.hashing import hash_file
+
+        digest_file = hash_file
     lines = []
     for path in paths:
         try:

@@ -15,14 +15,35 @@ from typing import Any
 
 from ptebuild.canonical import canonical_json
 
+CONTAINERS = ("tuple", "list", "dict")
+"""The kinds of input that hold other inputs."""
+
 
 @dataclass(frozen=True)
 class InputPlan:
+    """One input of a method: a tensor (``kind`` "tensor": ``shape``, ``dtype``, ``low``/``high``),
+    a scalar (``"scalar"``: ``value``), or a ``"tuple"``, ``"list"`` or ``"dict"`` of ``items``
+    (a dict's keys are its items' names)."""
+
     name: str
     shape: tuple[int | str, ...]
     dtype: str
     low: float | None = None
     high: float | None = None
+    kind: str = "tensor"
+    items: tuple[InputPlan, ...] = ()
+    value: bool | int | float | None = None
+
+    def leaves(self) -> list[InputPlan]:
+        """The tensors and scalars under this input, in order."""
+        if self.kind in CONTAINERS:
+            return [leaf for item in self.items for leaf in item.leaves()]
+        return [self]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputPlan:
+        return cls(**{**data, "shape": tuple(data.get("shape") or ()),
+                      "items": tuple(cls.from_json(i) for i in data.get("items") or ())})
 
 
 @dataclass(frozen=True)
@@ -39,6 +60,10 @@ class MethodPlan:
     function: str
     inputs: tuple[InputPlan, ...]
     dims: tuple[DimPlan, ...]
+
+    def leaves(self) -> list[InputPlan]:
+        """The tensors and scalars of the method's inputs, in torch.export's order."""
+        return [leaf for spec in self.inputs for leaf in spec.leaves()]
 
     def example_shape(self, spec: InputPlan) -> tuple[int, ...]:
         sizes = {dim.name: dim.example for dim in self.dims}
@@ -66,6 +91,9 @@ class ProgramPlan:
     """The model's manifest entry, normalised: what the action key hashes."""
     program_entry: dict[str, Any]
     """The program's manifest entry with defaults applied, normalised."""
+    bundle_io: bool = False
+    """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
+    (the check's inputs and eager PyTorch's outputs for each method)."""
 
     @property
     def pte_name(self) -> str:
@@ -76,8 +104,12 @@ class ProgramPlan:
         return f"{self.data_name}.ptd" if self.data_name else None
 
     @property
+    def bpte_name(self) -> str | None:
+        return f"{self.name}.bpte" if self.bundle_io else None
+
+    @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.pte_name,) + ((self.ptd_name,) if self.ptd_name else ())
+        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name) if name))
 
 
 @dataclass(frozen=True)
@@ -98,6 +130,20 @@ class ShimPlan:
 
 
 @dataclass(frozen=True)
+class BundlePlan:
+    """A release bundle the manifest declares (``[bundles.NAME]``): some of its programs, packed
+    into one archive by ``ptebuild pack --bundle NAME``."""
+
+    name: str
+    programs: tuple[str, ...]
+    """The programs it holds (globs resolved), sorted; each brings its ``.ptd`` and ``.bpte``."""
+    archive: str
+    """The archive's file name (``<name>.tar.gz`` unless the manifest names it)."""
+    include: tuple[str, ...] = ()
+    """Globs of extra files, relative to the manifest folder (resolved when packing)."""
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     manifest: str
     """The manifest path as the user gave it (for messages)."""
@@ -106,9 +152,18 @@ class BuildPlan:
     """The output folder, relative to the manifest folder unless absolute."""
     programs: tuple[ProgramPlan, ...]
     shims: tuple[ShimPlan, ...] = field(default=())
+    bundles: tuple[BundlePlan, ...] = field(default=())
+    dist: str = "dist"
+    """The folder bundles are packed into, relative to the manifest folder unless absolute."""
 
     def out_dir(self) -> Path:
         return Path(os.path.normpath(Path(self.manifest_dir, self.out)))
+
+    def dist_dir(self) -> Path:
+        return Path(os.path.normpath(Path(self.manifest_dir, self.dist)))
+
+    def bundle(self, name: str) -> BundlePlan | None:
+        return next((b for b in self.bundles if b.name == name), None)
 
     def to_json(self) -> str:
         return canonical_json(asdict(self))
@@ -122,19 +177,25 @@ class BuildPlan:
                 MethodPlan(
                     name=m["name"],
                     function=m["function"],
-                    inputs=tuple(InputPlan(**{**i, "shape": tuple(i["shape"])}) for i in m["inputs"]),
+                    inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
                     dims=tuple(DimPlan(**d) for d in m["dims"]),
                 )
                 for m in p["methods"]
             )
             programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"])}))
         shims = tuple(ShimPlan(**s) for s in data["shims"])
+        bundles = tuple(
+            BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})
+            for b in data.get("bundles", ())
+        )
         return cls(
             manifest=manifest,
             manifest_dir=manifest_dir,
             out=data["out"],
             programs=tuple(programs),
             shims=shims,
+            bundles=bundles,
+            dist=data.get("dist", "dist"),
         )
 
     def shared_data(self) -> dict[str, tuple[str, ...]]:

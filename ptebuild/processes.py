@@ -55,7 +55,7 @@ def describe_wait_status(status: int) -> str:
     return describe_exit(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
-def last_line(log_path: str | os.PathLike) -> str:
+def last_line(log_path: str | os.PathLike[str]) -> str:
     """The last non-blank line of a log (at most 300 characters), or "" if none or unreadable."""
     try:
         with open(log_path, "rb") as log:
@@ -67,7 +67,7 @@ def last_line(log_path: str | os.PathLike) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def last_words(log_path: str | os.PathLike) -> str:
+def last_words(log_path: str | os.PathLike[str]) -> str:
     """The last line a crashed worker printed, as a hint (native crashes print before dying)."""
     line = last_line(log_path)
     return f"; it last printed: {line}" if line else ""
@@ -93,7 +93,7 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
-def redirect_output(log_path: str | os.PathLike) -> None:
+def redirect_output(log_path: str | os.PathLike[str]) -> None:
     """Send this process's stdout and stderr (fd 1 and 2) to ``log_path`` (appending).
 
     Native code in torch, XNNPACK and cpuinfo prints probe chatter there; what a crashed worker

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ACTION_FORMAT = "ptebuild-action"
 ACTION_VERSION = 2
@@ -36,10 +39,24 @@ class Status(str, enum.Enum):
     SKIPPED = "skipped"
     NEEDS_GPU = "needs-gpu"
     """A program that only a machine with a CUDA GPU can build, and that no cache had."""
+    CANNOT_LOWER = "cannot-lower"
+    """A program this machine cannot lower (a cross toolchain it lacks, a backend the probe could
+    not lower here), and that no cache had."""
+    CANNOT_CHECK = "cannot-check"
+    """A program whose check cannot run on this machine (ExecuTorch's runtime fails under this
+    torch, says the probe), and that no cache had: never published unchecked."""
     PENDING = "pending"
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def failed(self) -> bool:
+        """True for a target the build did not deliver (exit 1)."""
+        return self in _NOT_DELIVERED
+
+
+_NOT_DELIVERED = frozenset({Status.FAILED, Status.NEEDS_GPU, Status.CANNOT_LOWER, Status.CANNOT_CHECK})
 
 
 class FailureKind(str, enum.Enum):
@@ -265,7 +282,7 @@ class TargetResult:
         )
 
 
-def _join(folder: str, name: str):
+def _join(folder: str, name: str) -> Path:
     from pathlib import Path
 
     return Path(folder, name)

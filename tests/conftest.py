@@ -26,6 +26,9 @@ if os.environ.pop("CI", "").lower() not in ("", "0", "false"):
 _WORKERS = tempfile.mkdtemp(prefix="ptebuild-test-workers-")
 os.environ.setdefault("PTEBUILD_WORKERS_DIR", _WORKERS)
 os.environ.setdefault("PTEBUILD_DAEMON_IDLE", "900")
+# One capability probe per toolchain for the whole session, whatever cache folder a test uses.
+_CAPABILITIES = tempfile.mkdtemp(prefix="ptebuild-test-capabilities-")
+os.environ.setdefault("PTEBUILD_CAPABILITIES_DIR", _CAPABILITIES)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -36,6 +39,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         except (OSError, ValueError):
             pass
     shutil.rmtree(_WORKERS, ignore_errors=True)
+    shutil.rmtree(_CAPABILITIES, ignore_errors=True)
 
 if TYPE_CHECKING:
     from runtime_programs import Programs
@@ -53,3 +57,42 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
     from runtime_programs import build_all  # imports torch: only for the tests that ask
 
     return build_all(tmp_path_factory.mktemp("built"))
+
+
+@pytest.fixture(scope="session")
+def people_build(tmp_path_factory: pytest.TempPathFactory):
+    """``tests/manifests/people.toml`` (nested state, dicts, scalars, and three failing models)
+    built once with ``--keep-going``: ``(project folder, exit code, JSON report, stderr)``."""
+    import json
+
+    from helpers import ptebuild
+
+    root = tmp_path_factory.mktemp("people")
+    project = root / "project"
+    project.mkdir()
+    manifests = Path(__file__).resolve().parent / "manifests"
+    shutil.copy(manifests / "people.toml", project / "people.toml")
+    shutil.copytree(manifests / "peoplemodels", project / "peoplemodels", ignore=shutil.ignore_patterns("__pycache__"))
+    done = ptebuild("build", project / "people.toml", "--cache", root / "cache", "--keep-going", "--json")
+    try:
+        document = json.loads(done.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}") from None
+    return project, done.returncode, document, done.stderr
+
+
+@pytest.fixture(scope="session")
+def mobile_build(tmp_path_factory: pytest.TempPathFactory):
+    """The Core ML and Vulkan programs of :mod:`mobile_programs`, built once (warm server, own cache)."""
+    from mobile_programs import build
+
+    return build(tmp_path_factory.mktemp("mobile"))
+
+
+@pytest.fixture(scope="session")
+def mobile_rebuild(tmp_path_factory: pytest.TempPathFactory):
+    """The same project built again from nothing: another folder, no cache, worker processes of the
+    build instead of the warm server, another hash seed (tests of reproducible bytes)."""
+    from mobile_programs import build
+
+    return build(tmp_path_factory.mktemp("mobile-again"), "--no-cache", "--no-daemon", env={"PYTHONHASHSEED": "4242"})

@@ -14,12 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.api import noop
 from ptebuild.api.request import BuildRequest, cache_root, executor_name, remote_cache, remote_secret
 from ptebuild.errors import UsageError
 from ptebuild.results import FailureKind, Status, TargetResult
+
+if TYPE_CHECKING:
+    from ptebuild.builder.build import Builder
+    from ptebuild.plan import BuildPlan
+    from ptebuild.release.lock import LockEntry
+    from ptebuild.store.frontend import Cache
+    from ptebuild.store.tiers import RemoteSettings, Tier
 
 Progress = Callable[[str, str, str], None]
 """(target name, event, text): events ``start``, ``progress``, ``warning`` and ``done``."""
@@ -82,30 +89,45 @@ class BuildReport:
             targets=[TargetResult.from_json(p) for p in document.get("programs", ())],
             lock_problems=list(document.get("lock") or ()),
             locked="lock" in document,
-            shard=tuple(int(n) for n in shard.split("/")) if shard else None,  # type: ignore[arg-type]
+            shard=_shard(shard) if shard else None,
             replayed=replayed,
         )
 
 
-def open_cache(request: BuildRequest, warn: Callable[[str], None]):
+def _shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` as :meth:`BuildReport.to_json` writes it -> ``(I, N)``."""
+    index, _, count = text.partition("/")
+    return int(index), int(count)
+
+
+def open_cache(request: BuildRequest, warn: Callable[[str], None]) -> Cache | None:
     """The cache front end of a build (:class:`ptebuild.store.frontend.Cache`): the local folder,
     then the remote server if any; None with neither."""
     from ptebuild.store.frontend import Cache
-    from ptebuild.store.tiers import open_tier
+    from ptebuild.store.tiers import open_remote, open_tier
 
-    tiers = []
+    tiers: list[Tier] = []
     root = cache_root(request)
     if root is not None:
         from ptebuild.store import Store
 
         tiers.append(open_tier("local", Store(root)))
-    remote = remote_cache(request)
-    if remote is not None:
-        from ptebuild.store.headers import headers_from
-
-        tiers.append(open_tier("http", remote.url, headers=headers_from(remote.headers), upload=remote.upload,
-                               secret=remote_secret(remote), warn=warn))
+    settings = remote_settings(request)
+    if settings is not None:
+        tiers.append(open_remote(settings, warn))  # the URL's scheme picks the tier (TIER_SCHEMES)
     return Cache(tiers, warn, local_root=root) if tiers else None
+
+
+def remote_settings(request: BuildRequest) -> RemoteSettings | None:
+    """The build's remote cache, resolved: its headers parsed, its secret read (UsageError if one
+    is unusable); None without one."""
+    remote = remote_cache(request)
+    if remote is None:
+        return None
+    from ptebuild.store.headers import headers_from
+    from ptebuild.store.tiers import RemoteSettings
+
+    return RemoteSettings.of(remote.url, headers_from(remote.headers), remote.upload is not False, remote_secret(remote))
 
 
 def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None, progress: Progress | None = None,
@@ -144,7 +166,7 @@ def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
     return result
 
 
-def _build(manifest: str, request: BuildRequest, report: Progress):
+def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[BuildReport, Builder]:
     from ptebuild.builder.build import Builder, BuildOptions
     from ptebuild.builder.plan_cache import load_plan
 
@@ -183,7 +205,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress):
     return done, builder
 
 
-def _check_out_dir(plan, request: BuildRequest, manifest: str) -> None:
+def _check_out_dir(plan: BuildPlan, request: BuildRequest, manifest: str) -> None:
     """A located line for an output folder that cannot be made (a name too long, a file in the way)."""
     from ptebuild.errors import ManifestError
     from ptebuild.manifest.paths import describe, folder_problem
@@ -197,7 +219,7 @@ def _check_out_dir(plan, request: BuildRequest, manifest: str) -> None:
     raise ManifestError(f"{manifest}: defaults.out: {describe(plan.out, problem)}; name a folder, relative to the manifest")
 
 
-def select(plan, request: BuildRequest, manifest: str):
+def select(plan: BuildPlan, request: BuildRequest, manifest: str) -> BuildPlan:
     """The part of ``plan`` that ``request`` asks for (``only``, ``skip_backends``)."""
     from ptebuild.backends import backend_names
     from ptebuild.manifest.typos import did_you_mean
@@ -218,19 +240,22 @@ def select(plan, request: BuildRequest, manifest: str):
     return plan
 
 
-def _executor_options(request: BuildRequest, cache) -> dict[str, Any]:
+def _executor_options(request: BuildRequest, cache: Cache | None) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if cache is not None and cache.local_root is not None:
         options["cache_dir"] = cache.local_root
     if request.ray_address:
         options["address"] = request.ray_address
+    settings = remote_settings(request)
+    if settings is not None:
+        options["remote_cache"] = settings  # an executor whose nodes use the cache opens its own tiers
     return options
 
 
 # -- the lock -------------------------------------------------------------------------------------
 
 
-def static_lock_entries(builder) -> dict:
+def static_lock_entries(builder: Builder) -> dict[str, LockEntry]:
     """Each target's lock entry as this build would key it, before anything is built."""
     from ptebuild.release.lock import LockEntry
 
@@ -240,7 +265,7 @@ def static_lock_entries(builder) -> dict:
     }
 
 
-def built_lock_entries(out_dir: Path, targets: list[TargetResult]) -> dict:
+def built_lock_entries(out_dir: Path, targets: list[TargetResult]) -> dict[str, LockEntry]:
     """The lock entries of the targets a build just built or restored, from its build record."""
     from ptebuild.release.lock import lock_entries_from_record
     from ptebuild.runtime.record import read_build_record
@@ -251,7 +276,7 @@ def built_lock_entries(out_dir: Path, targets: list[TargetResult]) -> dict:
     return {name: entry for name, entry in lock_entries_from_record(found).items() if name in built}
 
 
-def lock_problems(manifest: str, entries: dict, partial: bool) -> list[str]:
+def lock_problems(manifest: str, entries: dict[str, LockEntry], partial: bool) -> list[str]:
     """How ``entries`` differ from ``ptebuild.lock`` beside ``manifest`` (one line each)."""
     from ptebuild.release.lock import LOCK_NAME, check_locked
 

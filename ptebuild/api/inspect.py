@@ -9,6 +9,7 @@ from ptebuild.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ptebuild.release.diff import BundleDiff
     from ptebuild.runtime.diff import DiffReport
     from ptebuild.runtime.inspect import PtdInspection, PteInspection
 
@@ -24,8 +25,29 @@ def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
         raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
 
 
-def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport:
-    """Which parts of two ``.pte`` (or two ``.ptd``) files differ."""
+def operator_list(path: str | os.PathLike[str]) -> bytes:
+    """The ``selected_operators.yaml`` of one ``.pte`` (:mod:`ptebuild.runtime.oplist`), byte for byte
+    what ExecuTorch's ``gen_oplist --model_file_path <its file name>`` writes. Raises UsageError if
+    it cannot be read, FormatError if it is not a ``.pte``."""
+    from ptebuild.runtime.oplist import program_operators, selected_operators_yaml
+
+    try:
+        return selected_operators_yaml(program_operators(path))
+    except OSError as exc:
+        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
+
+
+def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport | BundleDiff:
+    """Which parts of two ``.pte`` (or two ``.ptd``) files differ; for two bundles (``.tar.gz``,
+    ``.tgz``, ``.zip``), what changed program by program (:mod:`ptebuild.release.diff`)."""
+    from ptebuild.release.bundle import is_bundle_path
+
+    if is_bundle_path(a) and is_bundle_path(b):
+        from ptebuild.release.diff import diff_bundles
+
+        return diff_bundles(a, b)
+    if is_bundle_path(a) or is_bundle_path(b):
+        raise UsageError(f"diff: {a} and {b}: compare two bundles, or two .pte or .ptd files")
     from ptebuild.runtime.diff import diff as compare
 
     try:

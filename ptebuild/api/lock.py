@@ -9,7 +9,7 @@ from pathlib import Path
 from ptebuild.api.build import BuildReport, Progress, build, built_lock_entries
 from ptebuild.api.request import BuildRequest
 from ptebuild.errors import UsageError
-from ptebuild.results import Status
+from ptebuild.results import Status, TargetResult
 
 
 @dataclass
@@ -21,8 +21,8 @@ class LockReport:
     targets: int = 0
 
     @property
-    def not_built(self):
-        return [t for t in self.build.targets if t.status in (Status.FAILED, Status.NEEDS_GPU, Status.SKIPPED)]
+    def not_built(self) -> list[TargetResult]:
+        return [t for t in self.build.targets if t.status.failed or t.status is Status.SKIPPED]
 
 
 def lock(manifest: str | os.PathLike[str], request: BuildRequest | None = None,

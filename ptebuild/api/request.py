@@ -19,7 +19,7 @@ from ptebuild.processes import env_flag
 
 TYPE_CHECKING = False  # typing itself is not imported at run time (start-up cost, see above)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, Self
 
 
 class _Value:
@@ -41,14 +41,14 @@ class _Value:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is frozen; use .replace({name}=...)")
 
-    def replace(self, **fields: Any):
+    def replace(self, **fields: Any) -> Self:
         return type(self)(**{**self.fields(), **fields})
 
     def fields(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._defaults}
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.fields() == other.fields()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.fields() == other.fields()
 
     def __hash__(self) -> int:
         return hash(tuple(self.fields().items()))

@@ -25,19 +25,25 @@ BACKEND_MODULES = {
     "portable": "portable",
     "xnnpack": "xnnpack",
     "cuda": "cuda",
+    "openvino": "openvino",
+    "coreml": "coreml",
+    "vulkan": "vulkan",
 }
 
 if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend
+
     BackendName = str
 else:
     BackendName = Literal[tuple(BACKEND_MODULES)]
     """The manifest's ``backend`` values (a ``Literal`` of the registry's names, for the schema)."""
 
 
-def get_backend(name: str):
+def get_backend(name: str) -> Backend:
     """Return the ``BACKEND`` object of the backend called ``name`` (KeyError if unknown)."""
     module = importlib.import_module(f"ptebuild.backends.{BACKEND_MODULES[name]}")
-    return module.BACKEND
+    backend: Backend = module.BACKEND
+    return backend
 
 
 def backend_names() -> list[str]:

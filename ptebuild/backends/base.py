@@ -4,7 +4,7 @@ A backend is a :class:`Backend` (or a subclass overriding some hooks). The build
 backend's name: it asks what the backend declares (does it need a GPU, which check does it run,
 where do its weights live, are its bytes reproducible, can this machine lower and check it).
 
-Hooks that run in a worker (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
+Hooks that run in a worker (``transform_model``, ``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
 ``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
 the others (``toolchain_facts``, ``can_build``, ``can_check``, ``resources``, ``check_defaults``,
 ``check_kind``, ``reproducible``) run in the builder and must stay cheap.
@@ -12,14 +12,24 @@ the others (``toolchain_facts``, ``can_build``, ``can_check``, ``resources``, ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ptebuild.backends.options import BackendOptions as BackendOptions
+    from ptebuild.lowering.check import OutputFigures
+    from ptebuild.plan import ProgramPlan
+
+Options = Mapping[str, Any]
+"""A program's ``options`` as the plan holds them (the validated model, dumped): what the
+builder's cheap hooks get. The worker hooks get the validated model itself (an instance of
+:attr:`Backend.options_model`, a class each backend defines when first asked: typed ``Any``)."""
 
 
-def __getattr__(name: str):  # BackendOptions needs pydantic: imported only when asked for
+def __getattr__(name: str) -> object:  # BackendOptions needs pydantic: imported only when asked for
     if name == "BackendOptions":
         from ptebuild.backends.options import BackendOptions
 
@@ -50,7 +60,7 @@ EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")
 @dataclass(frozen=True)
 class Backend:
     name: str
-    options_factory: Callable[[], type]
+    options_factory: Callable[[], type[BackendOptions]]
     """Returns the backend's options model (a pydantic model: defined when first needed, so that
     the builder's cheap hooks never pay for importing pydantic). It validates the program's
     ``options`` and ``compile_specs`` tables together."""
@@ -70,51 +80,86 @@ class Backend:
     no-op stamp's file stats then stand for them. False: a device query (a GPU's architecture)."""
     shim_library_name: str | None = None
     """The import library its Windows programs link (the manifest's shim target must be named so)."""
+    static_shapes: str | None = None
+    """Set (to why) if its programs cannot take dynamic dims: a program whose methods have any is
+    refused when the manifest is read."""
+    distinct_outputs: str | None = None
+    """Set (to why) if its runtime needs every output slot to hold its own tensor: the method
+    wrapper then clones a tensor returned in several slots before export, and a program whose
+    exported graph still shares one is refused."""
+    contiguous_outputs: str | None = None
+    """Set (to why) if its runtime mishandles a strided output: the wrapper makes outputs contiguous."""
+    checked_with: str = "torch 2.13.0 (CPU) with executorch 1.5.1"
+    """The toolchain its check was seen working with: what a machine that cannot check it is
+    pointed to (ExecuTorch 1.5.1's pip runtime fails under torch 2.11.0+cu130)."""
     same_bytes_on_every_platform: bool = False
     """True if a program's bytes do not depend on the platform it is lowered on (the key's
     ``toolchain.platform``): a lock written on one platform then holds on another. The cache
     still keys by platform: what is shared across platforms is the lock, not the entries."""
 
     @property
-    def options_model(self) -> type:
+    def options_model(self) -> type[BackendOptions]:
         model = self.options_factory()
         return model
 
-    def check_defaults(self, options) -> CheckTolerances:
+    def check_defaults(self, options: Any) -> CheckTolerances:
         """The tolerances for a program with these options (quantized programs need looser ones)."""
         return self.default_check
 
     # -- in the builder: cheap, no torch -------------------------------------------------------
 
-    def toolchain_facts(self, options) -> dict[str, str]:
+    def toolchain_facts(self, options: Options) -> dict[str, str]:
         """Extra facts for the action key (``toolchain.<name>`` -> value): what changes this
         backend's code beyond Python, torch and executorch (CUDA and Triton versions, GPU arch)."""
         return {}
 
-    def can_build(self, options=None) -> str | None:
+    def can_build(self, options: Options | None = None) -> str | None:
         """None if this machine can lower programs for the backend (with these options, a dict),
         else why not (one line)."""
         return None
 
-    def can_check(self, options=None) -> str | None:
+    def can_check(self, options: Options | None = None) -> str | None:
         """None if this machine can run the backend's check on its programs, else why not."""
         return None
 
-    def check_kind(self, options=None) -> CheckKind:
+    def check_kind(self, options: Options | None = None) -> CheckKind:
         """The check its programs (with these options) pass before they are published."""
         return EXECUTORCH_RUNTIME
 
-    def reproducible(self, options=None) -> bool:
+    def reproducible(self, options: Options | None = None) -> bool:
         """True if two builds of one program (same inputs, same toolchain) give the same bytes."""
         return True
 
-    def resources(self, options) -> dict[str, Any]:
+    def resources(self, options: Options) -> dict[str, Any]:
         """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
         return {"num_gpus": 1} if self.needs_gpu else {}
 
     # -- in a worker: may import torch and executorch -------------------------------------------
 
-    def prepare(self, exported_program, data_name, options, export, calibration):
+    def probe_here(self) -> tuple[str | None, str | None] | None:
+        """What this interpreter can do, when the backend knows without lowering: ``(why it cannot
+        lower, why it cannot check)``, each None when it can. None (the default): find out by
+        lowering and checking the smallest real program (:mod:`ptebuild.worker.probe`)."""
+        return None
+
+    def transform_model(self, model: Any, options: Any, program: ProgramPlan) -> Any:
+        """The eager model the program's methods are exported from (default: ``model`` itself).
+
+        For backends that rewrite modules before export (torchao's ``quantize_`` swaps the
+        weights of ``nn.Linear`` modules, which an exported graph no longer has). ``model`` is
+        left as it is (return a changed copy): :meth:`check` compares with it. A module that
+        cannot be transformed raises a located :class:`~ptebuild.errors.BuildError`.
+        """
+        return model
+
+    def prepare(
+        self,
+        exported_program: Any,
+        data_name: str | None,
+        options: Any,
+        export: Callable[[Any], Any],
+        calibration: list[tuple[Any, ...]],
+    ) -> Any:
         """Return the exported program to lower (default: unchanged).
 
         ``export(module)`` exports ``module`` again with the method's example inputs and dynamic
@@ -123,22 +168,22 @@ class Backend:
         """
         return exported_program
 
-    def partitioners(self, options, program=None) -> list:
+    def partitioners(self, options: Any, program: ProgramPlan | None = None) -> list[Any]:
         """The partitioners for ``to_edge_transform_and_lower`` (``program`` gives method names)."""
         return []
 
-    def lowering_context(self, options) -> AbstractContextManager:
+    def lowering_context(self, options: Any) -> AbstractContextManager[object]:
         """A context the lowering runs in (partitioning, the delegate's compile, emitting): for
         backends that set compiler configuration for the duration (default: none)."""
         return nullcontext()
 
-    def emit_config(self, data_name: str | None, options):
+    def emit_config(self, data_name: str | None, options: Any) -> Any:
         """The ``ExecutorchBackendConfig`` for ``to_executorch``: weights into ``data_name``."""
         from executorch.exir import ExecutorchBackendConfig
 
         return ExecutorchBackendConfig(external_constants=(lambda _node: data_name) if data_name else False)
 
-    def data_files(self, manager, data_name: str | None, program_name: str) -> dict[str, Any]:
+    def data_files(self, manager: Any, data_name: str | None, program_name: str) -> dict[str, Any]:
         """The data files a lowering wrote, by the ``.ptd`` stem they are published as.
 
         ``manager._tensor_data`` maps file stems to Cords; by default every weight went into
@@ -162,13 +207,13 @@ class Backend:
             raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
         return {data_name: data[data_name]}
 
-    def rewrite_keys(self, manager, config) -> None:
+    def rewrite_keys(self, manager: Any, config: Any) -> None:
         """Key the program's external weights by SHA-256 (default: portable constants)."""
         from ptebuild.lowering import weightkeys
 
         weightkeys.key_constants_by_sha256(manager, config)
 
-    def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+    def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None) -> tuple[list[OutputFigures], str]:
         """Run the built program against eager PyTorch; return (figures, name of the check)."""
         from ptebuild.lowering.check import check_program
 

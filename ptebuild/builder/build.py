@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
@@ -28,7 +28,14 @@ from ptebuild.builder.outdir import OutputFolder
 from ptebuild.deps import DependencyCheck
 from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
-from ptebuild.results import ActionResult, Source, Status, TargetResult
+from ptebuild.results import ActionResult, FailureKind, Source, Status, TargetResult
+
+if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend
+    from ptebuild.builder.capabilities import Capabilities, Obstacle
+    from ptebuild.builder.schedule import Job
+    from ptebuild.store.frontend import Cache, Hit
+    from ptebuild.worker.tasks import Event, Task, TaskResult
 
 Report = Callable[[str, str, str], None]
 """(target name, event, text): "start", "progress", "warning", "done" events for the CLI."""
@@ -37,8 +44,8 @@ Report = Callable[[str, str, str], None]
 @dataclass
 class BuildOptions:
     out_dir: Path | None = None
-    cache: Any = None
-    """A :class:`ptebuild.store.frontend.Cache`, or None to build without caching."""
+    cache: Cache | None = None
+    """The cache front end, or None to build without caching."""
     jobs: int = 1
     keep_going: bool = False
     explain: bool = False
@@ -60,7 +67,7 @@ def in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:16], 16) % count == index - 1
 
 
-def _method_specs(program: ProgramPlan) -> tuple[dict, ...]:
+def _method_specs(program: ProgramPlan) -> tuple[dict[str, Any], ...]:
     return tuple(
         {
             "name": m.name,
@@ -72,7 +79,7 @@ def _method_specs(program: ProgramPlan) -> tuple[dict, ...]:
 
 
 class Builder:
-    def __init__(self, plan: BuildPlan, options: BuildOptions, report: Report):
+    def __init__(self, plan: BuildPlan, options: BuildOptions, report: Report) -> None:
         self.plan = plan
         self.options = options
         self.report = report
@@ -87,6 +94,7 @@ class Builder:
         self._manifest_path = str(Path(plan.manifest_dir, Path(plan.manifest).name))
         self._job_staging: dict[str, Path] = {}
         self._plan_json = ""
+        self._capabilities: Capabilities | None = None  # made when first needed
         from ptebuild.builder.shared_data import SharedData
 
         self.shared = SharedData(self)
@@ -105,10 +113,14 @@ class Builder:
         return [f"{self._manifest_path}::{name}", f"{Path(self.plan.manifest).name}::{name}"]
 
     def _remember(self, name: str, key: str) -> None:
+        if self.cache is None:
+            return
         for history in self._histories(name):
             self.cache.remember(history, key)
 
-    def _last(self, name: str):
+    def _last(self, name: str) -> ActionResult | None:
+        if self.cache is None:
+            return None
         for history in self._histories(name):
             last = self.cache.last(history)
             if last is not None:
@@ -117,7 +129,7 @@ class Builder:
 
     # -- the cache ------------------------------------------------------------------------------
 
-    def _lookup(self, result: TargetResult, elsewhere: str | None = None):
+    def _lookup(self, result: TargetResult, elsewhere: str | None = None) -> Hit | None:
         if self.cache is None:
             return None
         if elsewhere is not None:
@@ -135,15 +147,16 @@ class Builder:
         A program sharing a data name is only held: its group's files are merged and published
         together, later (:mod:`ptebuild.builder.shared_data`).
         """
+        cache = self.cache
         hit = self._lookup(result, elsewhere)
-        if hit is None:
+        if hit is None or cache is None:  # no cache, no hit
             return None
         shared = self.shared.group_of(result.name) is not None
         missing = [] if shared else self.folder.missing(hit.result.outputs)
         if missing:
             staging = self.folder.stage(f"{result.name}.restore")
             try:
-                self.cache.restore(hit, {o.name: staging / o.name for o in missing})
+                cache.restore(hit, {o.name: staging / o.name for o in missing})
                 self.folder.publish({o.name: staging / o.name for o in missing})
             except CorruptObject as exc:
                 self.report(result.name, "warning", f"{exc}; rebuilding")
@@ -166,7 +179,7 @@ class Builder:
             self.shared.hold(result.name, hit.result)
         else:
             self.folder.record(result.name, hit.result, self._program(result.name))
-        self.cache.count(True)
+        cache.count(True)
         self._remember(result.name, result.key)
         return hit.result
 
@@ -237,18 +250,15 @@ class Builder:
                 result.seconds = time.monotonic() - started
                 self.report(program.name, "done", str(result.status))
                 continue
-            reason = backend.can_build(program.options)
-            if reason is not None and self._restore(result, keys.elsewhere_key(inputs)) is not None:
+            # What this machine can do is known before anything is lowered (:mod:`.capabilities`).
+            blocked = self._obstacle(program, backend, programs)
+            if blocked is not None and self._restore(result, keys.elsewhere_key(inputs)) is not None:
                 result.seconds = time.monotonic() - started
                 self.report(program.name, "done", f"{result.status} (built on {result.node or 'another machine'})")
                 continue
-            if reason is not None:
-                result.status = Status.NEEDS_GPU if backend.needs_gpu else Status.FAILED
-                result.message = self._located(
-                    program,
-                    f"not in the cache, and this machine cannot build it: {reason}; build it there "
-                    f"(with a shared cache), or leave it out with --skip-backend {program.backend}",
-                )
+            if blocked is not None:
+                result.status = blocked.status
+                result.message = self._located(program, f"not in the cache, and {blocked.reason}; {blocked.way_out}")
                 self._explain_miss(result, inputs, model=program.model)
                 self.report(program.name, "done", str(result.status))
                 continue
@@ -259,6 +269,24 @@ class Builder:
             self._run_jobs(jobs)
         self.shared.finish()
 
+    def _obstacle(self, program: ProgramPlan, backend: Backend, programs: list[ProgramPlan]) -> Obstacle | None:
+        """Why this machine will not lower ``program`` (:func:`.capabilities.obstacle`), or None.
+        The probe's verdicts are read (or found, once per toolchain) for every backend of
+        ``programs`` at once, the first time a program needs lowering."""
+        from ptebuild.backends import get_backend
+        from ptebuild.builder import capabilities
+
+        verdict = None
+        if self.options.executor in capabilities.EXECUTORS_ON_THIS_MACHINE and backend.can_build(program.options) is None:
+            if self._capabilities is None:
+                root = getattr(self.cache, "local_root", None) if self.cache is not None else None
+                self._capabilities = capabilities.Capabilities(
+                    root, self.digest_file, lambda text: self.report(program.name, "progress", text)
+                )
+            names = [p.backend for p in programs if get_backend(p.backend).can_build(p.options) is None]
+            verdict = self._capabilities.verdicts(names or [program.backend]).get(program.backend)
+        return capabilities.obstacle(backend, program.options, program.check_enabled, verdict)
+
     def _shard_key(self, name: str) -> str:
         """The key a program is sharded by: its own, or its shared-data group's smallest (a group
         is built whole, on one runner)."""
@@ -267,8 +295,8 @@ class Builder:
             return self.results[name].key
         return min(self.results[p].key for p in self.shared.groups[data] if p in self.results)
 
-    def _task_maker(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str]):
-        def make():
+    def _task_maker(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str]) -> Callable[[], Task]:
+        def make() -> Task:
             from ptebuild.backends import get_backend
             from ptebuild.worker.tasks import Task, TaskFile
 
@@ -291,11 +319,11 @@ class Builder:
 
         return make
 
-    def _run_jobs(self, jobs) -> None:
+    def _run_jobs(self, jobs: list[Job]) -> None:
         self._plan_json = self.plan.to_json()
         started_at: dict[str, float] = {}
 
-        def ready(job) -> bool:
+        def ready(job: Job) -> bool:
             result = self.results[job.name]
             # Another process may have built it while we waited for the lock.
             if self._restore(result) is not None:
@@ -306,23 +334,29 @@ class Builder:
             self._explain_miss(result, inputs, model=program.model)
             return False
 
-        def started(job) -> None:
+        def started(job: Job) -> None:
             started_at[job.name] = time.monotonic()
             program = job.data[0]
             self.report(job.name, "start", f"lowering for {program.backend}")
 
-        def finished(job, event) -> bool:
-            from ptebuild.worker.tasks import EventKind
+        def finished(job: Job, event: Event) -> bool:
+            from ptebuild.worker.tasks import EventKind, TaskFailure
 
             result = self.results[job.name]
             program, inputs = job.data
             try:
-                if event.kind is EventKind.DONE:
+                if event.kind is EventKind.DONE and event.result is not None:
                     self._finish(program, result, inputs, event.result)
                 else:
+                    from ptebuild.builder import failure_logs
+
+                    # Every FAILED event carries its failure (Event.failed), every DONE one its result.
+                    failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
                     result.status = Status.FAILED
-                    result.message = event.failure.line(self.plan.manifest, program.name)
-                    result.failure = event.failure.kind
+                    result.message = failure.line(self.plan.manifest, program.name)
+                    result.failure = failure.kind
+                    # The line says the cause; the whole text waits in the program's log, named on it.
+                    result.message += failure_logs.keep(self.folder.path, program.name, result.message, failure.detail)
             finally:
                 shutil.rmtree(self._job_staging.pop(job.name), ignore_errors=True)
             result.seconds = time.monotonic() - started_at.get(job.name, time.monotonic())
@@ -335,7 +369,16 @@ class Builder:
             options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(self.folder.path)})
         self._schedule(self.options.executor, options, jobs, self.cache, ready, started, finished)
 
-    def _schedule(self, executor_name: str, options: dict, jobs, cache, ready, started, finished) -> None:
+    def _schedule(
+        self,
+        executor_name: str,
+        options: dict[str, Any],
+        jobs: list[Job],
+        cache: Cache | None,
+        ready: Callable[[Job], bool],
+        started: Callable[[Job], None],
+        finished: Callable[[Job, Event], bool],
+    ) -> None:
         """Run ``jobs`` on a new executor (closed at once on an error or Ctrl-C); the jobs never
         started (after a failure without --keep-going) are marked skipped."""
         from ptebuild.builder.executors import open_executor
@@ -372,7 +415,7 @@ class Builder:
             BuildError(message, manifest=manifest or self.plan.manifest, location=location or f"programs.{program.name}")
         )
 
-    def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict, done) -> None:
+    def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str], done: TaskResult) -> None:
         from ptebuild.hashing import hash_file
 
         names = {o.name for o in done.outputs}
@@ -456,13 +499,18 @@ class Builder:
             self.build_programs(list(self.plan.programs))
             if self.options.rebuild_check:
                 self.check_rebuilds()
+            from ptebuild.builder import failure_logs
+
+            for result in self.results.values():
+                if result.kind == "program" and result.status in (Status.BUILT, Status.CACHED):
+                    failure_logs.forget(self.folder.path, result.name)
         finally:
             self.folder.clean()
             self.folder.write_record()
         return list(self.results.values())
 
 
-def _backend(program: ProgramPlan):
+def _backend(program: ProgramPlan) -> Backend:
     from ptebuild.backends import get_backend
 
     return get_backend(program.backend)

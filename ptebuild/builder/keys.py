@@ -23,6 +23,7 @@ import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild import keyinputs, own_code
 from ptebuild.canonical import canonical_json
@@ -30,6 +31,9 @@ from ptebuild.errors import ManifestError
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
+
+if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 
@@ -82,7 +86,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     return dict(_toolchain_cache)
 
 
-def _flatten_entry(prefix: str, value, out: dict[str, str]) -> None:
+def _flatten_entry(prefix: str, value: object, out: dict[str, str]) -> None:
     """Flatten a manifest entry into dotted fields, so that --explain can name the changed one."""
     if isinstance(value, dict) and value:
         for key in sorted(value):
@@ -120,7 +124,7 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
     return sources
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend=None) -> dict[str, str]:
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend: Backend | None = None) -> dict[str, str]:
     """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value.
 
     ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).

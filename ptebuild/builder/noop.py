@@ -32,6 +32,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+TYPE_CHECKING = False  # typing is not imported at run time: a no-op build answers through this module
+if TYPE_CHECKING:
+    from typing import Any
+
 FORMAT = "ptebuild-noop 1"
 RACY_NS = 500_000_000
 """A file changed less than this long before the stamp is not trusted (file times are coarse:
@@ -84,7 +88,7 @@ def _entry_stat(path: str) -> list[int] | None:
 _STATS = {"files": _file_stat, "folders": _dir_stat, "entries": _entry_stat}
 
 
-def write(path: Path, files: Iterable[str], folders: Iterable[str], entries: Iterable[str], replay: dict) -> bool:
+def write(path: Path, files: Iterable[str], folders: Iterable[str], entries: Iterable[str], replay: dict[str, Any]) -> bool:
     """Write the stamp; False (and nothing written) if a file or folder changed just now.
 
     ``entries``: cache entries, replaced whole (a new inode) when they change and touched on every
@@ -109,7 +113,7 @@ def write(path: Path, files: Iterable[str], folders: Iterable[str], entries: Ite
     return True
 
 
-def replay(path: Path) -> dict | None:
+def replay(path: Path) -> dict[str, Any] | None:
     """The stored output if nothing the stamp lists moved, else None."""
     try:
         document = json.loads(path.read_bytes())

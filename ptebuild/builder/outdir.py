@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+from ptebuild import keyinputs
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.names import case_key
 from ptebuild.plan import BuildPlan, ProgramPlan
@@ -30,7 +32,7 @@ def manifest_id(plan: BuildPlan, out_dir: Path) -> str:
 
 
 class OutputFolder:
-    def __init__(self, plan: BuildPlan, path: Path, digest_file) -> None:
+    def __init__(self, plan: BuildPlan, path: Path, digest_file: Callable[[Path], tuple[str, int]]) -> None:
         self.plan = plan
         self.path = path
         self.digest_file = digest_file
@@ -51,11 +53,11 @@ class OutputFolder:
             record = read_build_record(self.path)
         except FormatError:
             record = None  # rewritten by this build
-        owners = {}
+        owners: dict[str, tuple[str, str | None]] = {}
         if record is not None:
-            for owner, entry in record.targets.items():
+            for built_by, entry in record.targets.items():
                 for file_name in entry["outputs"]:
-                    owners[file_name] = (owner, entry.get("manifest"))
+                    owners[file_name] = (built_by, entry.get("manifest"))
         plan = self.plan
         for target in list(plan.programs) + list(plan.shims):
             kind = "program" if isinstance(target, ProgramPlan) else "shim library"
@@ -135,13 +137,22 @@ class OutputFolder:
         ``outputs``: the files as published, where they differ from the action's (a shared ``.ptd``).
 
         The entry keeps what release packaging needs later without the cache: the input
-        breakdown (manifest entries, sources, weights, toolchain) and the discovered dependencies.
+        breakdown (manifest entries, sources, weights, toolchain) and the discovered dependencies;
+        a program's also the runtimes that load it, read from its files as published.
         """
+        files = outputs or result.outputs
+        runtime = None
+        if result.kind == "program":
+            from ptebuild.runtime.compat import support_of_outputs
+
+            writer = result.inputs.get(keyinputs.toolchain("executorch"))
+            support = support_of_outputs(self.path, [o.name for o in files], writer)
+            runtime = support.to_json() if support is not None else None
         self.entries[name] = RecordEntry(
             kind=result.kind,
             manifest=self.manifest_id,
             key=result.key,
-            outputs=tuple((o.name, o.sha256, o.size) for o in (outputs or result.outputs)),
+            outputs=tuple((o.name, o.sha256, o.size) for o in files),
             inputs=dict(result.inputs),
             deps=result.deps.to_json(),
             backend=result.backend,
@@ -149,6 +160,7 @@ class OutputFolder:
             data_name=program.data_name if program else None,
             methods=tuple(m.name for m in program.methods) if program else (),
             shared_data=shared_data,
+            runtime=runtime,
         )
 
     def write_record(self) -> None:

@@ -9,9 +9,13 @@ read back as plain JSON. Anything else (a missing store, a damaged entry) valida
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan
+
+if TYPE_CHECKING:
+    from ptebuild.store.frontend import Cache
 
 SCHEMA = b"ptebuild-plan-cache 1\0"
 
@@ -28,7 +32,7 @@ def _key(manifest_bytes: bytes, manifest_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def load_plan(manifest: str, cache) -> BuildPlan:
+def load_plan(manifest: str, cache: Cache | None) -> BuildPlan:
     """The plan of ``manifest``, from the cache (a :class:`~ptebuild.store.frontend.Cache`)
     when its bytes are unchanged."""
     def load_manifest(manifest: str) -> BuildPlan:

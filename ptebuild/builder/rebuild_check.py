@@ -11,16 +11,23 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild.backends import get_backend
 from ptebuild.builder import keys
-from ptebuild.results import Status
+from ptebuild.errors import StoreError
+from ptebuild.results import FailureKind, Status
+
+if TYPE_CHECKING:
+    from ptebuild.builder.build import Builder
+    from ptebuild.builder.schedule import Job
+    from ptebuild.worker.tasks import Event
 
 VARIED = "another PYTHONHASHSEED, working folder, temporary folder and thread count"
 """What the second lowering changes (named in the message of a program whose bytes differ)."""
 
 
-def check_rebuilds(builder) -> None:
+def check_rebuilds(builder: Builder) -> None:
     """Lower every built or cached program again, ignoring the cache, in another temporary
     folder and working directory, with another PYTHONHASHSEED and thread count; a program
     whose bytes differ fails, naming the file and the part that differs."""
@@ -28,7 +35,7 @@ def check_rebuilds(builder) -> None:
     import tempfile
 
     from ptebuild.builder.schedule import Job
-    from ptebuild.worker.tasks import EventKind
+    from ptebuild.worker.tasks import EventKind, TaskFailure
 
     builder._plan_json = builder._plan_json or builder.plan.to_json()
     programs = [
@@ -44,15 +51,16 @@ def check_rebuilds(builder) -> None:
         inputs = keys.program_inputs(program, builder.plan, builder.digest_file, get_backend(program.backend))
         jobs.append(Job(program.name, result.key, make_task=builder._task_maker(program, result, inputs), data=program))
 
-    def finished(job, event) -> bool:
+    def finished(job: Job, event: Event) -> bool:
         from ptebuild.hashing import hash_file
 
         result = builder.results[job.name]
         staging = builder._job_staging.pop(job.name)
         try:
-            if event.kind is not EventKind.DONE:
+            if event.kind is not EventKind.DONE or event.result is None:
                 result.status = Status.FAILED
-                failure = event.failure
+                # Every FAILED event carries its failure (Event.failed), every DONE one its result.
+                failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
                 result.message = builder._located(job.data, f"--check: lowering again failed: {failure.message}",
                                                failure.location, failure.manifest)
                 result.failure = failure.kind
@@ -92,11 +100,13 @@ def check_rebuilds(builder) -> None:
         options = {"environment": environment, "cwd": elsewhere}
         builder._schedule("local", options, jobs, None, lambda job: False, lambda job: None, finished)
 
-def _member_file(builder, name: str, file_name: str, folder: Path) -> Path:
+def _member_file(builder: Builder, name: str, file_name: str, folder: Path) -> Path:
     """A shared-data program's own ``.ptd`` (before merging), restored from the cache."""
     data = builder.shared.group_of(name)
     dest = folder / "own" / file_name
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if data is None or builder.cache is None:  # never: called for a member of a group, kept in the cache
+        raise StoreError(f"{name}: its own {file_name} is not in the cache")
     builder.cache.restore_result(builder.shared.members[data][name].result, {file_name: dest})
     return dest
 

@@ -14,10 +14,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.builder.executors import Executor
 from ptebuild.worker.tasks import Event, EventKind, Task
+
+if TYPE_CHECKING:
+    from ptebuild.store.frontend import Cache
 
 LOCK_RETRY_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
@@ -36,7 +39,7 @@ class Scheduler:
     def __init__(
         self,
         executor: Executor,
-        cache,
+        cache: Cache | None,
         report: Callable[[str, str, str], None],
         *,
         ready: Callable[[Job], bool],

@@ -16,11 +16,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
 from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
 from ptebuild.results import ActionResult, OutputFile, Status
+
+if TYPE_CHECKING:
+    from ptebuild.builder.build import Builder
 
 SCHEMA = "ptebuild-shared-data 1"
 _MERGE_CODE = ("runtime/ptd_merge.py", "runtime/ptd_write.py", "runtime/ptd_file.py")
@@ -33,10 +37,18 @@ class _Member:
     """Built this time: its staged files (moved into the group's folder); empty when cached."""
 
 
+def _output(result: ActionResult, name: str) -> OutputFile:
+    """The output ``name`` of a member's result (each member writes its weights into the group's file)."""
+    output = result.output(name)
+    if output is None:
+        raise CorruptObject(f"the result of {result.target} has no {name}")
+    return output
+
+
 class SharedData:
     """The groups of a build; the builder hands each member's result over instead of publishing it."""
 
-    def __init__(self, builder) -> None:
+    def __init__(self, builder: Builder) -> None:
         self.builder = builder
         self.groups = builder.plan.shared_data()
         self.of = {program: data for data, programs in self.groups.items() for program in programs}
@@ -93,7 +105,7 @@ class SharedData:
         members = self.members[data]
         inputs = {"schema": SCHEMA, "shared-data": data}
         for program in programs:
-            inputs[keyinputs.member(program)] = members[program].result.output(ptd_name).sha256
+            inputs[keyinputs.member(program)] = _output(members[program].result, ptd_name).sha256
         inputs[keyinputs.toolchain("merge-code")] = own_code.digest(own_code.files(*_MERGE_CODE), builder.digest_file)
         key = keys.action_key(inputs)
         merged = self._cached(key, ptd_name, data)
@@ -106,12 +118,12 @@ class SharedData:
             to_publish[ptd_name] = self._folder(data) / ptd_name
         for program in programs:
             member = members[program]
-            pte = next(o for o in member.result.outputs if o.name.endswith(".pte"))
-            if member.files:
-                to_publish[pte.name] = member.files[pte.name]
-            elif not builder.folder.in_place(pte):
-                self._restore_file(member.result, pte.name, self._folder(data) / pte.name)
-                to_publish[pte.name] = self._folder(data) / pte.name
+            for own in (o for o in member.result.outputs if o.name != ptd_name):  # its .pte (and .bpte)
+                if member.files:
+                    to_publish[own.name] = member.files[own.name]
+                elif not builder.folder.in_place(own):
+                    self._restore_file(member.result, own.name, self._folder(data) / own.name)
+                    to_publish[own.name] = self._folder(data) / own.name
         if to_publish:  # what is in place was checked when it was published
             paths = {n: to_publish.get(n, builder.folder.path / n) for n in self._names(programs, ptd_name)}
             problem = self._check(programs, paths)
@@ -148,9 +160,12 @@ class SharedData:
         return lookup.hit.result
 
     def _restore_file(self, result: ActionResult, name: str, dest: Path) -> None:
-        self.builder.cache.restore_result(result, {name: dest})
+        cache = self.builder.cache
+        if cache is None:  # never: a result without its files came from the cache
+            raise StoreError("the cache is disabled")
+        cache.restore_result(result, {name: dest})
 
-    def _merge(self, key: str, inputs: dict, data: str, programs: list[str], folder: Path) -> ActionResult | None:
+    def _merge(self, key: str, inputs: dict[str, str], data: str, programs: list[str], folder: Path) -> ActionResult | None:
         from ptebuild.hashing import hash_file
         from ptebuild.runtime.ptd_merge import merge_ptd
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ptebuild.atomic import write_atomically
 from ptebuild.builder import keys
 from ptebuild.builder.outdir import OutputFolder
 from ptebuild.hashing import hash_file
 from ptebuild.plan import BuildPlan, ShimPlan
 from ptebuild.results import ActionResult, OutputFile
-from ptebuild.runtime.record import write_atomically
 
 
-def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file) -> dict[str, str]:
+def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: keys.DigestFile) -> dict[str, str]:
     return keys.shim_inputs(shim, plan, digest_file)
 
 

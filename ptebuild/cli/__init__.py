@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "inspect": "inspect",
     "diff": "diff",
     "lock": "lock",
+    "doctor": "doctor",
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

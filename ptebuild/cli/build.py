@@ -57,11 +57,13 @@ def add_build_arguments(parser) -> None:
     )
     parser.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)")
     add_cache_options(parser, no_cache=True)
-    remote = parser.add_argument_group("remote cache (Bazel's HTTP cache protocol)")
-    remote.add_argument("--remote-cache", metavar="URL", help="remote cache server (default: $PTEBUILD_REMOTE_CACHE)")
+    remote = parser.add_argument_group("remote cache (Bazel's HTTP cache protocol, or REAPI over gRPC)")
+    remote.add_argument("--remote-cache", metavar="URL",
+                        help="remote cache server: http[s]://host[:port][/prefix] or grpc[s]://host:port[/instance] "
+                             "(default: $PTEBUILD_REMOTE_CACHE)")
     remote.add_argument(
         "--remote-cache-header", action="append", default=[], metavar="NAME=VALUE",
-        help="an HTTP header for every request (e.g. a token); also $PTEBUILD_REMOTE_CACHE_HEADER",
+        help="an HTTP header (gRPC: metadata) for every request (e.g. a token); also $PTEBUILD_REMOTE_CACHE_HEADER",
     )
     remote.add_argument(
         "--remote-upload", choices=("yes", "no"), default=None,

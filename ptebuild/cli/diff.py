@@ -11,14 +11,17 @@ import json
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "diff",
-        help="say which part of two .pte or .ptd files differs (header, method plan, delegate payload, segment, data key)",
+        help="say which part of two .pte or .ptd files differs, or what changed between two bundles",
         description=(
-            "Compare A and B part by part and print one line per part that differs. Exit 0 if the "
-            "files are identical, 1 if they differ, 2 if either is not a readable .pte/.ptd."
+            "Compare A and B part by part and print one line per part that differs. Given two bundles "
+            "(.tar.gz, .tgz, .zip written by `ptebuild pack`), read without unpacking: one line per "
+            "program (same bytes, new weights only, changed, new program, removed) with its size before "
+            "and after, then the operators added or dropped and the other files that differ. Exit 0 if "
+            "they are the same, 1 if they differ, 2 if either cannot be read."
         ),
     )
-    parser.add_argument("a", metavar="A", help="a .pte or .ptd file")
-    parser.add_argument("b", metavar="B", help="the file to compare it with")
+    parser.add_argument("a", metavar="A", help="a .pte or .ptd file, or a bundle (the old release)")
+    parser.add_argument("b", metavar="B", help="the file to compare it with (the new release)")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.set_defaults(handler=diff_command)
 
@@ -29,6 +32,8 @@ def diff_command(args) -> int:
     report = diff(args.a, args.b)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
+    elif hasattr(report, "programs"):
+        _print_bundles(report)
     elif report.same:
         print(f"{report.a} and {report.b} are identical")
     else:
@@ -36,3 +41,24 @@ def diff_command(args) -> int:
             print(difference)
         print(f"{len(report.differences)} differences between {report.a} and {report.b}")
     return 0 if report.same else 1
+
+
+def _print_bundles(report) -> None:
+    width = max((len(p.name) for p in report.programs), default=0)
+    words = max((len(p.change.words) for p in report.programs), default=0)
+    for program in report.programs:
+        sizes = f"{_size(program.size_before)} -> {_size(program.size_after)}"
+        detail = f"  ({program.detail})" if program.detail and program.change.value == "changed" else ""
+        print(f"{program.name.ljust(width)}  {program.change.words.ljust(words)}  {sizes}{detail}")
+    if report.operators_added or report.operators_removed:
+        changes = [f"+{op}" for op in report.operators_added] + [f"-{op}" for op in report.operators_removed]
+        print(f"operators: {', '.join(changes)}")
+    for line in report.files:
+        print(line)
+    differ = sum(1 for p in report.programs if p.change.value != "same")
+    verdict = "the same" if report.same else f"{differ} of {len(report.programs)} programs differ"
+    print(f"{verdict}: {report.a} -> {report.b}")
+
+
+def _size(size: int | None) -> str:
+    return "-" if size is None else f"{size} bytes"

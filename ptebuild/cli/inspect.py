@@ -6,6 +6,7 @@ Imports neither torch nor executorch.
 from __future__ import annotations
 
 import json
+import sys
 
 
 def register(subparsers) -> None:
@@ -14,13 +15,18 @@ def register(subparsers) -> None:
         help="show a .pte's methods, delegates, segments and needed keys, or a .ptd's keys",
         description=(
             "Describe FILE without executing it: for a .pte its header, each method's inputs and "
-            "outputs (dtype and sizes), operators and delegates, its segments, named data and the "
-            "keys it needs from a .ptd; for a .ptd its keys with their sizes. Exit 2 if FILE is "
-            "neither or is corrupt."
+            "outputs (dtype and sizes), operators and delegates, its segments, named data, the "
+            "keys it needs from a .ptd and the operators a selective runtime build must register; "
+            "for a .ptd its keys with their sizes. Exit 2 if FILE is neither or is corrupt."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="a .pte or .ptd file")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser.add_argument(
+        "--oplist", action="store_true",
+        help="print the .pte's operator list for a selective runtime build, as ExecuTorch's gen_oplist writes it "
+        "(selected_operators.yaml)",
+    )
     parser.set_defaults(handler=inspect_command)
 
 
@@ -28,6 +34,11 @@ def inspect_command(args) -> int:
     from ptebuild.api.inspect import inspect
     from ptebuild.runtime.inspect import describe
 
+    if args.oplist:
+        from ptebuild.api.inspect import operator_list
+
+        sys.stdout.write(operator_list(args.file).decode("utf-8"))
+        return 0
     result = inspect(args.file)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

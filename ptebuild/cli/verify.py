@@ -14,8 +14,9 @@ def register(subparsers) -> None:
         "verify",
         help="check a build's outputs (or a bundle) against its build record and each .pte against its .ptd",
         description=(
-            "Check every file listed in OUT_DIR/ptebuild.json (present, size, sha256) and every "
-            ".pte against its .ptd (every named-data key present). Given a bundle (.tar.gz, .tgz, "
+            "Check every file listed in OUT_DIR/ptebuild.json (present, size, sha256), every "
+            ".pte against its .ptd (every named-data key present) and every .bpte against its .pte; "
+            "with --runtime, every program against that ExecuTorch runtime. Given a bundle (.tar.gz, .tgz, "
             ".zip) written by `ptebuild pack`, check it without unpacking: unsafe entries, "
             "SHA256SUMS, provenance subjects, the lock, then the same checks with every blob rehashed. "
             "Exit 0 if all is well, 1 if anything is wrong, 2 if OUT_DIR has no readable build record "
@@ -27,16 +28,23 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--bytes", action="store_true", help="also hash every blob of every .ptd and compare it with its key (always on for bundles)"
     )
+    parser.add_argument(
+        "--runtime", metavar="VERSION",
+        help="refuse, one line per program, what this ExecuTorch runtime (e.g. 1.5.1) cannot load; "
+        "note what upstream's compatibility policy does not guarantee",
+    )
     parser.set_defaults(handler=verify_command)
 
 
 def verify_command(args) -> int:
     from ptebuild.api.verify import verify
+    from ptebuild.release.bundle import BundleReport
 
-    report = verify(args.out_dir, verify_bytes=args.bytes)
-    bundle = hasattr(report, "path")
-    where = str(report.path if bundle else report.folder)
-    verify_bytes = True if bundle else report.verify_bytes
+    report = verify(args.out_dir, verify_bytes=args.bytes, runtime=args.runtime)
+    if isinstance(report, BundleReport):
+        where, verify_bytes = str(report.path), True
+    else:
+        where, verify_bytes = str(report.folder), report.verify_bytes
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1
@@ -54,5 +62,7 @@ def verify_command(args) -> int:
     checked = f"{files} files, {keys} keys checked" + (", blobs rehashed" if verify_bytes else "")
     problems = getattr(report, "problems", ())
     extra = f", {len(problems)} problems with the bundle" if problems else ""
+    if report.runtime is not None:
+        extra += f", judged for runtime {report.runtime}"
     print(f"{len(report.targets)} targets: {verdict} ({checked}{extra}) -> {where}")
     return 0 if report.ok else 1

@@ -83,7 +83,8 @@ def spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
     fd, submit_path = tempfile.mkstemp(prefix="submit-", suffix=".json", dir=folder)
     with os.fdopen(fd, "w") as out:
         json.dump(submit, out)
-    env = worker_environment(submit.get("env") if isinstance(submit.get("env"), dict) else os.environ)
+    given = submit.get("env")
+    env = worker_environment(given if isinstance(given, dict) else os.environ)
     command = [sys.executable, "-m", "ptebuild.daemon.fresh_child",
                "--submit", submit_path, "--pipe", str(pipe), "--parent", str(os.getpid())]
     try:

@@ -48,6 +48,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.daemon import protocol
 from ptebuild.daemon.children import (
@@ -61,6 +62,9 @@ from ptebuild.daemon.children import (
 from ptebuild.daemon.launch import take_lock
 from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output
 from ptebuild.store.sizes import format_size, parse_size
+
+if TYPE_CHECKING:
+    import subprocess
 
 CHECK_SECONDS = 0.25
 """How often memory and idle time are looked at."""
@@ -96,8 +100,8 @@ class _Child:
     reader: protocol.Reader = field(default_factory=protocol.Reader)
     finished: bool = False
     killed_for: str = ""
-    process: object = None
-    """The ``subprocess.Popen`` of a fresh-interpreter child (None for a forked one)."""
+    process: subprocess.Popen[bytes] | None = None
+    """The process of a fresh-interpreter child (None for a forked one)."""
 
 
 class Server:
@@ -173,6 +177,8 @@ class Server:
     # -- clients --------------------------------------------------------------------------------
 
     def _accept(self) -> None:
+        if self.listener is None:  # never: the selector reports it only while it listens
+            return
         try:
             sock, _ = self.listener.accept()
         except OSError:
@@ -238,6 +244,8 @@ class Server:
             self.queue.append((client, message))
         elif op == "cancel":
             task_id = message.get("task_id")
+            if not isinstance(task_id, str):
+                return  # names no task: nothing to cancel
             queued = [item for item in self.queue if item[0] is client and item[1]["task"]["task_id"] == task_id]
             for item in queued:
                 self.queue.remove(item)

@@ -10,11 +10,12 @@ import contextlib
 import io
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptebuild.errors import CheckError
-from ptebuild.lowering.examples import check_sizes, make_inputs
+from ptebuild.errors import BuildError, CheckError
+from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
 from ptebuild.plan import ProgramPlan
 
 
@@ -77,22 +78,84 @@ def compare(expected, actual) -> tuple[float, float]:
 
 
 def flatten_outputs(value) -> list:
-    """The tensors of a method's result, in a stable order (nested lists, tuples and dicts)."""
+    """The leaves of a method's result (tensors and scalars) in torch.export's order, which is
+    the order of the program's output slots: nested tuples and lists in order, dicts in their
+    keys' insertion order. A scalar leaf becomes a 0-d tensor (ExecuTorch returns ints and floats)."""
     import torch
+    from torch.utils._pytree import tree_leaves
 
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in flatten_outputs(item)]
-    if isinstance(value, dict):
-        return [t for key in sorted(value) for t in flatten_outputs(value[key])]
-    return []
+    leaves = tree_leaves(value)
+    return [leaf if isinstance(leaf, torch.Tensor) else torch.tensor(leaf) for leaf in leaves
+            if isinstance(leaf, (torch.Tensor, bool, int, float))]
 
 
-def compare_outputs(program_name: str, where: str, expected: list, actual: list) -> list[tuple[int, float, float]]:
+def output_names(value) -> list[str]:
+    """Where each leaf of :func:`flatten_outputs` sits in the result (``[1]['c']``), for messages."""
+    import torch
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    pairs, _ = tree_flatten_with_path(value)
+    return [keystr(path) for path, leaf in pairs if isinstance(leaf, (torch.Tensor, bool, int, float))]
+
+
+@contextlib.contextmanager
+def runtime_log():
+    """Collect what native code writes to file descriptor 2 (ExecuTorch's runtime logs the reason
+    for an error there: ``Invalid number of inputs provided. Expected 6, but got 1``) while the
+    block runs; ``log.lines()`` gives its lines without the ``[file.cpp:123]`` prefix."""
+    import tempfile
+
+    class Log:
+        """What was written so far (read without moving the shared file offset fd 2 writes at)."""
+
+        def __init__(self, fd: int, python_side: io.StringIO):
+            self.fd, self.python_side = fd, python_side
+
+        @property
+        def text(self) -> str:
+            return os.pread(self.fd, 1 << 20, 0).decode("utf-8", "replace") + self.python_side.getvalue()
+
+        def lines(self) -> list[str]:
+            return [re.sub(r"^\[[^\]]*\]\s*", "", line).strip() for line in self.text.splitlines() if line.strip()]
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()) as python_side:
+                yield Log(capture.fileno(), python_side)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            logging.disable(previous)
+
+
+_CHATTER = re.compile(r"cpuinfo|Reading file|Failed to open midr|CPU info", re.IGNORECASE)
+_DETAIL = re.compile(r"^(dtype: \d+ \| dim order|\d+,|\]$)")
+"""The kernel registry's per-argument listing after "kernel ... not found": for the log file only."""
+
+
+def runtime_error(what: str, exc: BaseException, log, program_name: str) -> BuildError:
+    """A failure inside ExecuTorch's runtime as one line: its message (error codes named) and the
+    reason it logged; the log's lines are kept with the exception, for the program's log file."""
+    from ptebuild.causes import describe, shorten
+
+    said = [line for line in log.lines() if not _CHATTER.search(line) and not _DETAIL.match(line)]
+    line = describe(exc).line + (f"; it logged: {shorten('; '.join(said[-3:]), 240)}" if said else "")
+    error = BuildError(f"ExecuTorch's runtime failed {what}: {line}", location=f"programs.{program_name}")
+    if log.text.strip():
+        error.add_note("ExecuTorch's runtime logged:\n" + log.text.rstrip())
+    return error
+
+
+def compare_outputs(program_name: str, where: str, expected: list, actual: list,
+                    names: list[str] | None = None) -> list[tuple[int, float, float]]:
     """(index, max abs error, cosine) of each output; CheckError if counts or shapes differ.
 
-    ``where`` names the method (and sizes) in messages, e.g. ``method 'forward' at {'batch': 2}``.
+    ``where`` names the method (and sizes) in messages, e.g. ``method 'forward' at {'batch': 2}``;
+    ``names`` (:func:`output_names`) says where each output sits in a nested result.
     """
     if len(expected) != len(actual):
         raise CheckError(
@@ -103,23 +166,28 @@ def compare_outputs(program_name: str, where: str, expected: list, actual: list)
     for index, (e, a) in enumerate(zip(expected, actual)):
         if tuple(e.shape) != tuple(a.shape):
             raise CheckError(
-                f"{where} output {index}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}",
+                f"{where} output {_slot(index, names)}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}",
                 location=f"programs.{program_name}",
             )
         figures.append((index, *compare(e, a)))
     return figures
 
 
-def checked_figures(program: ProgramPlan, method: str, sizes: dict, expected: list, actual: list, how: str = "") -> list[OutputFigures]:
-    """Compare a method's outputs with eager PyTorch's at ``sizes``; CheckError past the program's
-    tolerances (``how`` says how the program ran, for the message)."""
+def _slot(index: int, names: list[str] | None) -> str:
+    return f"{index} ({names[index]})" if names and index < len(names) and names[index] not in ("", f"[{index}]") else str(index)
+
+
+def checked_figures(program: ProgramPlan, method: str, sizes: dict, expected: list, actual: list, how: str = "",
+                    names: list[str] | None = None) -> list[OutputFigures]:
+    """Compare a method's outputs with eager PyTorch's at ``sizes``, leaf by leaf; CheckError past
+    the program's tolerances (``how`` says how the program ran, for the message)."""
     where = f"method {method!r} at {sizes}"
     figures = []
-    for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual):
+    for index, max_abs, cosine in compare_outputs(program.name, where, expected, actual, names):
         figures.append(OutputFigures(method, sizes, index, max_abs, cosine))
         if not (max_abs <= program.atol and cosine >= program.min_cosine):
             raise CheckError(
-                f"{where} output {index} differs from eager PyTorch{how}: "
+                f"{where} output {_slot(index, names)} differs from eager PyTorch{how}: "
                 f"max abs error {max_abs:.3g} (atol {program.atol:g}), cosine {cosine:.6f} "
                 f"(min {program.min_cosine:g}); fix the model or loosen programs.{program.name}.check",
                 location=f"programs.{program.name}",
@@ -127,9 +195,25 @@ def checked_figures(program: ProgramPlan, method: str, sizes: dict, expected: li
     return figures
 
 
-def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> list[OutputFigures]:
+@dataclass(frozen=True)
+class DirectionBound:
+    """A second eager reference whose outputs the program's must point along (cosine only): the
+    float model a quantized program came from, when ``model`` is its quantized eager twin."""
+
+    model: object
+    min_cosine: float
+    name: str
+    """In messages: ``the float model``."""
+    fix: str
+    """What to do when an output points elsewhere (the message's end)."""
+
+
+def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None, how: str = "",
+                  direction: DirectionBound | None = None) -> list[OutputFigures]:
     """Run ``pte`` in ExecuTorch's runtime and compare every output with ``model``'s.
 
+    ``how`` says what ``model`` is, for messages; ``direction``: also compare each output's
+    cosine with another model's (no figures: ``model``'s are the program's).
     Raises CheckError naming the method, output and figures of the first mismatch.
     """
     import torch
@@ -140,16 +224,39 @@ def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None) -> l
     # Before running anything: the .pte's every weight key is in the .ptd, and every weight's
     # bytes hash to the SHA-256 its key names (a program whose keys carry no digest is refused).
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
-    with native_stderr_silenced():
-        # XNNPACK's cpuinfo prints probe chatter to fd 2 on the first load.
-        loaded = Runtime.get().load_program(pte, data_path=ptd)
+    with runtime_log() as log:
+        # XNNPACK's cpuinfo prints probe chatter to fd 2 on the first load; errors say more there.
+        try:
+            loaded = Runtime.get().load_program(pte, data_path=ptd)
+        except Exception as exc:
+            raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
     figures = []
     for method in program.methods:
-        executable = loaded.load_method(method.name)
+        with runtime_log() as log:
+            try:
+                executable = loaded.load_method(method.name)
+            except Exception as exc:
+                raise runtime_error(f"to load method {method.name!r}", exc, log, program.name) from exc
         for sizes in check_sizes(method):
             inputs = make_inputs(method, program.seed, sizes)
             with torch.no_grad():
-                expected = flatten_outputs(getattr(model, method.function)(*inputs))
-            actual = flatten_outputs(list(executable.execute(list(inputs))))
-            figures += checked_figures(program, method.name, sizes, expected, actual)
+                result = getattr(model, method.function)(*inputs)
+            expected, names = flatten_outputs(result), output_names(result)
+            with runtime_log() as log:
+                try:
+                    actual = flatten_outputs(list(executable.execute(flat_inputs(inputs))))
+                except Exception as exc:
+                    raise runtime_error(f"to run method {method.name!r} at {sizes}", exc, log, program.name) from exc
+            figures += checked_figures(program, method.name, sizes, expected, actual, how=how, names=names)
+            if direction is not None:
+                with torch.no_grad():
+                    other = flatten_outputs(getattr(direction.model, method.function)(*inputs))
+                where = f"method {method.name!r} at {sizes}"
+                for index, _, cosine in compare_outputs(program.name, where, other, actual, names):
+                    if cosine < direction.min_cosine:
+                        raise CheckError(
+                            f"{where} output {_slot(index, names)} points away from {direction.name}'s: cosine "
+                            f"{cosine:.6f} (min {direction.min_cosine:g}); {direction.fix}",
+                            location=f"programs.{program.name}",
+                        )
     return figures

@@ -1,5 +1,9 @@
 """Example inputs of a method, generated deterministically from the model's seed.
 
+An input is a tensor, a scalar (the value the manifest gives: torch.export specialises on it),
+or a tuple, list or dict of inputs (a recurrent state ``(h, c)``, a dict of observations);
+:func:`flat_inputs` gives the leaves in the order torch.export and ExecuTorch's runtime take them.
+
 Runs in a worker: imports torch.
 """
 
@@ -36,8 +40,18 @@ def make_inputs(method: MethodPlan, seed: int, sizes: dict[str, int] | None = No
 
 
 def _make_input(spec: InputPlan, sizes: dict[str, int], generator):
+    """One input: a tensor, a scalar (its declared value), or a tuple, list or dict of inputs,
+    each made in order from the one generator (a flat method's tensors are what they always were)."""
     import torch
 
+    if spec.kind == "scalar":
+        return spec.value
+    if spec.kind == "tuple":
+        return tuple(_make_input(item, sizes, generator) for item in spec.items)
+    if spec.kind == "list":
+        return [_make_input(item, sizes, generator) for item in spec.items]
+    if spec.kind == "dict":
+        return {item.name: _make_input(item, sizes, generator) for item in spec.items}
     shape = tuple(sizes[d] if isinstance(d, str) else d for d in spec.shape)
     dtype = getattr(torch, TORCH_DTYPES[spec.dtype])
     if spec.dtype == "bool":
@@ -63,3 +77,11 @@ def check_sizes(method: MethodPlan) -> list[dict[str, int]]:
         if candidate not in sizes:
             sizes.append(candidate)
     return sizes
+
+
+def flat_inputs(inputs) -> list:
+    """The leaves of a method's inputs (tensors and scalars) in torch.export's order: what
+    ExecuTorch's ``Method.execute`` takes."""
+    from torch.utils._pytree import tree_leaves
+
+    return list(tree_leaves(tuple(inputs)))

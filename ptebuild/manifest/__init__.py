@@ -11,13 +11,21 @@ from ptebuild.lazy import lazy_exports
 
 _EXPORTS = {
     "load_manifest": "load",
-    "BuildPlan": "plan",
-    "MethodPlan": "plan",
-    "ProgramPlan": "plan",
-    "ShimPlan": "plan",
+    "BuildPlan": "..plan",
+    "MethodPlan": "..plan",
+    "ProgramPlan": "..plan",
+    "ShimPlan": "..plan",
 }
 
 __all__ = sorted(_EXPORTS)
+
+TYPE_CHECKING = False  # what the type checker sees of the table above; nothing is imported at run time
+if TYPE_CHECKING:
+    from ptebuild.manifest.load import load_manifest as load_manifest
+    from ptebuild.plan import BuildPlan as BuildPlan
+    from ptebuild.plan import MethodPlan as MethodPlan
+    from ptebuild.plan import ProgramPlan as ProgramPlan
+    from ptebuild.plan import ShimPlan as ShimPlan
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -116,6 +116,14 @@ def _resolve_program(
     if len(set(chosen)) != len(chosen):
         raise ManifestError(f"{display}: {where}.methods: lists a method twice")
     options = _resolve_options(display, manifest, name, program, backend_name, backend)
+    if backend.static_shapes:
+        dynamic = next((methods[m] for m in chosen if methods[m].dims), None)
+        if dynamic is not None:
+            dims = ", ".join(d.name for d in dynamic.dims)
+            raise ManifestError(
+                f"{display}: {where}.methods: method {dynamic.name!r} has dynamic dims ({dims}) and backend "
+                f"{backend_name!r} {backend.static_shapes}; give this program a model whose shapes are fixed"
+            )
     if program.data_name is None and backend.requires_data_name:
         raise DataNameError(
             f"{display}: {where}.data_name: missing; backend {backend_name!r} writes its weights to a .ptd: "

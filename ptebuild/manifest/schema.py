@@ -9,7 +9,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ptebuild.backends import BackendName
 
@@ -48,15 +58,24 @@ class DynamicDim(_Strict):
 
 
 class InputSpec(_Strict):
-    """One example input of a method: its shape (ints, or names of dynamic dims) and dtype."""
+    """One input of a method: a tensor (its ``shape``: ints, or names of dynamic dims, and
+    ``dtype``), a scalar (its ``value``: torch.export specialises on it), or a tuple, list or dict
+    of inputs (``items``; a dict's keys are the items' names)."""
 
     name: str
-    shape: list[Annotated[int, Field(ge=0)] | str]
+    shape: list[Annotated[int, Field(ge=0)] | str] | None = None
+    """A tensor's shape."""
     dtype: DType = "float32"
     low: float | None = None
     """Smallest value of a generated example (integers: inclusive; default 0)."""
     high: float | None = None
     """Largest value of a generated example (integers: exclusive; default 10)."""
+    items: list[InputSpec] | None = None
+    """The inputs a ``container`` holds, in order: a recurrent state ``(h, c)``, a dict of observations."""
+    container: Literal["tuple", "list", "dict"] | None = None
+    """What ``items`` make: a tuple (default), a list, or a dict keyed by the items' names."""
+    value: StrictBool | StrictInt | StrictFloat | None = None
+    """A scalar input's value (``true``, ``3``, ``0.5``): the program is exported for this value."""
 
     @field_validator("name")
     @classmethod
@@ -64,6 +83,44 @@ class InputSpec(_Strict):
         if not _IDENTIFIER.fullmatch(value):
             raise ValueError(f"input name {value!r} is not a Python identifier")
         return value
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        given = [key for key in ("shape", "items", "value") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"input {self.name!r}: give one of shape (a tensor), items (a tuple, list or dict of inputs) "
+                f"or value (a scalar){', not ' + ' and '.join(given) if given else ''}"
+            )
+        if self.items is None and self.container is not None:
+            raise ValueError(f"input {self.name!r}: container needs items")
+        if self.shape is None:
+            extra = sorted({"dtype", "low", "high"} & self.model_fields_set)
+            if extra:
+                raise ValueError(f"input {self.name!r}: {', '.join(extra)} apply to a tensor (an input with a shape)")
+        if self.items is not None:
+            names = [item.name for item in self.items]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"input {self.name!r}: items name {twice[0]!r} twice")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_kinds(self, handler):
+        """A tensor input dumps as it always did (its program's key stays what it was)."""
+        data = handler(self)
+        for key in ("items", "container", "value"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+    @property
+    def kind(self) -> str:
+        if self.value is not None:
+            return "scalar"
+        if self.items is not None:
+            return self.container or "tuple"
+        return "tensor"
 
 
 class MethodSpec(_Strict):
@@ -132,6 +189,9 @@ class ProgramSpec(_Strict):
     compile_specs: dict[str, Any] = {}
     """Backend compile specs (cuda: platform, max_autotune, ...); validated with ``options``."""
     check: CheckSpec = CheckSpec()
+    bundle_io: bool = False
+    """Also write ``<program>.bpte``: ExecuTorch's BundledProgram, the program with the check's
+    inputs and eager PyTorch's outputs for each method, for a device to verify it."""
 
 
 class Defaults(_Strict):
@@ -145,6 +205,8 @@ class Defaults(_Strict):
     """Backend options by backend name, merged under each program's ``options``."""
     compile_specs: dict[BackendName, dict[str, Any]] = {}
     """Compile specs by backend name, merged under each program's ``compile_specs``."""
+    dist: str = "dist"
+    """The folder ``ptebuild pack`` writes the manifest's bundles into, relative to the manifest."""
 
 
 class ShimLibrarySpec(_Strict):
@@ -156,6 +218,19 @@ class ShimLibrarySpec(_Strict):
     keep_order: bool = False
 
 
+class BundleSpec(_Strict):
+    """A release bundle: some of the manifest's programs in one archive (``ptebuild pack --bundle NAME``)."""
+
+    programs: list[str] = Field(min_length=1)
+    """Program names or globs (``policy_xnnpack*``); each program brings its ``.ptd`` and ``.bpte``."""
+    output: str | None = None
+    """The archive's file name, ``NAME.tar.gz``, ``NAME.tgz`` or ``NAME.zip``; default ``<bundle>.tar.gz``."""
+    include: list[str] = []
+    """Extra files (globs relative to the manifest) packed into the bundle under their file names."""
+    bundle_io: bool = False
+    """Every program of the bundle also writes ``<program>.bpte`` (as ``bundle_io`` on the program)."""
+
+
 class Manifest(_Strict):
     """A ptebuild manifest."""
 
@@ -164,6 +239,8 @@ class Manifest(_Strict):
     programs: dict[str, ProgramSpec] = {}
     shims: dict[str, ShimLibrarySpec] = {}
     """Import libraries to generate, by output name."""
+    bundles: dict[str, BundleSpec] = {}
+    """Release bundles, by name: ``ptebuild pack`` writes each one (``--bundle NAME``: one of them)."""
 
     @model_validator(mode="after")
     def _something_to_build(self):

@@ -38,5 +38,24 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+TYPE_CHECKING = False  # what the type checker sees of the table above; nothing is imported at run time
+if TYPE_CHECKING:
+    from ptebuild.release.archive import write_archive as write_archive
+    from ptebuild.release.bundle import BundleReport as BundleReport
+    from ptebuild.release.bundle import verify_bundle as verify_bundle
+    from ptebuild.release.lock import Lock as Lock
+    from ptebuild.release.lock import LockEntry as LockEntry
+    from ptebuild.release.lock import Mismatch as Mismatch
+    from ptebuild.release.lock import MismatchKind as MismatchKind
+    from ptebuild.release.lock import check_locked as check_locked
+    from ptebuild.release.lock import compare_lock as compare_lock
+    from ptebuild.release.lock import lock_entries_from_record as lock_entries_from_record
+    from ptebuild.release.lock import lock_entry_from_result as lock_entry_from_result
+    from ptebuild.release.lock import read_lock as read_lock
+    from ptebuild.release.lock import write_lock as write_lock
+    from ptebuild.release.pack import PackResult as PackResult
+    from ptebuild.release.pack import pack_from_cache as pack_from_cache
+    from ptebuild.release.provenance import provenance_statement as provenance_statement
+
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

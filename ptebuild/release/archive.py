@@ -31,7 +31,7 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import IO, BinaryIO, Literal, get_args
 
 from ptebuild.atomic import atomic_output
 from ptebuild.errors import UsageError
@@ -65,10 +65,15 @@ class Entry:
             raise ValueError(f"{self.name}: give exactly one of source and data")
 
     def size(self) -> int:
-        return len(self.data) if self.data is not None else os.stat(self.source).st_size  # type: ignore[arg-type]
+        return len(self.data) if self.data is not None else os.stat(self._source()).st_size
 
-    def open(self):
-        return io.BytesIO(self.data) if self.data is not None else open(self.source, "rb")  # type: ignore[arg-type]
+    def open(self) -> IO[bytes]:
+        return io.BytesIO(self.data) if self.data is not None else open(self._source(), "rb")
+
+    def _source(self) -> Path:
+        if self.source is None:  # never: __post_init__ took exactly one of source and data
+            raise ValueError(f"{self.name}: has no source file")
+        return self.source
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class ArchiveResult:
     """Every entry written, in order (folders end with ``/``)."""
 
 
-def archive_format(path: str | Path) -> ArchiveFormat:
+def archive_format(path: str | os.PathLike[str]) -> ArchiveFormat:
     """The format a file name asks for. Raises UsageError for any other ending."""
     name = Path(path).name.lower()
     for suffix, fmt in SUFFIXES.items():
@@ -171,7 +176,7 @@ def _tar_info(name: str, stamp: int, mode: int, kind: bytes, size: int = 0) -> t
     return info
 
 
-def _write_tar_gz(out, dirs: list[str], files: list[Entry], stamp: int) -> None:
+def _write_tar_gz(out: BinaryIO, dirs: list[str], files: list[Entry], stamp: int) -> None:
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=GZIP_LEVEL) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
             for name in dirs:
@@ -192,7 +197,7 @@ def _zip_info(name: str, stamp: int, mode: int) -> zipfile.ZipInfo:
     return info
 
 
-def _write_zip(out, dirs: list[str], files: list[Entry], stamp: int) -> None:
+def _write_zip(out: BinaryIO, dirs: list[str], files: list[Entry], stamp: int) -> None:
     with zipfile.ZipFile(out, mode="w", compression=zipfile.ZIP_DEFLATED, compresslevel=GZIP_LEVEL) as zf:
         for name in dirs:
             info = _zip_info(name, stamp, 0o040000 | DIR_MODE)

@@ -14,7 +14,9 @@ Two passes over the archive:
    manifest's digest among its external parameters; the lock, when
    there is one, is compared with the bundle's build record; and the record's targets are
    verified as :func:`~ptebuild.runtime.verify.verify_folder` does (sizes, digests, every
-   ``.pte``'s keys in its ``.ptd``, every blob's bytes against its key).
+   ``.pte``'s keys in its ``.ptd``, every blob's bytes against its key, every ``.bpte`` against
+   its ``.pte``, and with ``runtime`` every program against that ExecuTorch runtime); and
+   ``selected_operators.yaml``, when there is one, must list what the ``.pte`` files call.
 
 The runtime readers (:func:`~ptebuild.runtime.read_pte`, ``read_ptd``) take paths, so for the
 last check the build record and the outputs it names are copied, while they are hashed, into
@@ -25,6 +27,7 @@ plain file names. Nothing is ever written where the archive's names point.
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import tarfile
@@ -32,9 +35,9 @@ import tempfile
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +49,8 @@ from ptebuild.release.archive import archive_format
 from ptebuild.release.lock import LOCK_NAME, compare_lock, loads_lock, lock_entries_from_record
 from ptebuild.release.pack import SUMS_NAME
 from ptebuild.release.provenance import PROVENANCE_NAME, subjects_of
+from ptebuild.runtime.compat import Version, version_text
+from ptebuild.runtime.oplist import OPLIST_NAME
 from ptebuild.runtime.record import RECORD_NAME
 from ptebuild.runtime.verify import TargetReport
 
@@ -68,6 +73,10 @@ class _Member:
     handle: Any
 
 
+Opener = Callable[[_Member], IO[bytes]]
+"""Opens a file entry of the archive for reading."""
+
+
 @dataclass(frozen=True)
 class BundleReport:
     """What verifying a bundle found. ``problems``: one line each about the archive itself."""
@@ -78,6 +87,8 @@ class BundleReport:
     """The bundle's files, relative to its folder."""
     problems: tuple[str, ...] = ()
     targets: tuple[TargetReport, ...] = field(default=())
+    runtime: str | None = None
+    """The runtime version the programs were judged against (None: not asked)."""
 
     @property
     def ok(self) -> bool:
@@ -91,6 +102,7 @@ class BundleReport:
         return {
             "bundle": str(self.path),
             "folder": self.folder,
+            "runtime": self.runtime,
             "ok": self.ok,
             "files": list(self.files),
             "problems": list(self.problems),
@@ -98,7 +110,7 @@ class BundleReport:
         }
 
 
-def is_bundle_path(path: str | Path) -> bool:
+def is_bundle_path(path: str | os.PathLike[str]) -> bool:
     """True if ``path``'s name ends like an archive ptebuild packs."""
     try:
         archive_format(path)
@@ -107,8 +119,9 @@ def is_bundle_path(path: str | Path) -> bool:
     return True
 
 
-def verify_bundle(path: str | Path) -> BundleReport:
-    """Verify the bundle at ``path`` (see the module docstring); never unpacks it.
+def verify_bundle(path: str | os.PathLike[str], runtime: Version | None = None) -> BundleReport:
+    """Verify the bundle at ``path`` (see the module docstring); never unpacks it. ``runtime``:
+    also judge each program against that ExecuTorch runtime version.
 
     Raises:
         UsageError: ``path`` is not a file, or not named ``.tar.gz``/``.tgz``/``.zip``.
@@ -123,12 +136,34 @@ def verify_bundle(path: str | Path) -> BundleReport:
         if problems:
             return BundleReport(path, folder, problems=tuple(problems))
         files = {m.name[len(folder) + 1:]: m for m in members if m.kind == "file"}
-        return _verify_contents(path, folder, files, read)
+        report = _verify_contents(path, folder, files, read, runtime)
+        return replace(report, runtime=version_text(runtime)) if runtime is not None else report
 
 
 @contextmanager
-def _open_archive(path: Path) -> Iterator[tuple[list[_Member], Any]]:
-    """Yields the archive's members and a function opening one for reading."""
+def bundle_files(path: str | Path) -> Iterator[tuple[str, dict[str, _Member], Opener]]:
+    """Yields a bundle's folder, its files (name inside the folder -> entry) and a function
+    opening an entry for reading; never unpacks it.
+
+    Raises:
+        UsageError: ``path`` is not a bundle's name or file, or it holds an unsafe entry (the
+            first one named).
+        FormatError: the archive cannot be read.
+    """
+    path = Path(path)
+    archive_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file (give a bundle written by `ptebuild pack`)")
+    with _open_archive(path) as (members, read):
+        problems, folder = _unsafe_entries(path, members)
+        if problems:
+            raise UsageError(problems[0])
+        yield folder, {m.name[len(folder) + 1:]: m for m in members if m.kind == "file"}, read
+
+
+@contextmanager
+def _open_archive(path: Path) -> Iterator[tuple[list[_Member], Opener]]:
+    """Yields the archive's members and a function opening one (a file) for reading."""
     fmt = archive_format(path)
     try:
         if fmt == "zip":
@@ -138,7 +173,14 @@ def _open_archive(path: Path) -> Iterator[tuple[list[_Member], Any]]:
         else:
             with tarfile.open(path, mode="r:gz") as tar:
                 members = [_tar_member(info) for info in tar.getmembers()]
-                yield members, lambda m: tar.extractfile(m.handle)
+
+                def extract(m: _Member) -> IO[bytes]:
+                    f = tar.extractfile(m.handle)
+                    if f is None:  # a tar opens files only; only the bundle's files are opened
+                        raise FormatError(f"{path}: {m.name}: not a file")
+                    return f
+
+                yield members, extract
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         if isinstance(exc, OSError) and exc.filename is not None:
             raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
@@ -237,14 +279,14 @@ def _bundle_folder(members: list[_Member]) -> str:
     return members[0].name.split("/")[0] if members else ""
 
 
-def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read) -> BundleReport:
+def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read: Opener, runtime: Version | None = None) -> BundleReport:
     problems: list[str] = []
     prefix = f"{path.name}: {folder}/"
     metadata = {}
-    for name in (SUMS_NAME, RECORD_NAME, PROVENANCE_NAME, LOCK_NAME):
+    for name in (SUMS_NAME, RECORD_NAME, PROVENANCE_NAME, LOCK_NAME, OPLIST_NAME):
         member = files.get(name)
         if member is None:
-            if name != LOCK_NAME:
+            if name not in (LOCK_NAME, OPLIST_NAME):
                 problems.append(f"{prefix}{name}: missing (not a bundle written by `ptebuild pack`?)")
             continue
         if member.size > _METADATA_LIMIT:
@@ -270,8 +312,26 @@ def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read) -
         if record is not None:
             from ptebuild.runtime.verify import verify_folder
 
-            targets = verify_folder(scratch, verify_bytes=True).targets
+            targets = verify_folder(scratch, verify_bytes=True, runtime=runtime).targets
+            if OPLIST_NAME in metadata:
+                problems += _check_oplist(metadata[OPLIST_NAME], record, Path(scratch), prefix)
     return BundleReport(path, folder, tuple(sorted(files)), tuple(problems), targets)
+
+
+def _check_oplist(data: bytes, record: dict[str, Any], scratch: Path, prefix: str) -> list[str]:
+    """The bundle's operator list against the one its ``.pte`` files give."""
+    from ptebuild.runtime.oplist import merge, program_operators, selected_operators_yaml
+
+    ptes = sorted(file for entry in record["targets"].values() if entry.get("kind", "program") == "program"
+                  for file in entry["outputs"] if file.endswith(".pte") and (scratch / file).is_file())
+    try:
+        expected = selected_operators_yaml(merge(program_operators(scratch / pte) for pte in ptes))
+    except (FormatError, OSError):
+        return []  # the program's own check reports it
+    if data != expected:
+        return [f"{prefix}{OPLIST_NAME}: does not list the operators and kernels of {', '.join(ptes)} "
+                "(edited after packing?)"]
+    return []
 
 
 def _hash_stream(f: IO[bytes], copy_to: Path | None) -> str:
@@ -284,7 +344,7 @@ def _hash_stream(f: IO[bytes], copy_to: Path | None) -> str:
     return digest
 
 
-def _parse_record(data: bytes | None, prefix: str, problems: list[str]) -> dict | None:
+def _parse_record(data: bytes | None, prefix: str, problems: list[str]) -> dict[str, Any] | None:
     if data is None:
         return None
     from ptebuild.runtime.record import _validate
@@ -357,7 +417,7 @@ def _check_provenance(data: bytes | None, digests: dict[str, str], outputs: set[
     return problems
 
 
-def _manifest_parameter(statement: dict) -> tuple[str, str] | None:
+def _manifest_parameter(statement: dict[str, Any]) -> tuple[str, str] | None:
     """``(file name, sha256)`` of the manifest the statement names, if it names one."""
     try:
         manifest = statement["predicate"]["buildDefinition"]["externalParameters"]["manifest"]
@@ -367,7 +427,7 @@ def _manifest_parameter(statement: dict) -> tuple[str, str] | None:
     return (name, sha256) if isinstance(name, str) and isinstance(sha256, str) else None
 
 
-def _check_lock(data: bytes, record: dict, prefix: str) -> list[str]:
+def _check_lock(data: bytes, record: dict[str, Any], prefix: str) -> list[str]:
     try:
         lock = loads_lock(data.decode("utf-8"), f"{prefix}{LOCK_NAME}")
     except (FormatError, UnicodeDecodeError) as exc:

@@ -7,7 +7,7 @@ as a small diff::
 
     # ptebuild.lock: written by `ptebuild lock`; commit it, do not edit it.
     format = "ptebuild-lock"
-    version = 1
+    version = 2
     manifest = "robot.toml"                 # the manifest's file name (same folder)
 
     [targets.policy_xnnpack]
@@ -28,6 +28,19 @@ as a small diff::
     [targets.policy_xnnpack.outputs."policy_xnnpack.pte"]
     sha256 = "06d4267f..."
     size = 6512
+    [targets.policy_xnnpack.runtime]        # the runtimes that load it (ptebuild.runtime.compat)
+    writer = "1.5.1"                        # the executorch release that wrote it
+    minimum = "0.7.0"                       # the oldest runtime that reads every feature it uses
+    guaranteed = ">=1.5.1,<1.7.0"           # what ExecuTorch's compatibility policy promises
+    backends = ["XnnpackBackend"]
+    [targets.policy_xnnpack.runtime.requires]   # feature -> the first runtime that reads it
+    external-data = "0.7.0"
+    [targets.policy_xnnpack.runtime.files."policy_xnnpack.pte"]
+    format = "ET12"                         # file identifier; ET12 .pte, FT01 .ptd, BP08 .bpte
+    schema_version = 0
+
+Versions: 2 added ``runtime``; version 1 (without it) is still read. A reader refuses fields it
+does not know, so a new field is a new version.
 
 Empty tables are left out. ``deps`` is absent when the build record had no discovered
 dependencies for the target (an older record), and then :func:`compare_lock` does not compare
@@ -47,10 +60,13 @@ from typing import Any
 from ptebuild.errors import FormatError, UsageError
 from ptebuild.keyinputs import InputKind, InputName, change_words, describe_change, toolchain
 from ptebuild.results import ActionResult, Dependencies, OutputFile
+from ptebuild.runtime.compat import RuntimeSupport
 
 LOCK_NAME = "ptebuild.lock"
 FORMAT = "ptebuild-lock"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
+"""The versions this ptebuild reads (it writes :data:`VERSION`)."""
 HEADER = "# ptebuild.lock: written by `ptebuild lock`; commit it, do not edit it.\n"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _FIX = "regenerate it with `ptebuild lock MANIFEST`"
@@ -79,6 +95,8 @@ class LockEntry:
     """The action key's breakdown, by input name (``source:<file>``, ``toolchain.torch``...)."""
     deps: Dependencies | None = None
     outputs: tuple[OutputFile, ...] | None = None
+    runtime: RuntimeSupport | None = None
+    """The runtimes that load the program's outputs (None: a shim library, or not known)."""
 
     def output(self, name: str) -> OutputFile | None:
         return next((o for o in self.outputs or () if o.name == name), None)
@@ -99,13 +117,16 @@ class LockEntry:
             table["deps"] = {"sources": dict(self.deps.sources), "dists": dict(self.deps.dists)}
         if self.outputs is not None:
             table["outputs"] = {o.name: {"sha256": o.sha256, "size": o.size} for o in self.outputs}
-        return _sorted(table)
+        if self.runtime is not None:
+            table["runtime"] = {k: v for k, v in self.runtime.to_json().items() if v is not None and v != {} and v != []}
+        ordered: dict[str, Any] = _sorted(table)  # a dict sorts into a dict
+        return ordered
 
     @classmethod
     def from_toml(cls, name: str, table: Any, where: str) -> LockEntry:
         """Raises FormatError naming ``where`` (``file: targets.NAME``) and the bad field."""
         table = _expect(table, dict, where, "a table")
-        unknown = sorted(set(table) - {"kind", "key", "backend", "deps", "outputs", *_INPUT_TABLES})
+        unknown = sorted(set(table) - {"kind", "key", "backend", "deps", "outputs", "runtime", *_INPUT_TABLES})
         if unknown:
             raise FormatError(f"{where}.{unknown[0]}: unknown field ({_FIX})")
         inputs: dict[str, str] = {}
@@ -134,6 +155,12 @@ class LockEntry:
                     raise FormatError(f"{at}.size: expected a size in bytes ({_FIX})")
                 files.append(OutputFile(file, sha256, size))
             outputs = tuple(files)
+        runtime = None
+        if "runtime" in table:
+            try:
+                runtime = RuntimeSupport.from_json({"files": {}, **_expect(table["runtime"], dict, f"{where}.runtime", "a table")})
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"{where}.runtime: {exc} ({_FIX})") from None
         backend = table.get("backend")
         return cls(
             name=name,
@@ -143,6 +170,7 @@ class LockEntry:
             inputs=inputs,
             deps=deps,
             outputs=outputs,
+            runtime=runtime,
         )
 
 
@@ -200,8 +228,8 @@ class Mismatch:
 def lock_entries_from_record(record_targets: Mapping[str, Any]) -> dict[str, LockEntry]:
     """Lock entries from a build record's ``targets`` (``ptebuild.json``).
 
-    Tolerates entries without ``inputs``/``deps``/``key`` (records written before they were
-    added): those parts are empty, and ``deps`` is None.
+    Tolerates entries without ``inputs``/``deps``/``key``/``runtime`` (records written before
+    they were added): those parts are empty, and ``deps`` and ``runtime`` are None.
     """
     entries = {}
     for name, entry in sorted(record_targets.items()):
@@ -216,8 +244,18 @@ def lock_entries_from_record(record_targets: Mapping[str, Any]) -> dict[str, Loc
             inputs={str(k): str(v) for k, v in (entry.get("inputs") or {}).items()},
             deps=Dependencies.from_json(entry["deps"]) if entry.get("deps") is not None else None,
             outputs=outputs,
+            runtime=_runtime(entry.get("runtime")),
         )
     return entries
+
+
+def _runtime(data: Any) -> RuntimeSupport | None:
+    if data is None:
+        return None
+    try:
+        return RuntimeSupport.from_json(data)
+    except (TypeError, ValueError):
+        return None  # an entry a newer or broken ptebuild wrote: the lock leaves it out
 
 
 def lock_entry_from_result(result: ActionResult, with_outputs: bool = True) -> LockEntry:
@@ -257,9 +295,10 @@ def loads_lock(text: str, source: str) -> Lock:
         raise FormatError(f"{source}: not valid TOML: {exc} ({_FIX})") from None
     if document.get("format") != FORMAT:
         raise FormatError(f"{source}: format: not a ptebuild lockfile, expected format = {FORMAT!r} ({_FIX})")
-    if document.get("version") != VERSION:
+    if document.get("version") not in READS:
         raise FormatError(
-            f"{source}: version: lockfile version {document.get('version')!r}, this ptebuild reads {VERSION} ({_FIX})"
+            f"{source}: version: lockfile version {document.get('version')!r}, this ptebuild reads "
+            f"{' and '.join(map(str, READS))} ({_FIX})"
         )
     manifest = document.get("manifest")
     if manifest is not None and not isinstance(manifest, str):
@@ -368,10 +407,11 @@ def _compare_entry(old: LockEntry, new: LockEntry) -> list[Mismatch]:
                                   f"{prefix}: {describe_change(name, before, after, detail=True)}"))
     if old.deps is not None and new.deps is not None:
         for group, label in (("sources", "discovered source file"), ("dists", "discovered distribution")):
-            before, after = dict(getattr(old.deps, group)), dict(getattr(new.deps, group))
-            for dep in sorted(set(before) | set(after)):
-                if before.get(dep) != after.get(dep):
-                    change = change_words(before.get(dep), after.get(dep), digest=group == "sources", detail=True)
+            old_deps: dict[str, str] = dict(getattr(old.deps, group))
+            new_deps: dict[str, str] = dict(getattr(new.deps, group))
+            for dep in sorted(set(old_deps) | set(new_deps)):
+                if old_deps.get(dep) != new_deps.get(dep):
+                    change = change_words(old_deps.get(dep), new_deps.get(dep), digest=group == "sources", detail=True)
                     found.append(Mismatch(MismatchKind.STALE, new.name, f"deps.{group}:{dep}", f"{prefix}: {label} {dep} {change}"))
     only_ignored = bool(changed) and not (changed - ignored)
     if old.key != new.key and new.key and not only_ignored:

@@ -5,15 +5,25 @@ Layout: every file lies in one folder named after the archive (``robot-1.2.tar.g
 
     robot-1.2/
       SHA256SUMS              "<sha256>  <name>\\n" for every other file, sorted (sha256sum -c)
-      policy_xnnpack.pte      every output of every target of the manifest ...
+      policy_xnnpack.pte      every output of every target of the manifest (or the bundle) ...
       policy_xnnpack_weights.ptd
+      policy_xnnpack.bpte     the program with its test cases (``bundle_io``)
       ptebuild.json           the build record of these targets (see below)
-      ptebuild.lock           the lock, when there is one
+      ptebuild.lock           the lock, when there is one (a bundle's: its targets only)
       provenance.intoto.json  in-toto Statement v1, SLSA Provenance v1 (:mod:`.provenance`)
       robot.toml              the manifest
+      selected_operators.yaml the operators and kernels the programs call, for a selective
+                              runtime build (:mod:`ptebuild.runtime.oplist`)
+      LICENSE ...             the bundle's ``include`` files, by file name
+
+**Bundles.** A manifest may declare bundles (``[bundles.android] programs = [...]``): ``pack``
+with ``bundle`` packs that one's programs (each with its ``.ptd`` and ``.bpte``, a shared
+weights file too), its ``include`` files, the lock's entries of its programs, and names it in
+the provenance, into ``<dist>/<its archive name>`` unless told where.
 
 The record in a bundle is rebuilt from the targets' lock entries (kind, backend, action key,
-inputs, discovered deps, outputs) and names the manifest by its file name: what a build record
+inputs, discovered deps, outputs, and the runtimes that load each program, read anew from the
+files packed) and names the manifest by its file name: what a build record
 says about the machine or the folder it was built in is left out, so two builds in two folders
 pack into the same bytes, and a bundle packed from the cache is byte-identical to one packed
 from the output folder. Archives are written by :mod:`.archive`.
@@ -31,11 +41,16 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptebuild.errors import CorruptObject, PackError, StoreError, UsageError
+from ptebuild.errors import CorruptObject, ManifestError, PackError, StoreError, UsageError
+from ptebuild.hashing import hash_file
+from ptebuild.keyinputs import toolchain
+from ptebuild.manifest.typos import did_you_mean
+from ptebuild.names import case_key
+from ptebuild.plan import BuildPlan, BundlePlan
 from ptebuild.release.archive import (
     ArchiveResult,
     Entry,
@@ -44,13 +59,20 @@ from ptebuild.release.archive import (
     reproducible_timestamp,
     write_archive,
 )
-from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, lock_entries_from_record, read_lock
+from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, dumps_lock, lock_entries_from_record, read_lock
 from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, provenance_statement
+from ptebuild.runtime.compat import RuntimeSupport, support_of_outputs
+from ptebuild.runtime.oplist import OPLIST_NAME, merge, program_operators, selected_operators_yaml
 from ptebuild.runtime.record import FORMAT as RECORD_FORMAT
 from ptebuild.runtime.record import RECORD_NAME, read_build_record
 from ptebuild.runtime.record import VERSION as RECORD_VERSION
 
+if TYPE_CHECKING:
+    from ptebuild.store.frontend import Cache
+
 SUMS_NAME = "SHA256SUMS"
+_RESERVED = frozenset({SUMS_NAME, RECORD_NAME, LOCK_NAME, PROVENANCE_NAME, OPLIST_NAME})
+"""The names of what ptebuild writes into a bundle beside the outputs."""
 _CHUNK = 1 << 20
 
 
@@ -62,6 +84,10 @@ class PackResult:
     targets: tuple[str, ...]
     files: tuple[str, ...]
     """The files of the bundle, relative to its folder, sorted."""
+    bundle: str | None = None
+    """The manifest's bundle packed (None: the whole manifest)."""
+    operators: tuple[str, ...] = ()
+    """The operators its ``selected_operators.yaml`` lists."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,37 +96,42 @@ class PackResult:
             "sha256": self.archive.sha256,
             "bytes": self.archive.size,
             "folder": self.folder,
+            "bundle": self.bundle,
             "targets": list(self.targets),
             "files": list(self.files),
+            "operators": list(self.operators),
         }
 
 
 def pack(
-    out_dir: str | Path | None,
+    out_dir: str | os.PathLike[str] | None,
     manifest_path: str | Path,
     lock_path: str | Path | None,
-    dest: str | Path,
+    dest: str | os.PathLike[str] | None,
+    bundle: str | None = None,
 ) -> PackResult:
-    """Pack the targets of ``manifest_path`` built into ``out_dir`` (None: the manifest's).
+    """Pack the targets of ``manifest_path`` built into ``out_dir`` (None: the manifest's), or
+    those of its bundle ``bundle``, into ``dest`` (None, for a bundle: ``<dist>/<its archive>``).
 
     Raises:
-        UsageError: bad archive name, no build record, unreadable manifest or lock.
-        ManifestError: the manifest is invalid.
+        UsageError: bad archive name, no build record, unreadable manifest or lock, no such bundle.
+        ManifestError: the manifest is invalid, or an ``include`` glob matches nothing.
         PackError: a target was not built, fails verification, or differs from the lock;
             nothing is written then.
     """
     from ptebuild.manifest import load_manifest
     from ptebuild.runtime.verify import verify_folder
 
-    dest = Path(dest)
-    archive_format(dest)
     manifest_path = Path(manifest_path)
     plan = load_manifest(manifest_path)
+    chosen = _bundle_of(plan, bundle)
+    dest = _destination(plan, chosen, dest)
+    archive_format(dest)
     folder = Path(out_dir) if out_dir is not None else plan.out_dir()
     record = read_build_record(folder) if folder.is_dir() else None
     if record is None:
         raise UsageError(f"{folder}: no {RECORD_NAME} (build the manifest first: `ptebuild build {manifest_path}`)")
-    wanted = [p.name for p in plan.programs] + [s.name for s in plan.shims]
+    wanted = list(chosen.programs) if chosen else [p.name for p in plan.programs] + [s.name for s in plan.shims]
     unbuilt = [name for name in wanted if name not in record.targets]
     if unbuilt:
         raise PackError(
@@ -118,41 +149,61 @@ def pack(
     targets = {name: record.targets[name] for name in sorted(wanted)}
     lock = read_lock(lock_path) if lock_path is not None else None
     if lock is not None:
-        mismatches = compare_lock(lock, lock_entries_from_record(targets))
+        mismatches = compare_lock(lock, lock_entries_from_record(targets), subset=chosen is not None)
         if mismatches:
             more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
-    return _write_bundle(dest, files, targets, manifest_path, lock)
+    return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
+                         _included(plan, chosen, files))
 
 
 def pack_from_cache(
     lock: Lock | str | Path,
-    cache,
-    dest: str | Path,
+    cache: Cache | str | os.PathLike[str],
+    dest: str | os.PathLike[str] | None,
     manifest_path: str | Path | None = None,
+    bundle: str | None = None,
 ) -> PackResult:
-    """Pack the outputs the lock names, restored by digest from ``cache``: a
-    :class:`~ptebuild.store.frontend.Cache` (the local folder, and a remote one if it has it) or a
-    local cache folder.
+    """Pack the outputs the lock names (those of the manifest's bundle ``bundle`` only, when
+    given), restored by digest from ``cache``: a :class:`~ptebuild.store.frontend.Cache` (the
+    local folder, and a remote one if it has it) or a local cache folder.
 
-    ``manifest_path`` defaults to the lock's ``manifest``, beside the lock.
+    ``manifest_path`` defaults to the lock's ``manifest``, beside the lock; ``dest`` (None, for a
+    bundle) to ``<dist>/<the bundle's archive>``.
 
     Raises:
         PackError: programs are missing from the cache (all of them named) or corrupt there,
             or the restored files fail verification; nothing is written then.
-        UsageError / FormatError: unreadable lock or manifest, bad archive name.
+        UsageError / FormatError: unreadable lock or manifest, bad archive name, no such bundle
+            or a bundle's program the lock lacks.
     """
     from ptebuild.runtime.verify import verify_folder
 
-    dest = Path(dest)
-    archive_format(dest)
     if not isinstance(lock, Lock):
         lock = read_lock(lock)
     manifest_path = Path(manifest_path) if manifest_path is not None else _lock_manifest(lock)
+    chosen = None
+    plan = None
+    if bundle is not None or dest is None:
+        from ptebuild.manifest import load_manifest
+
+        plan = load_manifest(manifest_path)
+        chosen = _bundle_of(plan, bundle)
+    dest = _destination(plan, chosen, dest)
+    archive_format(dest)
     if not lock.entries:
         raise PackError(f"{lock.path}: the lock names no targets; nothing packed")
-    unlisted = [name for name, entry in lock.entries.items() if not entry.outputs]
+    entries = dict(lock.entries)
+    if chosen is not None:
+        absent = [name for name in chosen.programs if name not in entries]
+        if absent:
+            raise UsageError(
+                f"{lock.path}: no entry for {', '.join(absent)} of bundle {chosen.name!r} "
+                f"(the lock is stale: run `ptebuild lock {manifest_path}`)"
+            )
+        entries = {name: entries[name] for name in chosen.programs}
+    unlisted = [name for name, entry in entries.items() if not entry.outputs]
     if unlisted:
         raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed")
     if isinstance(cache, (str, os.PathLike)):
@@ -160,9 +211,10 @@ def pack_from_cache(
 
         cache = Cache.for_folder(cache)
     where = str(cache.local_root) if cache.local_root is not None else ", ".join(t.name for t in cache.tiers)
-    absent_digests = set(cache.missing_blobs([o.sha256 for e in lock.entries.values() for o in e.outputs or ()]))
+    outputs = [o for e in entries.values() for o in e.outputs or ()]
+    absent_digests = set(cache.missing_blobs([o.sha256 for o in outputs], {o.sha256: o.size for o in outputs}))
     missing = []
-    for name, entry in sorted(lock.entries.items()):
+    for name, entry in sorted(entries.items()):
         absent = [o.name for o in entry.outputs or () if o.sha256 in absent_digests]
         if absent:
             missing.append(f"{name} ({', '.join(absent)})")
@@ -177,15 +229,17 @@ def pack_from_cache(
         raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
     with tempfile.TemporaryDirectory(prefix=".ptebuild-pack-", dir=dest.parent) as staging:
         folder = Path(staging)
-        for name, entry in sorted(lock.entries.items()):
+        for name, entry in sorted(entries.items()):
             for output in entry.outputs or ():
+                if (folder / output.name).exists():
+                    continue  # a weights file two programs share, restored once
                 try:
-                    cache.fetch_blob(output.sha256, folder / output.name)
+                    cache.fetch_blob(output.sha256, folder / output.name, output.size)
                 except CorruptObject as exc:
                     raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
                 except StoreError as exc:
                     raise PackError(f"{name}: {exc}; nothing packed") from None
-        targets = _record_targets(lock.entries, manifest_path.name)
+        targets = _record_targets(entries, manifest_path.name)
         record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "manifest": manifest_path.name, "targets": targets}
         (folder / RECORD_NAME).write_text(json.dumps(record, sort_keys=True, indent=1) + "\n", encoding="utf-8")
         report = verify_folder(folder, verify_bytes=True)
@@ -193,7 +247,75 @@ def pack_from_cache(
             first = report.failed[0]
             raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed")
         files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
-        return _write_bundle(dest, files, targets, manifest_path, lock)
+        extras = _included(plan, chosen, files) if plan is not None else {}
+        return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras)
+
+
+def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:
+    """The plan's bundle called ``name`` (None for None); UsageError naming the choices otherwise."""
+    if name is None:
+        return None
+    found = plan.bundle(name)
+    if found is None:
+        names = [b.name for b in plan.bundles]
+        declared = f"; it declares {', '.join(names)}" if names else "; it declares none ([bundles.NAME] programs = [...])"
+        raise UsageError(f"--bundle: {plan.manifest} has no bundle {name!r}{did_you_mean(name, names)}{declared}")
+    return found
+
+
+def _destination(plan: BuildPlan | None, bundle: BundlePlan | None, dest: str | os.PathLike[str] | None) -> Path:
+    if dest is not None:
+        return Path(dest)
+    if plan is None or bundle is None:
+        raise UsageError("pack: give the archive to write (-o NAME.tar.gz)")
+    return plan.dist_dir() / bundle.archive
+
+
+def _lock_bytes(lock: Lock | None, wanted: list[str], bundle: BundlePlan | None) -> bytes | None:
+    """The lock a bundle carries: the file as it is for the whole manifest; a bundle's targets only."""
+    if lock is None:
+        return None
+    if bundle is None and lock.path is not None:
+        try:
+            return lock.path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}") from None
+    subset = {name: lock.entries[name] for name in sorted(wanted) if name in lock.entries}
+    return dumps_lock(Lock(subset, lock.manifest)).encode("utf-8")
+
+
+def _included(plan: BuildPlan | None, bundle: BundlePlan | None, outputs: Mapping[str, Path]) -> dict[str, Path]:
+    """A bundle's ``include`` files by the name they are packed under (their file name).
+
+    Raises ManifestError, located at the glob, for one that matches no file, a file outside the
+    manifest's folder, or two files (or a file and an output) that would be one name.
+    """
+    if plan is None or bundle is None:
+        return {}
+    root = Path(plan.manifest_dir).resolve()
+    taken = {case_key(name): f"the output {name}" for name in outputs}
+    taken.update({case_key(name): f"ptebuild's {name}" for name in _RESERVED})
+    taken[case_key(Path(plan.manifest).name)] = "the manifest"
+    found: dict[str, Path] = {}
+    for index, pattern in enumerate(bundle.include):
+        where = f"{plan.manifest}: bundles.{bundle.name}.include[{index}]"
+        matches = sorted(p for p in root.glob(pattern) if p.is_file())
+        if not matches:
+            raise ManifestError(f"{where}: {pattern!r} matches no file in {root}")
+        for path in matches:
+            if not path.resolve().is_relative_to(root):
+                raise ManifestError(f"{where}: {path} lies outside the manifest's folder (a link?); include files inside it")
+            key = case_key(path.name)
+            if found.get(path.name) == path:
+                continue
+            if key in taken:
+                raise ManifestError(
+                    f"{where}: {path.relative_to(root).as_posix()} would be packed as {path.name!r}, "
+                    f"the name of {taken[key]} (in case or exactly); rename it"
+                )
+            taken[key] = f"the included {path.relative_to(root).as_posix()}"
+            found[path.name] = path
+    return found
 
 
 def _lock_manifest(lock: Lock) -> Path:
@@ -205,7 +327,7 @@ def _lock_manifest(lock: Lock) -> Path:
     return path
 
 
-def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dict[str, dict]:
+def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dict[str, dict[str, Any]]:
     """Record entries (``ptebuild.json`` shape) for lock entries."""
     targets = {}
     for name, entry in sorted(entries.items()):
@@ -220,6 +342,8 @@ def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dic
             target["backend"] = entry.backend
         if entry.deps is not None:
             target["deps"] = entry.deps.to_json()
+        if entry.runtime is not None:
+            target["runtime"] = entry.runtime.to_json()
         targets[name] = target
     return targets
 
@@ -227,54 +351,83 @@ def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dic
 def _write_bundle(
     dest: Path,
     files: Mapping[str, Path],
-    targets: Mapping[str, dict],
+    targets: Mapping[str, dict[str, Any]],
     manifest_path: Path,
-    lock: Lock | None,
+    lock_bytes: bytes | None,
+    bundle: BundlePlan | None = None,
+    extras: Mapping[str, Path] | None = None,
 ) -> PackResult:
+    extras = dict(extras or {})
     manifest_name = manifest_path.name
     try:
         manifest_bytes = manifest_path.read_bytes()
-        lock_bytes = lock.path.read_bytes() if lock is not None and lock.path is not None else None
     except OSError as exc:
         raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}") from None
-    reserved = {SUMS_NAME, RECORD_NAME, LOCK_NAME, PROVENANCE_NAME}
-    if manifest_name in reserved or manifest_name in files:
+    if manifest_name in _RESERVED or manifest_name in files:
         raise UsageError(f"{manifest_path}: a manifest named {manifest_name!r} collides with a file of the bundle (rename it)")
-    entries = lock_entries_from_record(targets)
-    # A weights file shared by several programs is one subject (and one file).
-    subjects = sorted({(file, info["sha256"]) for entry in targets.values() for file, info in entry["outputs"].items()})
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    stamp = reproducible_timestamp()
-    statement = provenance_statement(
-        subjects,
-        manifest_name,
-        hashlib.sha256(manifest_bytes).hexdigest(),
-        entries,
-        source_date_epoch=stamp if epoch else None,
-    )
+    # What the files say about the runtimes that load them, read now: a lock or record that
+    # predates it (or another ptebuild's) cannot make two packs of the same files differ.
+    entries = {
+        name: replace(entry, runtime=_runtime_of(entry, files)) if entry.kind == "program" else entry
+        for name, entry in lock_entries_from_record(targets).items()
+    }
+    programs = sorted(p for name, entry in entries.items() if entry.kind == "program"
+                      for p in (o.name for o in entry.outputs or ()) if p.endswith(".pte"))
+    operators = merge(program_operators(files[pte]) for pte in programs)
+    in_memory = {
+        RECORD_NAME: b"",
+        PROVENANCE_NAME: b"",
+        manifest_name: manifest_bytes,
+    }
+    if programs:
+        in_memory[OPLIST_NAME] = selected_operators_yaml(operators)
+    if lock_bytes is not None:
+        in_memory[LOCK_NAME] = lock_bytes
     record = {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "manifest": manifest_name,
         "targets": _record_targets(entries, manifest_name),
     }
-    in_memory = {
-        RECORD_NAME: (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8"),
-        PROVENANCE_NAME: dumps_statement(statement),
-        manifest_name: manifest_bytes,
-    }
-    if lock_bytes is not None:
-        in_memory[LOCK_NAME] = lock_bytes
+    in_memory[RECORD_NAME] = (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8")
+    # A weights file shared by several programs is one subject (and one file).
+    subjects = {file: info["sha256"] for entry in targets.values() for file, info in entry["outputs"].items()}
+    for name, path in extras.items():
+        subjects[name] = hash_file(path)[0]
+    if OPLIST_NAME in in_memory:
+        subjects[OPLIST_NAME] = hashlib.sha256(in_memory[OPLIST_NAME]).hexdigest()
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    stamp = reproducible_timestamp()
+    statement = provenance_statement(
+        sorted(subjects.items()),
+        manifest_name,
+        hashlib.sha256(manifest_bytes).hexdigest(),
+        entries,
+        source_date_epoch=stamp if epoch else None,
+        bundle=bundle.name if bundle is not None else None,
+    )
+    in_memory[PROVENANCE_NAME] = dumps_statement(statement)
     sums = {name: hashlib.sha256(data).hexdigest() for name, data in in_memory.items()}
-    sums.update(dict(subjects))
+    sums.update(subjects)
     in_memory[SUMS_NAME] = "".join(f"{sums[name]}  {name}\n" for name in sorted(sums)).encode("utf-8")
     folder = archive_stem(dest)
+    on_disk = {**files, **extras}
     archive_entries = [Entry(f"{folder}/{name}", data=data) for name, data in in_memory.items()]
-    archive_entries += [Entry(f"{folder}/{name}", source=path) for name, path in files.items()]
+    archive_entries += [Entry(f"{folder}/{name}", source=path) for name, path in on_disk.items()]
     result = write_archive(dest, archive_entries, folders=[folder], timestamp=stamp)
     return PackResult(
         archive=result,
         folder=folder,
         targets=tuple(sorted(targets)),
-        files=tuple(sorted([*in_memory, *files])),
+        files=tuple(sorted([*in_memory, *on_disk])),
+        bundle=bundle.name if bundle is not None else None,
+        operators=operators.operators,
     )
+
+
+def _runtime_of(entry: LockEntry, files: Mapping[str, Path]) -> RuntimeSupport | None:
+    outputs = [o.name for o in entry.outputs or ()]
+    pte = next((files[n] for n in outputs if n.endswith(".pte") and n in files), None)
+    if pte is None:
+        return None
+    return support_of_outputs(pte.parent, outputs, entry.inputs.get(toolchain("executorch")))

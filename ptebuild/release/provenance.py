@@ -10,10 +10,12 @@ https://slsa.dev/spec/v1.0/provenance. Shape::
        "buildDefinition": {
          "buildType": "https://ptebuild.dev/buildtypes/manifest/v1",
          "externalParameters": {"manifest": {"path": "tiny.toml", "digest": {"sha256": "..."}},
-                                "targets": ["tiny_portable", "tiny_xnnpack"]},
+                                "targets": ["tiny_portable", "tiny_xnnpack"],
+                                "bundle": "android"},                    # only when a declared bundle was packed
          "internalParameters": {"toolchain": {"torch": "2.13.0+cpu", ...},        # shared by all targets
                                 "targets": {"tiny_xnnpack": {"kind": "program", "backend": "xnnpack",
-                                                             "key": "...", "toolchain": {...}}}},  # toolchain: only where it differs
+                                                             "key": "...", "toolchain": {...},   # toolchain: only where it differs
+                                                             "runtime": {...}}}},  # the runtimes that load it (ptebuild.runtime.compat)
          "resolvedDependencies": [
            {"name": "source:tinymodels/tiny.py", "digest": {"sha256": "..."}, "annotations": {"targets": [...]}},
            {"name": "weights:weights/w.pt", "digest": {"sha256": "..."}, ...},
@@ -48,11 +50,13 @@ def provenance_statement(
     manifest_sha256: str,
     entries: Mapping[str, LockEntry],
     source_date_epoch: int | None = None,
+    bundle: str | None = None,
 ) -> dict[str, Any]:
     """The statement for the artifacts ``subjects`` (``(file name, sha256)``) built from ``entries``.
 
     ``source_date_epoch``: when given, ``startedOn``/``finishedOn`` are that time; otherwise
-    the statement carries no time at all.
+    the statement carries no time at all. ``bundle``: the name of the manifest's bundle packed.
+    A target's ``runtime`` is its entry's.
     """
     from ptebuild import __version__
 
@@ -68,7 +72,15 @@ def provenance_statement(
         own = {k: v for k, v in toolchains[name].items() if shared.get(k) != v}
         if own:
             target["toolchain"] = own
+        if entry.runtime is not None:
+            target["runtime"] = entry.runtime.to_json()
         targets[name] = target
+    external: dict[str, Any] = {
+        "manifest": {"path": manifest_name, "digest": {"sha256": manifest_sha256}},
+        "targets": names,
+    }
+    if bundle is not None:
+        external["bundle"] = bundle
     metadata: dict[str, Any] = {}
     if source_date_epoch is not None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(source_date_epoch))
@@ -80,10 +92,7 @@ def provenance_statement(
         "predicate": {
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
-                "externalParameters": {
-                    "manifest": {"path": manifest_name, "digest": {"sha256": manifest_sha256}},
-                    "targets": names,
-                },
+                "externalParameters": external,
                 "internalParameters": {"toolchain": shared, "targets": targets},
                 "resolvedDependencies": _dependencies(entries),
             },

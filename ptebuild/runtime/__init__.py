@@ -23,5 +23,17 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+TYPE_CHECKING = False  # what the type checker sees of the table above; nothing is imported at run time
+if TYPE_CHECKING:
+    from ptebuild.runtime.loader import CheckedFiles as CheckedFiles
+    from ptebuild.runtime.loader import VerifiedProgram as VerifiedProgram
+    from ptebuild.runtime.loader import check as check
+    from ptebuild.runtime.loader import load as load
+    from ptebuild.runtime.ptd_file import PtdEntry as PtdEntry
+    from ptebuild.runtime.ptd_file import PtdFile as PtdFile
+    from ptebuild.runtime.ptd_file import read_ptd as read_ptd
+    from ptebuild.runtime.pte_file import PteFile as PteFile
+    from ptebuild.runtime.pte_file import read_pte as read_pte
+
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

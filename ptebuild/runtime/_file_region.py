@@ -7,6 +7,7 @@ the flatbuffer and (for ``verify_bytes``) one blob at a time.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import BinaryIO
 
 from ptebuild.errors import FormatError
@@ -42,3 +43,38 @@ def sha256_of_range(f: BinaryIO, source: str, offset: int, size: int, what: str)
             f"the end of the file"
         ) from None
     return digest
+
+
+class Blob:
+    """A byte string read on request: a delegate's payload or a named-data entry, held in a
+    file or in memory. Large payloads (a Core ML model's weights) are never read whole by the
+    readers that only need their headers and indexes.
+
+    ``read(offset, size, what)`` is relative to the blob's start; a range past its end is a
+    :class:`FormatError` naming ``what`` and the blob (``source``).
+    """
+
+    def __init__(self, size: int, reader: Callable[[int, int], bytes], source: str) -> None:
+        self.size = size
+        self._reader = reader
+        self.source = source
+
+    @classmethod
+    def of_bytes(cls, data: bytes, source: str) -> Blob:
+        return cls(len(data), lambda offset, size: data[offset : offset + size], source)
+
+    @classmethod
+    def in_file(cls, f: BinaryIO, file_source: str, offset: int, size: int, source: str) -> Blob:
+        """``size`` bytes at ``offset`` of the open file ``f`` (named ``file_source``)."""
+        return cls(size, lambda start, length: read_exact(f, file_source, offset + start, length, source), source)
+
+    def read(self, offset: int, size: int, what: str) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise FormatError(
+                f"{self.source}: truncated or corrupt: {what} [{offset}, {offset + size}) lies outside the "
+                f"{self.size}-byte payload"
+            )
+        return self._reader(offset, size)
+
+    def whole(self, what: str) -> bytes:
+        return self.read(0, self.size, what)

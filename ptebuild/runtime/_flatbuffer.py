@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from ptebuild.errors import FormatError
 
@@ -48,13 +49,24 @@ class FlatbufferView:
         self.base = base
 
     def unpack(self, fmt: struct.Struct, pos: int, what: str) -> int:
-        """Reads one value of ``fmt`` at ``pos``; raises FormatError if it is out of range."""
+        """Reads one integer of ``fmt`` (an integer format) at ``pos``; raises FormatError if it
+        is out of range."""
+        self._check(fmt, pos, what)
+        value: int = fmt.unpack_from(self.buf, pos)[0]
+        return value
+
+    def unpack_float(self, fmt: struct.Struct, pos: int, what: str) -> float:
+        """:meth:`unpack` for a floating-point format (``<d``)."""
+        self._check(fmt, pos, what)
+        value: float = fmt.unpack_from(self.buf, pos)[0]
+        return value
+
+    def _check(self, fmt: struct.Struct, pos: int, what: str) -> None:
         if pos < 0 or pos + fmt.size > len(self.buf):
             raise FormatError(
                 f"{self.source}: truncated or corrupt: cannot read {what} "
                 f"({fmt.size} bytes) at offset {self.base + pos}"
             )
-        return fmt.unpack_from(self.buf, pos)[0]
 
     def root(self, type_name: str) -> Table:
         """Returns the root table, named ``type_name`` in messages."""
@@ -85,9 +97,14 @@ class Table:
         return pos + self.view.unpack(U32, pos, f"{self.path}.{name} offset")
 
     def scalar(self, index: int, name: str, fmt: struct.Struct, default: int = 0) -> int:
-        """Reads scalar field ``index`` (``default`` when absent)."""
+        """Reads integer scalar field ``index`` (``default`` when absent)."""
         pos = self._field_pos(index, name)
         return default if pos is None else self.view.unpack(fmt, pos, f"{self.path}.{name}")
+
+    def float_scalar(self, index: int, name: str, fmt: struct.Struct, default: float = 0) -> float:
+        """Reads floating-point scalar field ``index`` (``default`` when absent)."""
+        pos = self._field_pos(index, name)
+        return default if pos is None else self.view.unpack_float(fmt, pos, f"{self.path}.{name}")
 
     def string(self, index: int, name: str) -> str | None:
         """Reads string field ``index`` as UTF-8, or None when absent."""
@@ -113,7 +130,13 @@ class Table:
             return None
         return bytes(self.view.buf[start : start + count])
 
-    def scalars(self, index: int, name: str, fmt: struct.Struct) -> list:
+    def byte_vector_range(self, index: int, name: str) -> tuple[int, int] | None:
+        """``(offset, length)`` of a ``[ubyte]`` field's bytes (offset in the file, as messages
+        give them), or None when absent: for a large vector a caller streams from the file."""
+        start, count = self._vector(index, name, 1)
+        return None if start is None else (self.view.base + start, count)
+
+    def scalars(self, index: int, name: str, fmt: struct.Struct) -> list[Any]:
         """Reads a vector-of-scalars field (``[int]``, ``[long]``, ``[double]``...), empty when absent."""
         start, count = self._vector(index, name, fmt.size)
         if start is None:

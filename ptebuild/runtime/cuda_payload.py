@@ -39,6 +39,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime._file_region import read_exact
@@ -153,7 +154,7 @@ class _Reader:
         self.source = source
         self.pos = pos
 
-    def unpack(self, fmt: struct.Struct, what: str) -> tuple:
+    def unpack(self, fmt: struct.Struct, what: str) -> tuple[Any, ...]:
         try:
             values = fmt.unpack_from(self.blob, self.pos)
         except struct.error:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class DiffReport:
         return {"a": str(self.a), "b": str(self.b), "same": self.same, "differences": [d.to_json() for d in self.differences]}
 
 
-def diff(a: str | Path, b: str | Path) -> DiffReport:
+def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport:
     """Compare two ``.pte``/``.ptd`` files. Identical bytes give no differences.
 
     Raises:
@@ -100,6 +101,43 @@ def diff(a: str | Path, b: str | Path) -> DiffReport:
             Difference(Part.BYTES, "bytes", f"differ first at offset {offset}, outside the parts ptebuild decodes (padding?)")
         )
     return DiffReport(a, b, tuple(found))
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def weights_only(a: str | Path, b: str | Path) -> bool:
+    """True if two ``.pte`` files are one program with other weights: equal bytes once the SHA-256
+    digests in their weight keys (and the bytes of the segments holding weights inside the
+    ``.pte``: constants, named data) are masked. A change of shape, operator, plan or delegate
+    payload (XNNPACK's int8 quantization parameters, computed from the weights, are in its
+    payload) makes them differ.
+
+    Raises FormatError / OSError when either cannot be read.
+    """
+    masked = [_masked(Path(path)) for path in (a, b)]
+    return masked[0] == masked[1]
+
+
+def _masked(path: Path) -> bytes:
+    from ptebuild.runtime.pte_file import open_pte, read_pte
+
+    program = read_pte(path)
+    digests = {m for key in program.required_keys | program.named_data_keys for m in _DIGEST.findall(key)}
+    data = bytearray(path.read_bytes())
+    with open_pte(path) as pte:
+        weight_segments = {named.segment_index() for named in pte.named_data()}
+        constants = pte.constant_segment_index()
+        if constants is not None:
+            weight_segments.add(constants)
+        for index in sorted(weight_segments):
+            if index < len(pte.segments):
+                offset, size = pte.segments[index]
+                data[offset:offset + size] = bytes(size)
+    masked = bytes(data)
+    for digest in sorted(digests):
+        masked = masked.replace(digest.encode(), b"0" * len(digest))
+    return masked
 
 
 def _same_bytes(a: Path, b: Path) -> bool:

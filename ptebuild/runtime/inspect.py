@@ -11,6 +11,7 @@ as text.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ptebuild.errors import FormatError
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-def inspect(path: str | Path) -> PteInspection | PtdInspection:
+def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
     """Describe a ``.pte`` or ``.ptd`` (told apart by the identifier at bytes 4..8).
 
     Raises:

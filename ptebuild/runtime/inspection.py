@@ -46,6 +46,11 @@ class DelegateInfo:
     compile_specs: tuple[str, ...] = ()
     keys: tuple[str, ...] | None = None
     """Named-data keys the payload needs (None: this reader cannot list them)."""
+    contents: dict[str, Any] | None = None
+    """What the payload holds, for payloads this reader understands (an OpenVINO CPU model:
+    its layers by type, inputs, outputs, precisions; :mod:`.openvino_blob`), else None."""
+    summary: str | None = None
+    """``contents`` in one line, for the text of ``ptebuild inspect``."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,10 @@ class MethodInfo:
     """Digest of the plan (values, chains, operators, delegate ids and specs); payloads excluded."""
     plan_parts: dict[str, str] = field(default_factory=dict, compare=False)
     """Digest of each part of the plan (values, chains, operators, inputs, outputs, delegates)."""
+    delegate_calls: int = 0
+    """Instructions that call a delegate: how much of the method the delegates took, with..."""
+    kernel_calls: int = 0
+    """...the instructions that call an operator of the runtime's own kernels (outside any delegate)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ class PteInspection:
     """Keys the program needs from a ``.ptd``."""
     notes: tuple[str, ...] = ()
     kind: str = "pte"
+    kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The operators a selective runtime build must register, with the kernel keys of their calls
+    (:mod:`.oplist`, as ExecuTorch's ``gen_oplist`` lists them); delegated calls are not among them."""
 
     def method(self, name: str) -> MethodInfo | None:
         return next((m for m in self.methods if m.name == name), None)
@@ -127,4 +139,5 @@ def _jsonable(value: Any) -> dict[str, Any]:
             return [convert(v) for v in item]
         return item
 
-    return convert(asdict(value))
+    converted: dict[str, Any] = convert(asdict(value))  # a dict converts to a dict
+    return converted

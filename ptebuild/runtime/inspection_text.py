@@ -32,10 +32,18 @@ def describe(result: PteInspection | PtdInspection) -> list[str]:
         lines.append(f"  inputs:  {', '.join(s.describe() for s in method.inputs) or '-'}")
         lines.append(f"  outputs: {', '.join(s.describe() for s in method.outputs) or '-'}")
         lines.append(f"  operators: {', '.join(method.operators) or '-'}")
+        if method.delegates:
+            backends = ", ".join(sorted({d.backend for d in method.delegates}))
+            lines.append(
+                f"  delegated: {method.delegate_calls} of {method.delegate_calls + method.kernel_calls} calls "
+                f"({backends}); {method.kernel_calls} operator calls outside"
+            )
         for d in method.delegates:
             where = f"segment {d.data_index}" if d.location == "segment" else f"inline {d.data_index}"
             keys = "keys unknown" if d.keys is None else f"{len(d.keys)} keys"
             lines.append(f"  delegate {d.index}: {d.backend}, {where}, {d.size} bytes, {keys}")
+            if d.summary:
+                lines.append(f"    {d.summary}")
     lines.append(f"segments: {len(result.segments)}")
     for s in result.segments:
         lines.append(f"  {s.index}: [{s.offset}, +{s.size}) {', '.join(s.used_by) or 'unused'}")
@@ -45,8 +53,11 @@ def describe(result: PteInspection | PtdInspection) -> list[str]:
     for k in result.named_data:
         lines.append(f"  {k.key}  {k.size} bytes  segment {k.segment}")
     lines.append(f"needs from a .ptd: {len(result.needs)} keys")
-    for key in result.needs:
-        lines.append(f"  {key}")
+    for needed in result.needs:
+        lines.append(f"  {needed}")
+    lines.append(f"operators for a selective runtime build: {len(result.kernels)} (delegated calls not listed)")
+    for op, kernels in result.kernels.items():
+        lines.append(f"  {op}  {' '.join(kernels) or '(not called)'}")
     for note in result.notes:
         lines.append(f"note: {note}")
     return lines

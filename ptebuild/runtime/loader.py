@@ -134,7 +134,7 @@ def _require_keys(program: PteFile, ptds: list[PtdFile]) -> None:
 def _describe(ptd_path: Path) -> str:
     record = read_build_record(ptd_path.parent)
     programs = record.programs_using(ptd_path) if record else []
-    if not programs:
+    if record is None or not programs:
         return str(ptd_path)
     return f"{ptd_path} (built for {', '.join(map(repr, programs))} per {record.path.name})"
 

@@ -119,7 +119,8 @@ def read_ptd_header(path: str | Path) -> PtdHeader:
     with open(path, "rb") as f:
         size = file_size(f)
         head = read_exact(f, str(path), 0, HEADER_OFFSET + HEADER.size, "FlatTensor header")
-    return PtdHeader(*HEADER.unpack_from(head, HEADER_OFFSET), file_size=size)
+    magic, length, fb_offset, fb_size, segment_base, segment_data_size = HEADER.unpack_from(head, HEADER_OFFSET)
+    return PtdHeader(magic, length, fb_offset, fb_size, segment_base, segment_data_size, file_size=size)
 
 
 def read_ptd(path: str | Path) -> PtdFile:
@@ -254,6 +255,8 @@ def read_tensor_layouts(path: str | Path) -> Mapping[str, TensorLayout | None]:
     layouts: dict[str, TensorLayout | None] = {}
     for named in FlatbufferView(flatbuffer, source).root("FlatTensor").tables(2, "named_data"):
         key = named.string(0, "key")
+        if key is None:  # read_ptd refused such a file; this one changed since
+            raise FormatError(f"{source}: {named.path} has no key")
         table = named.table(2, "tensor_layout")
         if table is None:
             layouts[key] = None

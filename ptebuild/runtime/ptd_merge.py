@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime.ptd_file import TensorLayout, read_ptd, read_tensor_layouts
@@ -56,7 +57,7 @@ class MergeReport:
     """Blob bytes in all sources together (each source's segments counted once)."""
     file_size: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "dest": str(self.dest),
             "sources": [str(s) for s in self.sources],

@@ -26,7 +26,9 @@ Tables read (field index: name, type where it is a scalar):
   6: mutable_data_segments [SubsegmentOffsets], 7: named_data}
 - ``ExecutionPlan`` {0: name, 2: values [EValue], 3: inputs [i32], 4: outputs [i32],
   5: chains [Chain], 6: operators [Operator], 7: delegates [BackendDelegate],
-  8: non_const_buffer_sizes [i64]}
+  8: non_const_buffer_sizes [i64], 9: non_const_buffer_device [NonConstBufferDevice]
+  (since v1.3.0)}; ``NonConstBufferDevice`` {0: buffer_idx i32, 1: device_type i8
+  (``DeviceType``: 0 CPU, 1 CUDA), 2: device_index i8}
 - ``EValue`` {0: val_type u8 (union ``KernelTypes``, :data:`VALUE_TYPES`), 1: val}; the union's
   tables: ``Int`` {0: int_val i64}, ``Bool`` {0: bool_val u8}, ``Double`` {0: double_val f64},
   ``String`` {0: string_val}, ``IntList`` {0: items [i64]}, ``DoubleList`` {0: items [f64]},
@@ -36,7 +38,7 @@ Tables read (field index: name, type where it is a scalar):
   8: shape_dynamism i8, 9: extra_tensor_info}; ``AllocationDetails`` {0: memory_id u32,
   1: memory_offset_low u32, 2: memory_offset_high u32}
 - ``ExtraTensorInfo`` {0: mutable_data_segments_idx u64, 1: fully_qualified_name,
-  2: location u8 (1 = EXTERNAL)}
+  2: location u8 (1 = EXTERNAL), 3: device_type i8, 4: device_index i8 (both since v1.3.0)}
 - ``Chain`` {0: inputs [i32], 1: outputs [i32], 2: instructions [Instruction]};
   ``Instruction`` {0: instr_args_type u8 (union ``InstructionArguments``,
   :data:`INSTRUCTIONS`), 1: instr_args}; ``KernelCall`` / ``DelegateCall`` {0: op_index /
@@ -64,10 +66,15 @@ Keys a program needs from a ``.ptd``:
 - every EXTERNAL tensor's ``fully_qualified_name`` (the runtime resolves these in the
   external data map only: with no ``.ptd`` it fails with "external_data_map is null");
 - every ``named_key`` of an XNNPACK delegate blob (see :mod:`.xnnpack_blob`), minus the
-  keys the ``.pte`` carries in its own ``named_data``.
+  keys the ``.pte`` carries in its own ``named_data``;
+- every ``named_key`` of a Vulkan delegate's constants (:mod:`.vulkan_payload`), and the
+  named data a Core ML delegate refers to (``CMJR``, :mod:`.coreml_payload`), minus the same.
 
-Blobs of other delegates are opaque: their ids are listed in ``opaque_delegates`` so a
-caller knows the key list may be incomplete.
+An OpenVINO delegate blob needs none (its weights are inside it; ExecuTorch's
+``OpenvinoBackend`` reads nothing else, :mod:`.openvino_blob`), nor does a Core ML one that
+holds its model (weights inside the model's folder). Blobs of other delegates are
+opaque: their ids are listed in ``opaque_delegates`` so a caller knows the key list may be
+incomplete.
 
 :func:`read_pte` answers that question. For everything else (``ptebuild inspect``),
 :func:`open_pte` gives a :class:`PteReader`: the checked header and
@@ -88,8 +95,13 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import file_size, read_exact, sha256_of_range
+from ptebuild.runtime._file_region import Blob, file_size, read_exact, sha256_of_range
 from ptebuild.runtime._flatbuffer import U8, U32, U64, FlatbufferView, Table
+from ptebuild.runtime.coreml_payload import BACKEND_ID as COREML_BACKEND_ID
+from ptebuild.runtime.coreml_payload import read_reference as read_coreml_reference
+from ptebuild.runtime.openvino_blob import BACKEND_ID as OPENVINO_BACKEND_ID
+from ptebuild.runtime.vulkan_payload import BACKEND_ID as VULKAN_BACKEND_ID
+from ptebuild.runtime.vulkan_payload import read_graph as read_vulkan_graph
 from ptebuild.runtime.xnnpack_blob import BACKEND_ID as XNNPACK_BACKEND_ID
 from ptebuild.runtime.xnnpack_blob import HEADER as XNNPACK_HEADER
 from ptebuild.runtime.xnnpack_blob import HEADER_MAGIC as XNNPACK_HEADER_MAGIC
@@ -104,6 +116,7 @@ SEGMENT_DATA_SIZE = struct.Struct("<Q")
 EXTENDED_HEADER_OFFSET = 8
 _IDENTIFIER_SLICE = slice(4, 8)
 _HEAD_SIZE = EXTENDED_HEADER_OFFSET + EXTENDED_HEADER.size + SEGMENT_DATA_SIZE.size
+_REFERENCE_HEAD = 4096  # a Core ML payload that is a reference is a short JSON; a model can be gigabytes
 
 _I8 = struct.Struct("<b")
 _I32 = struct.Struct("<i")
@@ -142,7 +155,7 @@ class PteFile:
     """What a ``.pte`` declares about its methods and named data.
 
     ``external_tensor_keys``: FQN keys of EXTERNAL (portable) tensors. ``delegate_keys``:
-    keys XNNPACK blobs refer to. ``named_data_keys``: keys stored inside the ``.pte``.
+    keys XNNPACK, Vulkan and Core ML payloads refer to. ``named_data_keys``: keys stored inside the ``.pte``.
     ``opaque_delegates``: ``(method, backend id)`` of delegate blobs this reader cannot list.
     """
 
@@ -190,11 +203,14 @@ class Allocation:
 
 @dataclass(frozen=True)
 class ExtraTensorInfo:
-    """``Tensor.extra_tensor_info``. ``location`` is a :class:`TensorDataLocation` code."""
+    """``Tensor.extra_tensor_info``. ``location`` is a :class:`TensorDataLocation` code;
+    ``device_type`` a ``DeviceType`` code (0 CPU, the default; 1 CUDA)."""
 
     mutable_data_segments_idx: int
     fully_qualified_name: str | None
     location: int
+    device_type: int = 0
+    device_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -269,6 +285,15 @@ class CompileSpec:
 
     key: str
     value: bytes
+
+
+@dataclass(frozen=True)
+class BufferDevice:
+    """One ``ExecutionPlan.non_const_buffer_device`` entry: a planned buffer's device."""
+
+    buffer_index: int
+    device_type: int
+    device_index: int
 
 
 @dataclass(frozen=True)
@@ -355,6 +380,17 @@ class ExecutionPlan:
     def non_const_buffer_sizes(self) -> list[int]:
         return self._table.scalars(8, "non_const_buffer_sizes", _I64)
 
+    def non_const_buffer_devices(self) -> list[BufferDevice]:
+        """Where each planned buffer is allocated (empty for a program of CPU buffers only)."""
+        return [
+            BufferDevice(
+                entry.scalar(0, "buffer_idx", _I32),
+                entry.scalar(1, "device_type", _I8),
+                entry.scalar(2, "device_index", _I8),
+            )
+            for entry in self._table.tables(9, "non_const_buffer_device")
+        ]
+
 
 class NamedData:
     """A view of one ``Program.named_data`` entry."""
@@ -436,6 +472,28 @@ class PteReader:
         the messages."""
         return _delegate_blob(self._f, delegate._table, self._inline, self.segments, where)
 
+    def delegate_payload(self, delegate: Delegate, where: str) -> Blob:
+        """The delegate's whole payload as a :class:`Blob`, read on request (for readers that
+        need its head and an index, not all of a model's weights). ``where`` leads the messages."""
+        reference = _reference(delegate._table, where)
+        if reference.location == DataLocation.INLINE and reference.index < len(self._inline):
+            return Blob.of_bytes(self.inline_data(reference.index), where)
+        if reference.location == DataLocation.SEGMENT and reference.index < len(self.segments):
+            offset, size = self.segments[reference.index]
+            return Blob.in_file(self._f, self.source, offset, size, where)
+        raise FormatError(f"{where}: bad processed reference (location {reference.location}, index {reference.index})")
+
+    def named_blob(self, key: str) -> Blob | None:
+        """The bytes of the named data ``key`` as a :class:`Blob`, None when the ``.pte`` has no such key."""
+        for named in self.named_data():
+            if named.key() == key:
+                index = named.segment_index()
+                if index >= len(self.segments):
+                    raise FormatError(f"{self.source}: {named.path} ({key!r}) points at segment {index}, file has {len(self.segments)}")
+                offset, size = self.segments[index]
+                return Blob.in_file(self._f, self.source, offset, size, f"{self.source}: named data {key!r}")
+        return None
+
     def sha256_of_range(self, offset: int, size: int, what: str) -> str:
         """SHA-256 hex digest of ``size`` bytes at file ``offset``, streamed; a range past the
         end of the file is a FormatError naming ``what``."""
@@ -460,7 +518,7 @@ def open_pte(path: str | Path) -> Iterator[PteReader]:
 
 
 def read_pte(path: str | Path) -> PteFile:
-    """Reads the flatbuffer (and XNNPACK delegate headers) of a ``.pte``.
+    """Reads the flatbuffer (and the XNNPACK, Vulkan and Core ML delegates' headers) of a ``.pte``.
 
     Raises:
         FormatError: not an ET12 program, or truncated/corrupt; the message names the file,
@@ -479,10 +537,21 @@ def read_pte(path: str | Path) -> PteFile:
             external_keys |= plan.external_tensor_keys()
             for delegate in plan.delegates():
                 backend = delegate.backend()
+                if backend == OPENVINO_BACKEND_ID:
+                    continue
+                where = f"{pte.source}: method {name!r} delegate {delegate.index} ({backend})"
+                if backend == VULKAN_BACKEND_ID:
+                    delegate_keys |= read_vulkan_graph(pte.delegate_payload(delegate, where)).named_keys
+                    continue
+                if backend == COREML_BACKEND_ID:
+                    payload = pte.delegate_payload(delegate, where)
+                    reference = read_coreml_reference(payload.read(0, min(payload.size, _REFERENCE_HEAD), "head"), where)
+                    if reference is not None:
+                        delegate_keys.add(reference.key)
+                    continue
                 if backend != XNNPACK_BACKEND_ID:
                     opaque.append((name, backend))
                     continue
-                where = f"{pte.source}: method {name!r} delegate {delegate.index} ({backend})"
                 delegate_keys |= xnnpack_named_keys(pte.delegate_blob(delegate, where), where)
         named_data_keys = frozenset(key for named in pte.named_data() if (key := named.key()))
     return PteFile(
@@ -581,7 +650,7 @@ def _value(evalue: Table) -> Value:
     if kind in ("Int", "Bool"):
         return Value(kind, scalar=val.scalar(0, "value", _I64 if kind == "Int" else U8))
     if kind == "Double":
-        return Value(kind, scalar=val.scalar(0, "value", _F64))
+        return Value(kind, scalar=val.float_scalar(0, "value", _F64))
     if kind == "String":
         return Value(kind, scalar=val.string(0, "value"))
     if kind in _LIST_ITEMS:
@@ -612,6 +681,8 @@ def _tensor(val: Table) -> Tensor:
             info.scalar(0, "mutable_data_segments_idx", U64),
             info.string(1, "fully_qualified_name"),
             info.scalar(2, "location", U8),
+            info.scalar(3, "device_type", _I8),
+            info.scalar(4, "device_index", _I8),
         )
     return Tensor(
         scalar_type, storage_offset, sizes, dim_order, requires_grad, data_buffer_idx, layout,

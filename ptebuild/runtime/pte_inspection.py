@@ -26,9 +26,11 @@ from typing import Any
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import FormatError
 from ptebuild.hashing import hash_bytes
-from ptebuild.runtime import cuda_payload
+from ptebuild.runtime import coreml_payload, cuda_payload, vulkan_payload
 from ptebuild.runtime.inspection import DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
 from ptebuild.runtime.loader import with_cuda_keys
+from ptebuild.runtime.openvino_blob import BACKEND_ID as OPENVINO_BACKEND_ID
+from ptebuild.runtime.openvino_blob import read_openvino_blob
 from ptebuild.runtime.pte_file import (
     DataLocation,
     Delegate,
@@ -113,7 +115,16 @@ def inspect_pte(path: str | Path) -> PteInspection:
         constant_buffers=buffers,
         needs=needs,
         notes=tuple(notes),
+        kernels=_kernels(path),
     )
+
+
+def _kernels(path: Path) -> dict[str, tuple[str, ...]]:
+    """Operator -> kernel keys (``()`` for one listed but never called), as the operator list has them."""
+    from ptebuild.runtime.oplist import program_operators
+
+    found = program_operators(path)
+    return {op: found.kernels.get(op, ()) for op in found.operators}
 
 
 def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo:
@@ -124,9 +135,12 @@ def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo
     operators = tuple(op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators())
     chains = []
     instructions = 0
+    calls: dict[str, int] = {}
     for chain in plan.chains():
         steps = [_instruction(i) for i in chain.instructions]
         instructions += len(steps)
+        for step in steps:
+            calls[step[0]] = calls.get(step[0], 0) + 1
         chains.append({"inputs": list(chain.inputs), "outputs": list(chain.outputs), "instructions": steps})
     delegates = []
     specs = []
@@ -154,6 +168,8 @@ def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo
         instructions=instructions,
         plan_sha256=_digest(parts),
         plan_parts=digests,
+        delegate_calls=calls.get("DelegateCall", 0),
+        kernel_calls=calls.get("KernelCall", 0),
     )
 
 
@@ -225,11 +241,23 @@ def _delegate(pte: PteReader, method: str, delegate: Delegate, notes: list[str])
     else:
         raise FormatError(f"{where}: bad processed reference (location {location}, index {data_index})")
     keys = None
+    contents = summary = None
     if backend == XNNPACK_BACKEND_ID:
         try:
             keys = tuple(sorted(xnnpack_named_keys(pte.delegate_blob(delegate, where), where)))
         except FormatError as exc:
             notes.append(f"cannot list the keys of method {method!r} delegate {index}: {exc}")
+    elif backend == OPENVINO_BACKEND_ID:
+        try:
+            model = read_openvino_blob(pte.delegate_blob(delegate, where), where)
+            keys, contents, summary = (), model.to_json(), model.describe()
+        except FormatError as exc:
+            notes.append(f"cannot read method {method!r} delegate {index}: {exc}")
+    elif backend in (coreml_payload.BACKEND_ID, vulkan_payload.BACKEND_ID):
+        try:
+            keys, contents, summary = _payload_contents(pte, method, delegate, where)
+        except FormatError as exc:
+            notes.append(f"cannot read method {method!r} delegate {index}: {exc}")
     elif backend == cuda_payload.BACKEND_ID:
         try:
             blob = pte.delegate_blob(delegate, where)
@@ -247,4 +275,25 @@ def _delegate(pte: PteReader, method: str, delegate: Delegate, notes: list[str])
         sha256=sha256,
         compile_specs=tuple(key for key, _ in _compile_specs(delegate)),
         keys=keys,
+        contents=contents,
+        summary=summary,
     )
+
+
+def _payload_contents(pte: PteReader, method: str, delegate: Delegate, where: str) -> tuple[tuple[str, ...], dict[str, Any], str]:
+    """``(keys, contents, summary)`` of a Core ML or Vulkan payload (their readers name the format)."""
+    payload = pte.delegate_payload(delegate, where)
+    if delegate.backend() == vulkan_payload.BACKEND_ID:
+        graph = vulkan_payload.read_graph(payload)
+        return tuple(sorted(graph.named_keys)), graph.to_json(), graph.summary()
+    head = payload.read(0, min(payload.size, 4096), "head")
+    reference = coreml_payload.read_reference(head, where)
+    if reference is None:
+        model = coreml_payload.read_model(payload)
+        return (), model.to_json(), model.summary(None)
+    shared = pte.named_blob(reference.key)
+    if shared is None:
+        raise FormatError(f"{where}: refers to named data {reference.key!r}, which the .pte does not hold")
+    model = coreml_payload.read_model(shared)
+    contents = {"reference": reference.key, **model.to_json(reference.function)}
+    return (reference.key,), contents, f"in named data {reference.key}: " + model.summary(reference.function)

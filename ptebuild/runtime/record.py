@@ -11,8 +11,17 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
                                     "data_name": "policy_xnnpack_weights",
                                     "methods": ["encode_observation", "predict_actions"],
                                     "outputs": {"policy_xnnpack.pte": {"sha256": "...", "bytes": 75040},
-                                                "policy_xnnpack_weights.ptd": {...}}},
+                                                "policy_xnnpack_weights.ptd": {...}},
+                                    "runtime": {"files": {"policy_xnnpack.pte": {"format": "ET12", "schema_version": 0}, ...},
+                                                "writer": "1.5.1", "minimum": "0.7.0", "guaranteed": ">=1.5.1,<1.7.0",
+                                                "requires": {"external-data": "0.7.0", ...}, "backends": ["XnnpackBackend"]}},
                  "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
+
+A program's ``runtime`` (:class:`~ptebuild.runtime.compat.RuntimeSupport`) names each of its
+files' format and schema version and the ExecuTorch runtimes that load it; a ``.bpte``
+(``bundle_io``) is one more output. Both were added within version 1: fields that a reader of
+version 1 may ignore keep the version (its readers ignore unknown fields); a change it would
+misread bumps it.
 
 File names are relative to the record's folder; a target's ``manifest`` is the path of the
 manifest that built it, relative to the folder (so two manifests cannot silently overwrite each
@@ -25,8 +34,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptebuild.atomic import write_atomically
 from ptebuild.errors import FormatError
@@ -42,6 +53,7 @@ class ProgramFiles:
 
     pte: str
     data: tuple[str, ...]
+    bpte: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,9 +77,11 @@ class RecordEntry:
     data_name: str | None = None
     methods: tuple[str, ...] = ()
     shared_data: str | None = None
+    runtime: dict[str, Any] | None = None
+    """The runtimes that load the program (``RuntimeSupport.to_json()``, :mod:`ptebuild.runtime.compat`)."""
 
-    def to_json(self) -> dict:
-        data = {
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "kind": self.kind,
             "manifest": self.manifest,
             "key": self.key,
@@ -79,10 +93,12 @@ class RecordEntry:
             data.update(backend=self.backend, check=self.check, data_name=self.data_name, methods=list(self.methods))
         if self.shared_data:
             data["shared_data"] = self.shared_data
+        if self.runtime is not None:
+            data["runtime"] = dict(self.runtime)
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> RecordEntry:
+    def from_json(cls, data: dict[str, Any]) -> RecordEntry:
         return cls(
             kind=str(data.get("kind", "program")),
             manifest=str(data.get("manifest", "")),
@@ -95,13 +111,14 @@ class RecordEntry:
             data_name=data.get("data_name"),
             methods=tuple(data.get("methods") or ()),
             shared_data=data.get("shared_data"),
+            runtime=data.get("runtime") if isinstance(data.get("runtime"), dict) else None,
         )
 
 
 @dataclass(frozen=True)
 class BuildRecord:
     path: Path
-    targets: dict
+    targets: dict[str, dict[str, Any]]
     """Target name -> its entry, as in the format above."""
 
     def entries(self) -> dict[str, RecordEntry]:
@@ -114,6 +131,7 @@ class BuildRecord:
             name: ProgramFiles(
                 pte=next((f for f in entry["outputs"] if f.endswith(".pte")), ""),
                 data=tuple(sorted(f for f in entry["outputs"] if f.endswith(".ptd"))),
+                bpte=next((f for f in entry["outputs"] if f.endswith(".bpte")), None),
             )
             for name, entry in sorted(self.targets.items())
             if entry.get("kind") == "program"
@@ -135,24 +153,26 @@ class BuildRecord:
         return owners
 
 
-def file_matches(file: Path, sha256: str, size: int, digest_file=None) -> bool:
+def file_matches(file: Path, sha256: str, size: int, digest_file: Callable[[Path], tuple[str, int]] | None = None) -> bool:
     """True if ``file`` exists with exactly ``size`` bytes hashing to ``sha256``.
 
     ``digest_file`` (path -> (sha256, size)) may be a stat-cached digest; the default reads the file.
     """
     if digest_file is None:
-        from ptebuild.hashing import hash_file as digest_file
+        from ptebuild.hashing import hash_file
+
+        digest_file = hash_file
     try:
         return file.stat().st_size == size and digest_file(file)[0] == sha256
     except OSError:
         return False
 
 
-def empty_record() -> dict:
+def empty_record() -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "targets": {}}
 
 
-def _validate(path: Path, document) -> dict:
+def _validate(path: Path, document: object) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\")")
     if document.get("version") != VERSION:
@@ -175,7 +195,7 @@ def _validate(path: Path, document) -> dict:
     return document
 
 
-def read_record_document(folder: Path) -> dict | None:
+def read_record_document(folder: Path) -> dict[str, Any] | None:
     """The raw record in ``folder`` (validated), or None if there is none. Raises FormatError."""
     path = folder / RECORD_NAME
     try:
@@ -199,29 +219,29 @@ def read_build_record(folder: Path) -> BuildRecord | None:
     return BuildRecord(folder / RECORD_NAME, document["targets"])
 
 
-def update_record(folder: Path, manifest: str | None, entries: dict[str, RecordEntry | dict]) -> None:
+def update_record(folder: Path, manifest: str | None, entries: Mapping[str, RecordEntry | dict[str, Any]]) -> None:
     """Merge ``entries`` (target name -> entry) into the record in ``folder``.
 
     Builders sharing a folder serialise their updates with an flock on the folder itself, so
     none loses another's entries. An unreadable record is replaced: it describes files this
     build is rewriting anyway. A no-op build writes nothing.
     """
-    entries = {name: e.to_json() if isinstance(e, RecordEntry) else e for name, e in entries.items()}
-    if _merged(folder, manifest, entries)[1] is None:
+    documents = {name: e.to_json() if isinstance(e, RecordEntry) else e for name, e in entries.items()}
+    if _merged(folder, manifest, documents)[1] is None:
         return
     fd = os.open(folder, os.O_RDONLY)
     try:
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _document, text = _merged(folder, manifest, entries)
+        _document, text = _merged(folder, manifest, documents)
         if text is not None:
             write_atomically(folder / RECORD_NAME, text.encode())
     finally:
         os.close(fd)  # releases the lock
 
 
-def _merged(folder: Path, manifest: str | None, entries: dict[str, dict]) -> tuple[dict, str | None]:
+def _merged(folder: Path, manifest: str | None, entries: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
     """The record with ``entries`` merged in, and its text, or None for the text if unchanged."""
     try:
         document = read_record_document(folder) or empty_record()

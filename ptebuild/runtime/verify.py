@@ -8,6 +8,12 @@ For every target in ``ptebuild.json`` (see :mod:`ptebuild.runtime.record`):
   (:func:`ptebuild.runtime.check`); with ``verify_bytes`` every blob of those ``.ptd``
   files is also hashed and compared with the SHA-256 its key carries.
 
+A program's ``.bpte`` (``bundle_io``) must bundle exactly its ``.pte``'s bytes, with test cases
+that fit its methods (:func:`~ptebuild.runtime.bpte_file.check_suites`). With ``runtime`` (an
+ExecuTorch runtime version), each program's files are judged against it
+(:mod:`ptebuild.runtime.compat`): what that runtime cannot load is a problem, what upstream's
+policy does not guarantee a note.
+
 The key check runs even when the record's digests match: a hand-edited record (or a
 ``.ptd`` copied in with its digest patched) is still caught by the keys. It is skipped for
 a program one of whose files is missing, which is reported once, as missing.
@@ -22,10 +28,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import FormatError, LoadError, UsageError
 from ptebuild.hashing import hash_file
-from ptebuild.runtime.record import RECORD_NAME, read_build_record
+from ptebuild.runtime.compat import Version, version_text
+from ptebuild.runtime.record import RECORD_NAME, ProgramFiles, read_build_record
 
 
 @dataclass(frozen=True)
@@ -41,12 +49,14 @@ class TargetReport:
     notes: tuple[str, ...] = ()
     """Limits of the check that are not failures (e.g. delegate blobs whose keys cannot be read)."""
     keys_checked: int = 0
+    runtime: dict[str, Any] | None = None
+    """With a runtime to judge against: the runtimes that load the program (``RuntimeSupport.to_json()``)."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -55,6 +65,7 @@ class TargetReport:
             "problems": list(self.problems),
             "notes": list(self.notes),
             "keys_checked": self.keys_checked,
+            **({"runtime": self.runtime} if self.runtime is not None else {}),
         }
 
 
@@ -63,6 +74,8 @@ class VerifyReport:
     folder: Path
     verify_bytes: bool
     targets: tuple[TargetReport, ...] = field(default=())
+    runtime: str | None = None
+    """The runtime version the programs were judged against (None: not asked)."""
 
     @property
     def ok(self) -> bool:
@@ -72,18 +85,20 @@ class VerifyReport:
     def failed(self) -> tuple[TargetReport, ...]:
         return tuple(t for t in self.targets if not t.ok)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "folder": str(self.folder),
             "record": str(self.folder / RECORD_NAME),
             "bytes": self.verify_bytes,
+            "runtime": self.runtime,
             "ok": self.ok,
             "targets": [t.to_json() for t in self.targets],
         }
 
 
-def verify_folder(folder: str | Path, verify_bytes: bool = False) -> VerifyReport:
-    """Verify every target of the build record in ``folder``.
+def verify_folder(folder: str | os.PathLike[str], verify_bytes: bool = False, runtime: Version | None = None) -> VerifyReport:
+    """Verify every target of the build record in ``folder`` (``runtime``: also judge each program
+    against that ExecuTorch runtime version).
 
     Raises:
         UsageError: ``folder`` is not a folder or holds no ``ptebuild.json``.
@@ -109,6 +124,7 @@ def verify_folder(folder: str | Path, verify_bytes: bool = False) -> VerifyRepor
                 problems.append(problem)
         notes: tuple[str, ...] = ()
         keys_checked = 0
+        support = None
         if kind == "program":
             files = programs[name]
             if not files.pte:
@@ -116,6 +132,12 @@ def verify_folder(folder: str | Path, verify_bytes: bool = False) -> VerifyRepor
             elif not missing:
                 try:
                     keys_checked, notes = _check_keys(folder, files.pte, files.data, verify_bytes)
+                    if files.bpte:
+                        problems += _check_bpte(folder, files.pte, files.bpte)
+                    if runtime is not None:
+                        support, problem, note = _check_runtime(folder, files, entry, runtime)
+                        problems += [problem] if problem else []
+                        notes += (note,) if note else ()
                 except (LoadError, FormatError) as exc:
                     problems.append(_relative(str(exc), folder))
                 except OSError as exc:
@@ -128,12 +150,40 @@ def verify_folder(folder: str | Path, verify_bytes: bool = False) -> VerifyRepor
                 problems=tuple(problems),
                 notes=notes,
                 keys_checked=keys_checked,
+                runtime=support.to_json() if support is not None else None,
             )
         )
-    return VerifyReport(folder=folder, verify_bytes=verify_bytes, targets=tuple(reports))
+    return VerifyReport(folder=folder, verify_bytes=verify_bytes, targets=tuple(reports),
+                        runtime=version_text(runtime) if runtime is not None else None)
 
 
-def _check_file(path: Path, info: dict) -> str | None:
+def _check_bpte(folder: Path, pte: str, bpte: str) -> list[str]:
+    """A ``.bpte`` against its program: the very bytes of the ``.pte``, test cases that fit it."""
+    from ptebuild.runtime._file_region import sha256_of_range
+    from ptebuild.runtime.bpte_file import check_suites, read_bpte
+
+    bundled = read_bpte(folder / bpte)
+    with open(folder / bpte, "rb") as f:
+        inside = sha256_of_range(f, bpte, bundled.program_offset, bundled.program_size, "bundled program")
+    if inside != hash_file(folder / pte)[0] or bundled.program_size != (folder / pte).stat().st_size:
+        return [f"{bpte}: bundles another program than {pte} (sha256 {inside[:12]}...)"]
+    return [f"{bpte}: {problem}" for problem in check_suites(folder / pte, bundled.suites)]
+
+
+def _check_runtime(folder: Path, files: ProgramFiles, entry: dict[str, Any], runtime: Version):
+    """``(support, problem or None, note or None)`` of a program for one runtime version."""
+    from ptebuild.keyinputs import toolchain
+    from ptebuild.runtime.compat import program_support
+
+    writer = (entry.get("inputs") or {}).get(toolchain("executorch"))
+    support = program_support(folder / files.pte, [folder / d for d in files.data],
+                              folder / files.bpte if files.bpte else None, writer)
+    judged = support.judge(runtime)
+    problem = f"runtime {version_text(runtime)} cannot load it: {'; '.join(judged.cannot_load)}" if not judged.loads else None
+    return support, problem, judged.note or None
+
+
+def _check_file(path: Path, info: dict[str, Any]) -> str | None:
     """A one-line problem with ``path`` against its record entry, or None if it matches."""
     try:
         size = path.stat().st_size

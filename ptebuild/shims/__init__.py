@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # The reader is imported on first use so that writing never pays for it.
     if name == "read_import_library":
         from ptebuild.shims.reader import read_import_library

@@ -41,6 +41,7 @@ from ptebuild.shims.model import (
     EXPORT_TYPES,
     MAX_ORDINAL,
     Export,
+    ExportType,
     ShimList,
     conflict_message,
     symbol_name_problem,
@@ -192,7 +193,7 @@ class _DefParser:
                 raise self.error(internal or equal, f"expected the internal name after '{name}='")
         ordinal: int | None = None
         noname = private = False
-        export_type = "code"
+        export_type: ExportType = "code"
         while (token := self.peek()) is not None:
             if token.text.startswith("@") and not token.quoted:
                 self.next()

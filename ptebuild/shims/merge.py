@@ -9,8 +9,11 @@ The DLL name merges the same way. The result is canonical (sorted, de-duplicated
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 from ptebuild.shims.model import Export, ShimList
+
+_V = TypeVar("_V")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +26,7 @@ def _describe(export: Export | None) -> str:
     return "removed" if export is None else export.describe()
 
 
-def _merge_one(base, ours, theirs):
+def _merge_one(base: _V, ours: _V, theirs: _V) -> tuple[_V, bool]:
     """(merged value, conflicted?) for one three-way slot."""
     if ours == theirs:
         return ours, False

@@ -38,12 +38,12 @@ class ImportNameType(IntEnum):
     NAME_EXPORTAS = 4
 
 
-IMPORT_TYPE_OF: dict[str, ImportType] = {
+IMPORT_TYPE_OF: dict[ExportType, ImportType] = {
     "code": ImportType.CODE,
     "data": ImportType.DATA,
     "const": ImportType.CONST,
 }
-EXPORT_TYPE_OF: dict[ImportType, str] = {v: k for k, v in IMPORT_TYPE_OF.items()}
+EXPORT_TYPE_OF: dict[ImportType, ExportType] = {v: k for k, v in IMPORT_TYPE_OF.items()}
 
 
 # White space, control characters, DEL and U+FFFD (left by undecodable bytes).

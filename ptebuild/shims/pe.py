@@ -32,6 +32,7 @@ import dataclasses
 import struct
 
 from ptebuild.errors import FormatError
+from ptebuild.shims.model import ExportType
 
 DOS_MAGIC = b"MZ"
 PE_SIGNATURE = b"PE\0\0"
@@ -138,7 +139,7 @@ class PeImage:
         except UnicodeDecodeError:
             raise FormatError(f"{self.source}: offset {start}: {what} is not UTF-8; the DLL is damaged") from None
 
-    def exports(self) -> dict[str, str]:
+    def exports(self) -> dict[str, ExportType]:
         """Exported name -> ``"code"`` or ``"data"`` (forwarders count as code)."""
         export_rva, export_size = self.directory(EXPORT_TABLE)
         if export_rva == 0 or export_size == 0:
@@ -153,12 +154,12 @@ class PeImage:
             where = "export name table"
             names_at, ordinals_at = self.offset(names_rva), self.offset(ordinals_rva)
             addresses_at = self.offset(addresses_rva) if address_count else 0
-            found = {}
+            found: dict[str, ExportType] = {}
             for index in range(name_count):
                 (name_rva,) = U32.unpack_from(self.data, names_at + 4 * index)
                 name = self.string(name_rva, "an export name")
                 (slot,) = U16.unpack_from(self.data, ordinals_at + 2 * index)
-                kind = "code"
+                kind: ExportType = "code"
                 if slot < address_count:
                     (target,) = U32.unpack_from(self.data, addresses_at + 4 * slot)
                     forwarded = export_rva <= target < export_rva + export_size

@@ -206,13 +206,13 @@ def inspect_import_library(data: bytes, source: str) -> ImportLibrary:
     if len(dll_names) > 1:
         names = ", ".join(n.decode("utf-8", "replace") for n in dll_names)
         raise FormatError(f"{source}: imports from several DLLs ({names}); ptebuild handles one DLL per import library")
-    dll = next(iter(dll_names), descriptor_dll)
-    if dll is None:
+    library = next(iter(dll_names), descriptor_dll)
+    if library is None:
         raise FormatError(f"{source}: no import descriptor and no imports; this is not an import library")
     try:
-        shims = ShimList(dll.decode("utf-8"), tuple(exports))
+        shims = ShimList(library.decode("utf-8"), tuple(exports))
     except (UnicodeDecodeError, UsageError) as exc:
-        raise FormatError(f"{source}: unusable DLL name {dll!r}: {exc}") from None
+        raise FormatError(f"{source}: unusable DLL name {library!r}: {exc}") from None
     return ImportLibrary(shims, "coff" if len(linker_members) > 1 else "gnu")
 
 

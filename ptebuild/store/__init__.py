@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.cache_dir import default_cache_dir
 from ptebuild.store.actions import ActionCache
@@ -74,7 +74,7 @@ class Store:
         """Count one action-cache miss (persisted; never fails)."""
         self._stat.bump("misses")
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """``{"root", "entries", "blobs", "bytes", "blob_bytes", "hits", "misses"}``."""
         from ptebuild.store import maintenance
 
@@ -97,7 +97,7 @@ class Store:
         self._stat.close()
 
 
-def __getattr__(name: str):  # lazy re-exports keep `import ptebuild.store` light
+def __getattr__(name: str) -> object:  # lazy re-exports keep `import ptebuild.store` light
     if name in ("GcReport", "VerifyReport"):
         from ptebuild.store import maintenance
 

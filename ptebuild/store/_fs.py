@@ -81,7 +81,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, what: str 
         raise store_error(exc, what, path) from None
 
 
-def sharded_files(root: Path) -> Iterator[tuple[str, os.DirEntry]]:
+def sharded_files(root: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Every regular file in ``root/<2 chars>/`` folders, as ``(shard name, entry)``, sorted."""
     try:
         shards = sorted(os.scandir(root), key=lambda e: e.name)

@@ -50,14 +50,14 @@ def check_key(key: str) -> str:
     return key
 
 
-def encode(body: dict) -> bytes:
+def encode(body: dict[str, Any]) -> bytes:
     """The bytes of a record file for ``body``."""
     data = canonical_bytes(body)
     header = b"%s %d %s\n" % (MAGIC, VERSION, hashlib.sha256(data).hexdigest().encode())
     return header + data + b"\n"
 
 
-def decode(raw: bytes) -> dict | None:
+def decode(raw: bytes) -> dict[str, Any] | None:
     """The body of a record file, or None if it is truncated, garbled or of another version."""
     import json
 
@@ -82,7 +82,13 @@ def decode(raw: bytes) -> dict | None:
     return body
 
 
-def default_refs(record: dict) -> list[str]:
+def _record(body: dict[str, Any]) -> dict[str, Any]:
+    """The record of a body :func:`decode` accepted (it checked that the record is a dict)."""
+    record: dict[str, Any] = body["record"]
+    return record
+
+
+def default_refs(record: dict[str, Any]) -> list[str]:
     """Every ``"digest"`` value (a SHA-256 hex) found at any depth under ``record["outputs"]``."""
     found: set[str] = set()
 
@@ -120,7 +126,7 @@ class ActionCache:
         check_key(key)
         return self.root / key[:2] / f"{key}.json"
 
-    def read(self, key: str) -> dict | None:
+    def read(self, key: str) -> dict[str, Any] | None:
         """The full body of ``key``'s record (without touching its last-use time), or None.
 
         A damaged record is removed and reads as None.
@@ -136,7 +142,7 @@ class ActionCache:
             return None
         return body
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         """The record stored for ``key``, or None (a miss; a damaged record is a miss too).
 
         A hit refreshes the record's last-use time (best effort). Counts nothing.
@@ -148,10 +154,10 @@ class ActionCache:
             os.utime(self.path(key))
         except OSError:
             pass
-        return body["record"]
+        return _record(body)
 
     def put(
-        self, key: str, program_id: str | None, record: dict, refs: list[str] | None = None
+        self, key: str, program_id: str | None, record: dict[str, Any], refs: list[str] | None = None
     ) -> None:
         """Store ``record`` for ``key`` atomically and (with a ``program_id``) make it that
         program's last record.
@@ -189,7 +195,7 @@ class ActionCache:
             pass
         _fs.atomic_write_bytes(pointer, data, what="write the last-record pointer")
 
-    def last_for(self, program_id: str) -> dict | None:
+    def last_for(self, program_id: str) -> dict[str, Any] | None:
         """The record last stored for ``program_id`` (by any process), or None."""
         pointer = self.last_root / f"{program_file_name(program_id)}.key"
         try:
@@ -202,7 +208,7 @@ class ActionCache:
         body = self.read(key)
         if body is None:
             return None
-        return body["record"]
+        return _record(body)
 
     def remove(self, key: str) -> bool:
         """Delete ``key``'s record; True if it was there."""

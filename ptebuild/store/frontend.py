@@ -21,11 +21,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.results import ActionResult, Source
-from ptebuild.store.tiers import Tier, Warn
+from ptebuild.store.tiers import LocalStore, Tier, Warn
 
 DependencyCheck = Callable[[ActionResult], list[str]]
 """(result) -> what differs between the result's recorded dependencies and this machine now."""
@@ -46,6 +46,12 @@ class Lookup:
     """Why an existing entry was not used (its dependencies changed), for --explain."""
 
 
+class Lock(Protocol):
+    """A held lock of :meth:`Cache.try_lock`."""
+
+    def release(self) -> None: ...
+
+
 class _NoLock:
     def release(self) -> None:
         pass
@@ -57,9 +63,11 @@ class Cache:
         self._all = list(tiers)
         self._temps: list[Path] = []
         self.warn = warn
-        self.local = next((t for t in self.tiers if t.source == "local"), None)
+        self.local: LocalStore | None = next(
+            (t for t in self.tiers if t.source == "local" and isinstance(t, LocalStore)), None
+        )
         self.local_root = local_root
-        self._digests: dict[str, tuple[tuple, tuple[str, int]]] = {}
+        self._digests: dict[str, tuple[tuple[int, int, int, int], tuple[str, int]]] = {}
         self._temp: Path | None = None
         self._reported: set[str] = set()
 
@@ -117,13 +125,20 @@ class Cache:
 
     # -- lookup, restore, save ------------------------------------------------------------------
 
-    def lookup(self, key: str, check: DependencyCheck | None = None, alias: bool = False) -> Lookup:
+    def lookup(self, key: str, check: DependencyCheck | None = None, alias: bool = False, *,
+               local_only: bool = False, fetch: bool = True) -> Lookup:
         """The first tier's result for ``key`` whose dependencies still hold, blobs verified.
 
         ``alias``: ``key`` is an alias (:meth:`save`'s ``aliases``), whose result has a key of its own.
+        ``local_only``: ask the local tier only (the executor's nodes ask the remote themselves).
+        ``fetch=False``: a remote hit's blobs are only checked to be there, not fetched (a node
+        that finds a result for a driver, which fetches them with :meth:`pull`).
         """
         stale: list[str] = []
-        for tier in list(self.tiers):
+        tiers: list[Tier] = list(self.tiers)
+        if local_only:
+            tiers = [self.local] if self.local is not None else []
+        for tier in tiers:
             try:
                 document = tier.actions.get(key)
             except StoreError as exc:
@@ -143,29 +158,48 @@ class Cache:
                 continue
             if tier is self.local:
                 return Lookup(Hit(result, Source.LOCAL))
-            hit = self._pull(tier, result, key)
+            hit = self._pull(tier, result, key) if fetch else self._present(tier, result)
             if hit is not None:
                 return Lookup(hit)
         return Lookup(None, stale)
+
+    def pull(self, result: ActionResult) -> Hit | None:
+        """Fetch a result the remote tier holds (found there by another machine, the node of an
+        executor) as a lookup's hit would be: every blob verified, then kept locally. None when
+        no remote tier is on, or its blobs are not all there whole (reported once)."""
+        for tier in self._remotes():
+            return self._pull(tier, result, result.key)
+        return None
+
+    def _present(self, tier: Tier, result: ActionResult) -> Hit | None:
+        """A remote hit whose blobs are all on the server (not fetched), or None."""
+        try:
+            for o in result.outputs:
+                if not tier.blobs.has(o.sha256, o.size):
+                    return None
+        except StoreError as exc:
+            self._failed(tier, exc)
+            return None
+        return Hit(result, Source.REMOTE)
 
     def _pull(self, tier: Tier, result: ActionResult, key: str) -> Hit | None:
         """Fetch and verify every blob of a remote result; keep them locally. None: a miss."""
         temp = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._temp_root()))
         self._temps.append(temp)
-        wanted = list({o.sha256: temp / o.sha256 for o in result.outputs}.items())
+        wanted = [(o.sha256, temp / o.sha256, o.size) for o in {o.sha256: o for o in result.outputs}.values()]
         failing = tier
         try:
             fetch_many = getattr(tier.blobs, "fetch_many", None)
             if fetch_many is not None:
                 found = fetch_many(wanted)
             else:
-                found = [tier.blobs.fetch(digest, dest) for digest, dest in wanted]
+                found = [tier.blobs.fetch(digest, dest, size) for digest, dest, size in wanted]
             if not all(found):
                 shutil.rmtree(temp, ignore_errors=True)
                 return None
             if self.local is not None and self.local.writable:
                 failing = self.local
-                for digest, path in wanted:
+                for digest, path, _ in wanted:
                     self.local.blobs.put_file(path, digest)
                 for name in {result.key, key}:
                     self.local.actions.put(name, result.to_json(), result.digests)
@@ -181,7 +215,7 @@ class Cache:
                 shutil.rmtree(temp, ignore_errors=True)
                 return None
         # No local tier to keep them: the verified blobs stay in the temporary folder for restore().
-        return Hit(result, Source.REMOTE, blobs=dict(wanted))
+        return Hit(result, Source.REMOTE, blobs={digest: path for digest, path, _ in wanted})
 
     def restore(self, hit: Hit, into: dict[str, Path]) -> None:
         """Write each output named in ``into`` (file name -> new path), verified.
@@ -215,20 +249,23 @@ class Cache:
         blobs are in the local tier. Raises CorruptObject or StoreError as :meth:`restore` does."""
         self.restore(Hit(result, Source.LOCAL), into)
 
-    def missing_blobs(self, digests: list[str]) -> list[str]:
-        """The digests no tier has (asked in order: local first), in the order given."""
+    def missing_blobs(self, digests: list[str], sizes: dict[str, int] | None = None) -> list[str]:
+        """The digests no tier has (asked in order: local first), in the order given. ``sizes``
+        (digest -> bytes): a REAPI server names blobs by digest and size."""
         missing = list(dict.fromkeys(digests))
+        sizes = sizes or {}
         for tier in list(self.tiers):
             if not missing:
                 break
             try:
-                missing = [d for d in missing if not tier.blobs.has(d)]
+                missing = [d for d in missing if not tier.blobs.has(d, sizes.get(d))]
             except StoreError as exc:
                 self._failed(tier, exc)
         return missing
 
-    def fetch_blob(self, digest: str, dest: Path) -> None:
-        """Write one blob to ``dest`` from the first tier that has it, its SHA-256 checked.
+    def fetch_blob(self, digest: str, dest: Path, size: int | None = None) -> None:
+        """Write one blob (of ``size`` bytes, which a REAPI server needs) to ``dest`` from the
+        first tier that has it, its SHA-256 checked.
 
         Raises CorruptObject when a tier's copy is wrong (nothing is left at ``dest``) or no tier
         has it, StoreError when no tier can be asked.
@@ -237,7 +274,7 @@ class Cache:
         for tier in list(self.tiers):
             try:
                 asked = True
-                if tier.blobs.fetch(digest, dest):
+                if tier.blobs.fetch(digest, dest, size):
                     return
             except CorruptObject:
                 raise
@@ -272,7 +309,7 @@ class Cache:
 
     # -- locks, history, small local documents -------------------------------------------------
 
-    def try_lock(self, key: str):
+    def try_lock(self, key: str) -> Lock | None:
         """The key's lock if this process got it, None if another process holds it."""
         if self.local is None:
             return _NoLock()

@@ -31,9 +31,14 @@ import base64
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from ptebuild.errors import UsageError
+
+if TYPE_CHECKING:
+    import requests
+    import requests.auth
 
 HEADER_ENV = "PTEBUILD_REMOTE_CACHE_HEADER"
 """Environment variable with extra headers: ``NAME=VALUE``, several separated by newlines."""
@@ -100,7 +105,7 @@ def split_url(url: str) -> tuple[str, tuple[str, str] | None]:
     return safe, userinfo
 
 
-def make_auth(headers: Mapping[str, str], userinfo: tuple[str, str] | None):
+def make_auth(headers: Mapping[str, str], userinfo: tuple[str, str] | None) -> requests.auth.AuthBase:
     """A ``requests`` auth object adding ``headers`` (and Basic auth for ``userinfo``) to each
     request; its repr and str name the headers, never a value."""
     import requests.auth
@@ -117,7 +122,7 @@ def make_auth(headers: Mapping[str, str], userinfo: tuple[str, str] | None):
                 h.setdefault("Authorization", f"Basic {token}")
             self._headers = h
 
-        def __call__(self, r):
+        def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
             r.headers.update(self._headers)
             return r
 

@@ -1,8 +1,9 @@
 """The remote cache tier: Bazel's HTTP cache protocol, spoken with ``requests``.
 
-Any server of Bazel's HTTP remote cache works: bazel-remote, Buildbarn, BuildBuddy, or nginx
-with WebDAV uploads (``dav_methods PUT; create_full_put_path on; client_max_body_size 0;``).
-Protocol: https://bazel.build/remote/caching#http-caching
+Any server of Bazel's HTTP remote cache works: bazel-remote (its entries are checked by default,
+and these pass), or nginx with WebDAV uploads (``dav_methods PUT; create_full_put_path on;
+client_max_body_size 0;``). Buildbarn, BuildBuddy and the other REAPI servers speak gRPC only:
+:mod:`ptebuild.store.grpc`. Protocol: https://bazel.build/remote/caching#http-caching
 
 Wire format
 ===========
@@ -11,14 +12,18 @@ The base URL ``U`` (see :mod:`ptebuild.store.headers`: userinfo is Basic auth, n
 has two namespaces, as Bazel lays them out::
 
     GET | HEAD | PUT  U/cas/<sha256>   a blob: its raw bytes; <sha256> is 64 lowercase hex
-    GET | PUT         U/ac/<key>       an action entry; <key> is 16-128 lowercase hex
+    GET | PUT         U/ac/<digest>    an action entry: a REAPI ActionResult (:mod:`.entries`), under
+                                       the 64-hex action digest of ptebuild's key
+    GET               U/ac/<key>       an entry of the earlier layout, ptebuild's JSON envelope under
+                                       its 16-128 hex key: read when the first is absent, never written
 
 Status codes: ``200`` a hit; ``404`` absent (a miss, not an error); ``200``/``201``/``204`` a
 stored PUT. Blobs are uploaded and downloaded streamed (``Content-Length`` set, 1 MiB chunks)
 and never held in memory. PUT always writes (no HEAD first), so an upload repairs a damaged blob
-on the server. An action entry is ptebuild's own signed-or-plain JSON envelope, at most 4 MiB:
-its layout is in :mod:`ptebuild.store.signing`. An entry is uploaded only once every blob it
-names is on the server.
+on the server. An action entry names its outputs and ptebuild's own signed-or-plain JSON
+envelope (:mod:`ptebuild.store.signing`, at most 4 MiB), which is a blob of its own: its layout
+is in :mod:`ptebuild.store.entries`. An entry is uploaded only once every blob it names is on the
+server, its envelope last.
 
 A blob whose bytes do not hash to its name raises :class:`~ptebuild.errors.CorruptObject` at once
 (it counts as a failed request; it is not retried: the server's bytes for a name do not change),
@@ -34,15 +39,18 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.hashing import hash_chunks, hash_file, is_digest
+from ptebuild.hashing import hash_bytes, hash_chunks, hash_file, is_digest
+from ptebuild.store import entries
 from ptebuild.store.headers import make_auth, parse_header, split_url
 from ptebuild.store.http_client import CHUNK, Client, Fault, describe, status_fault
-from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry, seal
+from ptebuild.store.reapi import Digest
+from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry
 
 _KEY_RE = re.compile(r"[0-9a-f]{16,128}")
+_T = TypeVar("_T")
 
 
 def _short(digest: str) -> str:
@@ -85,7 +93,7 @@ class HttpBlobStore:
             else:
                 self._present.discard(digest)
 
-    def has(self, digest: str) -> bool:
+    def has(self, digest: str, size: int | None = None) -> bool:
         """True if the server has the blob (HEAD). A fault is a False, after one warning."""
         path = f"cas/{_check_digest(digest)}"
 
@@ -103,7 +111,7 @@ class HttpBlobStore:
         self._known(digest, found)
         return found
 
-    def fetch(self, digest: str, dest: Path) -> bool:
+    def fetch(self, digest: str, dest: Path, size: int | None = None) -> bool:
         """Download the blob into the new file ``dest``, verified while streaming; False if absent.
 
         The bytes go to a temporary file next to ``dest``, renamed into place once their SHA-256
@@ -211,8 +219,8 @@ class HttpBlobStore:
                 self._present.discard(digest)
         return digest, size
 
-    def fetch_many(self, items: Iterable[tuple[str, Path]]) -> list[bool]:
-        """:meth:`fetch` each ``(digest, dest)`` on ``jobs`` threads; one bool per item, in order.
+    def fetch_many(self, items: Iterable[tuple[str, Path] | tuple[str, Path, int]]) -> list[bool]:
+        """:meth:`fetch` each ``(digest, dest[, size])`` on ``jobs`` threads; one bool per item, in order.
 
         Waits for all started transfers, then raises the first StoreError (the tier switched off)
         or else the first CorruptObject met.
@@ -223,25 +231,67 @@ class HttpBlobStore:
         """:meth:`put_file` each ``(path, digest)`` on ``jobs`` threads; results in order."""
         return self._many(self.put_file, list(items))
 
-    def _many(self, fn, items: list[tuple]) -> list:
+    def _many(self, fn: Callable[..., _T], items: list[tuple[Any, ...]]) -> list[_T]:
         if len(items) <= 1:
             return [fn(*item) for item in items]
         with ThreadPoolExecutor(max_workers=min(self._jobs, len(items)), thread_name_prefix="ptebuild-remote") as pool:
             futures = [pool.submit(fn, *item) for item in items]
             errors: list[BaseException] = []
-            results = []
+            results: list[_T] = []
             for fut in futures:
                 try:
                     results.append(fut.result())
                 except BaseException as exc:
-                    errors.append(exc)
-                    results.append(None)
+                    errors.append(exc)  # the results are not returned then: the first error is raised
                     for other in futures:
                         other.cancel()
         if errors:
             hard = [e for e in errors if isinstance(e, StoreError) and not isinstance(e, CorruptObject)]
             raise (hard or errors)[0]
         return results
+
+    def read_bytes(self, digest: Digest) -> bytes | None:
+        """A small blob's bytes (an entry's envelope), checked against ``digest``; None if it is
+        absent or could not be read (one warning). Raises CorruptObject on wrong bytes, StoreError
+        if the tier is switched off."""
+        path = f"cas/{_check_digest(digest.hash)}"
+
+        def attempt() -> tuple[bool, bytes | None]:
+            resp = self._c.request("GET", path, stream=True)
+            with resp:
+                if resp.status_code == 404:
+                    return False, None
+                if resp.status_code != 200:
+                    raise status_fault(resp)
+                return True, _small_body(self._c, resp, digest.size)
+
+        ok, answer = self._c.call("GET", path, attempt)
+        if not ok or not answer[0]:
+            return None
+        data = answer[1]
+        if data is None or hash_bytes(data) != digest.hash:
+            self._c.failed(f"GET {path}", "wrong bytes")
+            got = "more bytes than its size" if data is None else f"{len(data)} bytes hashing to {_short(hash_bytes(data))}"
+            raise CorruptObject(f"blob {_short(digest.hash)} has wrong bytes ({got})")
+        self._known(digest.hash, True)  # not counted as a download: it is part of the entry's hit
+        return bytes(data)
+
+    def put_bytes(self, data: bytes) -> bool:
+        """Upload a small blob (an entry's envelope); True if the server stored it (else one warning)."""
+        digest = hash_bytes(data)
+        rel = f"cas/{digest}"
+
+        def attempt() -> None:
+            resp = self._c.request("PUT", rel, data=data, headers={"Content-Type": "application/octet-stream"})
+            with resp:
+                if resp.status_code not in (200, 201, 204):
+                    raise status_fault(resp)
+
+        ok, _ = self._c.call("PUT", rel, attempt, upload=True)
+        if ok:  # not counted as an upload: the entry it belongs to is
+            self._c.count("bytes_up", len(data))
+            self._known(digest, True)
+        return ok
 
     def refs_missing(self, refs: Iterable[str]) -> list[str]:
         """The refs not known to be on the server (failed uploads; others checked with HEAD)."""
@@ -255,7 +305,8 @@ class HttpBlobStore:
 
 
 class HttpActionStore:
-    """``/ac/<key>``: signed or plain JSON entries. Implements :class:`~ptebuild.store.tiers.ActionStore`."""
+    """``/ac/<digest>``: entries as REAPI ActionResults (:mod:`.entries`), and those of the earlier
+    layout. Implements :class:`~ptebuild.store.tiers.ActionStore`."""
 
     def __init__(self, client: Client, blobs: HttpBlobStore, upload: bool, secret: bytes | None) -> None:
         self._c = client
@@ -266,43 +317,44 @@ class HttpActionStore:
     def __repr__(self) -> str:
         return f"<actions of {self._c.name}{' (signed)' if self._secret else ''}>"
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The document stored under ``key``, or None (absent, faulty, or refused with a warning)."""
-        path = f"ac/{_check_key(key)}"
+    def _read(self, path: str) -> tuple[bool, bool, bytes | None]:
+        """``(answered, found, body)``: the body is None when larger than an entry may be."""
 
-        def attempt() -> bytes | None:
-            import requests
-
+        def attempt() -> tuple[bool, bytes | None]:
             resp = self._c.request("GET", path, stream=True)
             with resp:
                 if resp.status_code == 404:
-                    return None
+                    return False, None
                 if resp.status_code != 200:
                     raise status_fault(resp)
-                data = bytearray()
-                why = ""
-                try:
-                    for chunk in resp.iter_content(64 << 10):
-                        data += chunk
-                        if len(data) > MAX_ENTRY_BYTES:
-                            return b""
-                except requests.RequestException as exc:
-                    why = describe(exc, self._c.timeout)
-                finally:
-                    self._c.count("bytes_down", len(data))
-            if why:  # raised here, outside the handler: no library exception rides along
-                raise Fault(why)
-            return bytes(data)
+                return True, _small_body(self._c, resp, MAX_ENTRY_BYTES)
 
-        ok, raw = self._c.call("GET", path, attempt)
-        if not ok or raw is None:
+        ok, answer = self._c.call("GET", path, attempt)
+        return (True, *answer) if ok else (False, False, None)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The document stored under ``key``, or None (absent, faulty, or refused with a warning)."""
+        ok, found, raw = self._read(f"ac/{entries.action_digest(_check_key(key)).hash}")
+        earlier = ok and not found
+        if earlier:
+            ok, found, raw = self._read(f"ac/{key}")
+        if not ok or not found:
             self._c.count("misses")
             return None
-        problem, document = open_entry(key, raw, self._secret)
-        if problem:
+        try:
+            if raw is None:
+                problem, document = f"larger than {MAX_ENTRY_BYTES >> 20} MiB", None
+            elif earlier:
+                problem, document = open_entry(key, raw, self._secret)
+            else:
+                problem, document = entries.read(key, raw, self._blobs.read_bytes, self._secret)
+        except CorruptObject as exc:
+            problem, document = f"its envelope: {exc}", None
+        if document is None:
             self._c.count("misses")
-            self._c.count("refused")
-            self._c.warn(f"entry {path}: {problem}; refused")
+            if problem:
+                self._c.count("refused")
+                self._c.warn(f"entry {key}: {problem}; refused")
             return None
         self._c.count("hits")
         return document
@@ -312,24 +364,28 @@ class HttpActionStore:
 
         With uploads off, nothing is sent. A ref whose upload failed in this build, or that the
         server lacks, keeps the entry back (one warning): an entry never names a missing blob.
-        Raises StoreError if the tier is switched off.
+        Raises StoreError if the tier is switched off, ValueError if ``refs`` are not the blobs of
+        the document's outputs.
         """
-        path = f"ac/{_check_key(key)}"
+        path = f"ac/{entries.action_digest(_check_key(key)).hash}"
         refs = sorted({_check_digest(r) for r in refs})
         if not self._upload or self._c.upload_off:
             return
         self._c.check_on()
+        envelope, result = entries.pack(key, document, refs, self._secret)
         missing = self._blobs.refs_missing(refs)
         if missing:
-            self._c.warn(f"entry {path} not uploaded: blob {_short(missing[0])} is not on the server")
+            self._c.warn(f"entry {key} not uploaded: blob {_short(missing[0])} is not on the server")
             return
-        body = seal(key, document, refs, self._secret)
-        if len(body) > MAX_ENTRY_BYTES:
-            self._c.warn(f"entry {path} not uploaded: larger than {MAX_ENTRY_BYTES >> 20} MiB")
+        if len(envelope) > MAX_ENTRY_BYTES:
+            self._c.warn(f"entry {key} not uploaded: larger than {MAX_ENTRY_BYTES >> 20} MiB")
             return
+        if not self._blobs.put_bytes(envelope):
+            return
+        body = result.encode()
 
         def attempt() -> None:
-            resp = self._c.request("PUT", path, data=body, headers={"Content-Type": "application/json"})
+            resp = self._c.request("PUT", path, data=body, headers={"Content-Type": "application/octet-stream"})
             with resp:
                 if resp.status_code not in (200, 201, 204):
                     raise status_fault(resp)
@@ -415,6 +471,27 @@ class HttpTier:
     def close(self) -> None:
         """Close the pooled connections."""
         self._client.session.close()
+
+
+def _small_body(client: Client, resp: Any, limit: int) -> bytes | None:
+    """A response's whole body, at most ``limit`` bytes (None if it is longer); a transport error
+    while it streams raises :class:`Fault`."""
+    import requests
+
+    data = bytearray()
+    why = ""
+    try:
+        for chunk in resp.iter_content(64 << 10):
+            data += chunk
+            if len(data) > limit:
+                return None
+    except requests.RequestException as exc:
+        why = describe(exc, client.timeout)
+    finally:
+        client.count("bytes_down", len(data))
+    if why:  # raised here, outside the handler: no library exception rides along
+        raise Fault(why)
+    return bytes(data)
 
 
 def _unlink(path: Path) -> None:

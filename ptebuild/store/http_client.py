@@ -1,4 +1,4 @@
-"""The remote tier's HTTP client: one ``requests`` session, retries, the failure budget, counters.
+"""The remote tier's HTTP client: one ``requests`` session, and how its faults are described.
 
 Transport
 =========
@@ -13,15 +13,9 @@ Faults
 ======
 
 Every request has a timeout (connect and each read). A connection error, timeout, ``5xx``,
-``429`` or truncated body is retried ``retries`` times with exponential backoff; ``404`` is a
-miss. Each operation that met a fault it recovered from, or gave up on (a miss, or a blob not
-uploaded), is reported in one line through ``warn``, starting with the tier's name. Every
-failed request counts; at ``max_failures`` in one build the client raises
-:class:`~ptebuild.errors.StoreError` (now and on every later call, without the network), and the
-cache front end switches the tier off. ``401``/``403``/``407`` on a read switch the tier off at
-once; on an upload they turn uploads off (one warning). Exception messages do not repeat the
-tier's name: the front end puts it first (``remote cache http://host:8080 disabled for this
-build: 3 failed requests (last: GET ac/<key>: connection refused)``).
+``429`` or truncated body is a transient fault, retried; ``404`` is a miss; ``401``/``403``/``407``
+are refused credentials. Retries, warnings and the failure budget are :mod:`.faults`'
+(:class:`~ptebuild.store.faults.Budget`, which :class:`Client` is), the same for the gRPC tier.
 
 A fault is described by a fixed phrase (:func:`describe`, :func:`status_fault`), never by a
 library's exception text, which may carry a URL or a header.
@@ -29,14 +23,17 @@ library's exception text, which may carry a URL or a header.
 
 from __future__ import annotations
 
-import random
-import threading
-import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ptebuild.errors import StoreError
+from ptebuild.store.faults import Budget, Fault
+
+__all__ = ["CHUNK", "Client", "Fault", "describe", "status_fault"]
+
+if TYPE_CHECKING:
+    import requests
+    import requests.auth
 
 CHUNK = 1 << 20
 """Bytes per read and write of a streamed body."""
@@ -78,31 +75,21 @@ def describe(exc: BaseException, timeout: float) -> str:
     return f"transport error ({type(exc).__name__})"
 
 
-class Fault(Exception):
-    """One failed request: ``why`` is a safe phrase; ``transient`` faults are retried."""
-
-    def __init__(self, why: str, transient: bool = True, status: int | None = None) -> None:
-        super().__init__(why)
-        self.why = why
-        self.transient = transient
-        self.status = status
-
-
-def status_fault(resp) -> Fault:
+def status_fault(resp: requests.Response) -> Fault:
     """The :class:`Fault` for a response whose status is not the one expected."""
     code = resp.status_code
     reason = (resp.reason or "").strip()
     why = f"HTTP {code} {reason}".rstrip() if reason.isprintable() and len(reason) < 60 else f"HTTP {code}"
-    return Fault(why, transient=code in _RETRY_STATUS, status=code)
+    return Fault(why, transient=code in _RETRY_STATUS, status=code, auth=code in _AUTH_STATUS)
 
 
-class Client:
-    """The HTTP session, the failure budget and the counters shared by a tier's two stores."""
+class Client(Budget):
+    """The HTTP session, with the failure budget and the counters shared by a tier's two stores."""
 
     def __init__(
         self,
         base: str,
-        auth,
+        auth: requests.auth.AuthBase,
         *,
         name: str,
         warn: Callable[[str], None],
@@ -116,107 +103,24 @@ class Client:
         import requests.adapters
 
         class _Adapter(requests.adapters.HTTPAdapter):
-            def init_poolmanager(self, *args, **kwargs):
+            def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
                 kwargs["blocksize"] = CHUNK  # upload in 1 MiB writes, not urllib3's 16 KiB
                 super().init_poolmanager(*args, **kwargs)
 
+        super().__init__(name=name, warn=warn, timeout=timeout, retries=retries, max_failures=max_failures,
+                         backoff=backoff)
         self.base = base
-        self.name = name
-        self.warn_fn = warn
-        self.timeout = timeout
-        self.retries = max(0, retries)
-        self.max_failures = max(1, max_failures)
-        self.backoff = backoff
         self.session = requests.Session()
         self.session.auth = auth
         self.session.headers.update({"Accept-Encoding": "identity", "User-Agent": "ptebuild"})
         adapter = _Adapter(pool_connections=2, pool_maxsize=max(1, jobs), max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
-        self.lock = threading.Lock()
-        self.warn_lock = threading.Lock()
-        self.counts = dict.fromkeys(("hits", "misses", "refused", "downloads", "uploads", "errors", "bytes_down", "bytes_up"), 0)
-        self.disabled: str | None = None
-        self.upload_off = False
-
-    # counters and messages
-    def count(self, key: str, n: int = 1) -> None:
-        with self.lock:
-            self.counts[key] += n
-
-    def warn(self, message: str) -> None:
-        with self.warn_lock:  # not self.lock: the callback may well ask for stats()
-            self.warn_fn(f"{self.name}: {message}")
-
-    def check_on(self) -> None:
-        if self.disabled is not None:
-            raise StoreError(self.disabled)
-
-    def failed(self, what: str, why: str) -> None:
-        """Count one failed request; raise StoreError once the build's budget is spent."""
-        with self.lock:
-            self.counts["errors"] += 1
-            if self.disabled is None and self.counts["errors"] >= self.max_failures:
-                self.disabled = (
-                    f"{self.counts['errors']} failed requests (last: {what}: {why})"
-                )
-        self.check_on()
-
-    def switch_off(self, message: str) -> None:
-        with self.lock:
-            if self.disabled is None:
-                self.disabled = message
-        self.check_on()
 
     def url(self, path: str) -> str:
         return f"{self.base}/{quote(path)}"
 
-    def call(
-        self, method: str, path: str, attempt: Callable[[], Any], *, upload: bool = False, warn_give_up: bool = True
-    ) -> tuple[bool, Any]:
-        """Run ``attempt`` (one request) with retries: ``(True, result)``, or ``(False, why)``.
-
-        ``attempt`` raises :class:`Fault` for a failed request. Gives one warning per call that
-        met a fault: recovered, or given up on (unless ``warn_give_up`` is False: the caller
-        reports it another way). Raises StoreError when the failure budget is spent or the server
-        refuses the credentials of a read.
-        """
-        self.check_on()
-        what = f"{method} {path}"
-        faults: list[str] = []
-        for i in range(self.retries + 1):
-            if i:
-                time.sleep(self.backoff * (2 ** (i - 1)) * (0.75 + 0.5 * random.random()))
-                self.check_on()
-            fault: Fault | None = None
-            try:
-                result = attempt()
-            except Fault as caught:
-                fault = caught
-            if fault is None:
-                if faults:
-                    tries = "1 retry" if len(faults) == 1 else f"{len(faults)} retries"
-                    self.warn(f"{what}: {faults[-1]}; succeeded after {tries}")
-                return True, result
-            # Handled outside the except clause, so a StoreError raised here chains nothing.
-            faults.append(fault.why)
-            if fault.status in _AUTH_STATUS:
-                self.count("errors")
-                if not upload:
-                    self.switch_off(f"{what}: {fault.why} (check the credentials: --remote-cache-header)")
-                with self.lock:
-                    first, self.upload_off = not self.upload_off, True
-                if first:
-                    self.warn(f"{what}: {fault.why}; uploads turned off for this build")
-                return False, fault.why
-            self.failed(what, fault.why)
-            if not fault.transient:
-                break
-        if warn_give_up:
-            self.warn(f"{what}: {faults[-1]}; {'not uploaded' if upload else 'treated as a miss'}")
-        return False, faults[-1]
-
-    def request(self, method: str, path: str, **kwargs):
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """One request, no retry; transport exceptions become :class:`Fault`."""
         import requests
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.errors import CorruptObject
 from ptebuild.store import Store
+
+if TYPE_CHECKING:
+    import filelock
 
 
 class _LocalBlobs:
     def __init__(self, store: Store) -> None:
         self.cas = store.cas
 
-    def has(self, digest: str) -> bool:
+    def has(self, digest: str, size: int | None = None) -> bool:
         return self.cas.has(digest)
 
-    def fetch(self, digest: str, dest: Path) -> bool:
+    def fetch(self, digest: str, dest: Path, size: int | None = None) -> bool:
         if not self.cas.has(digest):
             return False
         try:
@@ -66,7 +69,7 @@ class LocalTier:
     def digest_file(self, path: Path) -> tuple[str, int]:
         return self.store.digest_file(path)
 
-    def lock(self, key: str):
+    def lock(self, key: str) -> filelock.FileLock:
         return self.store.lock(key)
 
     def entry_file(self, key: str) -> Path:

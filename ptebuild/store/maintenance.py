@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.store import _fs
 
@@ -62,7 +62,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def stats(store: Store) -> dict:
+def stats(store: Store) -> dict[str, Any]:
     """Counts of the store: entries (action records), blobs, bytes (blobs + records), hits, misses."""
     entries = record_bytes = blobs = blob_bytes = 0
     for _, path in store.actions:

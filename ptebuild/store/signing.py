@@ -1,8 +1,10 @@
-"""The remote action entry: its envelope, its signature, and the checks that open it.
+"""The remote action entry's envelope: ptebuild's own document, its signature, the checks that open it.
 
-An action entry (``/ac/<key>`` on the remote cache) is not Bazel's ``ActionResult`` protobuf
-but ptebuild's own document: UTF-8 canonical JSON (:func:`ptebuild.canonical.canonical_bytes`:
-``sort_keys``, separators ``,`` and ``:``, no trailing newline), at most 4 MiB::
+A remote entry is a REAPI ``ActionResult`` that names the outputs and this envelope, a CAS blob
+of its own (:mod:`ptebuild.store.entries`); entries of the earlier layout are the envelope
+itself, under ``/ac/<key>``. The envelope is UTF-8 canonical JSON
+(:func:`ptebuild.canonical.canonical_bytes`: ``sort_keys``, separators ``,`` and ``:``, no
+trailing newline), at most 4 MiB::
 
     {"document": {...},                 # ptebuild.results.ActionResult.to_json()
      "format": "ptebuild-remote-action",

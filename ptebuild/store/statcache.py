@@ -118,7 +118,7 @@ class StatCache:
             return conn
         return None  # pragma: no cover - the loop always returns
 
-    def _execute(self, sql: str, params: tuple = ()) -> list[tuple] | None:
+    def _execute(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]] | None:
         """Run one statement; None if the database is unusable (the caller then falls back)."""
         import sqlite3
 
@@ -127,7 +127,8 @@ class StatCache:
             if conn is None:
                 return None
             try:
-                return conn.execute(sql, params).fetchall()
+                rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()  # the default row factory: tuples
+                return rows
             except sqlite3.Error:
                 return None
 

@@ -136,12 +136,21 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
         lowered_at = time.monotonic()
         figures, check_name = [], ""
         if program.check_enabled:
-            progress("checking against eager PyTorch")
+            backend = get_backend(program.backend)
+            kind = backend.check_kind(program.options)
+            progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = get_backend(program.backend).check(
+            checked, check_name = backend.check(
                 model, program, lowered.files[program.pte_name], ptd
             )
             figures = [f.to_json() for f in checked]
+        if program.bpte_name:
+            from ptebuild.lowering.bundled_io import write_bpte
+
+            progress("bundling the test cases")
+            lowered.files[program.bpte_name] = write_bpte(
+                model, program, lowered.files[program.pte_name], staging / program.bpte_name
+            )
         deps = discover(manifest_dir, hash_file)
         for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
             before = installed_at_start.get(dist)

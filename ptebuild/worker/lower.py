@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.backends import get_backend
+from ptebuild.causes import describe
 from ptebuild.errors import BuildError
-from ptebuild.plan import MethodPlan, ProgramPlan
+from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
 Progress = Callable[[str], None]
 
@@ -32,7 +33,11 @@ class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 
     @staticmethod
-    def wrap(model, function: str):
+    def wrap(model, function: str, distinct: bool = False, contiguous: bool = False):
+        """``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
+        or aliased by another slot, is cloned); ``contiguous``: a strided output is made
+        contiguous. Both for runtimes that need it (:attr:`Backend.distinct_outputs`,
+        :attr:`Backend.contiguous_outputs`); the eager check compares the outputs as always."""
         import torch
 
         class _Method(torch.nn.Module):
@@ -41,9 +46,66 @@ class MethodModule:
                 self.model = model
 
             def forward(self, *args):
-                return getattr(self.model, function)(*args)
+                out = getattr(self.model, function)(*args)
+                if distinct or contiguous:
+                    out = separate_outputs(out, distinct, contiguous)
+                return out
 
         return _Method()
+
+
+def _same_tensor(a, b) -> bool:
+    """``a`` and ``b`` are one tensor's data seen twice (the same object, or views of one storage
+    with the same shape, strides and offset: ``y.detach()`` twice). Works on export's fake tensors."""
+    import torch
+
+    if a is b:
+        return True
+    aliased = torch._C._is_alias_of(a, b)  # type: ignore[attr-defined]
+    return aliased and tuple(a.shape) == tuple(b.shape) and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+
+
+def separate_outputs(out, distinct: bool, contiguous: bool):
+    """``out`` with every tensor leaf its own (``distinct``) and contiguous (``contiguous``)."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten(out)
+    seen: list = []
+    fixed = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            if contiguous and not leaf.is_contiguous():
+                leaf = leaf.contiguous()
+            if distinct and any(_same_tensor(leaf, other) for other in seen):
+                leaf = leaf.clone()
+            seen.append(leaf)
+        fixed.append(leaf)
+    return tree_unflatten(fixed, spec)
+
+
+def shared_output_slots(exported) -> list[tuple[int, ...]]:
+    """Groups of output slots of an exported program that hold one graph value (``return y, y``)."""
+    output = next(n for n in exported.graph.nodes if n.op == "output")
+    slots: dict[object, list[int]] = {}
+    for index, node in enumerate(output.args[0]):
+        if node is not None and hasattr(node, "op"):
+            slots.setdefault(node, []).append(index)
+    return [tuple(s) for s in slots.values() if len(s) > 1]
+
+
+def _dynamic_spec(spec: InputPlan, dims: dict):
+    """torch.export's dynamic shape of one input: a dict of axes for a tensor, the same structure
+    for a tuple, list or dict, None for a scalar or a static tensor."""
+    if spec.kind == "tensor":
+        return {axis: dims[d] for axis, d in enumerate(spec.shape) if isinstance(d, str)} or None
+    if spec.kind == "tuple":
+        return tuple(_dynamic_spec(item, dims) for item in spec.items)
+    if spec.kind == "list":
+        return [_dynamic_spec(item, dims) for item in spec.items]
+    if spec.kind == "dict":
+        return {item.name: _dynamic_spec(item, dims) for item in spec.items}
+    return None
 
 
 def dynamic_shapes(method: MethodPlan):
@@ -53,10 +115,7 @@ def dynamic_shapes(method: MethodPlan):
     if not method.dims:
         return None
     dims = {d.name: torch.export.Dim(d.name, min=d.min, max=d.max) for d in method.dims}
-    shapes = []
-    for spec in method.inputs:
-        shapes.append({axis: dims[d] for axis, d in enumerate(spec.shape) if isinstance(d, str)} or None)
-    return tuple(shapes)
+    return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
 def export_method(model, program: ProgramPlan, method: MethodPlan, example_inputs, progress: Progress):
@@ -74,31 +133,38 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
         """Export again a module that takes the inputs positionally (an unlifted graph)."""
         return torch.export.export(module, example_inputs, dynamic_shapes=shapes, strict=False)
 
+    backend = get_backend(program.backend)
+    options = backend.options_model.model_validate(program.options)
     progress(f"exporting {method.name}")
     try:
         # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
         exported = torch.export.export(
-            MethodModule.wrap(model, method.function),
+            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
             example_inputs,
             dynamic_shapes=None if shapes is None else (shapes,),
             strict=False,
         )
     except Exception as exc:
         raise BuildError(
-            f"torch.export of method {method.name!r} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}",
+            f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
-    if getattr(options, "quantize", "none") != "none":
-        progress(f"quantizing {method.name} ({options.quantize})")
+    shared = shared_output_slots(exported) if backend.distinct_outputs else []
+    if shared:
+        slots = ", ".join(" and ".join(map(str, group)) for group in shared)
+        raise BuildError(
+            f"method {method.name!r} returns one tensor in output slots {slots} ({backend.distinct_outputs}); "
+            "return a .clone() in all but one of them",
+            location=f"programs.{program.name}",
+        )
+    quantize = getattr(options, "quantize", "none")  # a field of some backends' options
+    if quantize != "none":
+        progress(f"quantizing {method.name} ({quantize})")
     try:
         return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
     except Exception as exc:
         raise BuildError(
-            f"preparing method {method.name!r} for {program.backend} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}",
+            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
 
@@ -123,6 +189,15 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
 
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
+    try:
+        model = backend.transform_model(model, options, program)
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(
+            f"preparing the model for {program.backend} failed: {summary_of(exc)}",
+            location=f"programs.{program.name}",
+        ) from exc
     exported = {
         method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
         for method in program.methods
@@ -144,8 +219,7 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
         raise
     except Exception as exc:
         raise BuildError(
-            f"lowering for {program.backend} failed: "
-            f"{type(exc).__name__}: {_first_line(exc)}",
+            f"lowering for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
     staging.mkdir(parents=True, exist_ok=True)
@@ -169,6 +243,7 @@ def _plans(executorch_program):
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def summary_of(exc: BaseException) -> str:
+    """``TypeName: the cause`` in one line (:func:`ptebuild.causes.describe`): a C++ exception's
+    first line without its backtrace, a list's items (missing kernels, unsupported operators)."""
+    return describe(exc).line

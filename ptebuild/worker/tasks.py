@@ -157,6 +157,9 @@ class TaskFailure:
     message: str
     manifest: str = ""
     location: str = ""
+    detail: str = ""
+    """The failure's whole text (traceback, chained causes, a backtrace, logged runtime lines):
+    what the builder keeps in the program's log file; empty when there is nothing beyond the line."""
 
     def line(self, manifest: str, program: str) -> str:
         """The one-line report: ``manifest: location: message``, the program's by default."""
@@ -168,7 +171,8 @@ class TaskFailure:
                                  location=self.location or f"programs.{program}"))
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind.value, "message": self.message, "manifest": self.manifest, "location": self.location}
+        return {"kind": self.kind.value, "message": self.message, "manifest": self.manifest, "location": self.location,
+                "detail": self.detail}
 
     @classmethod
     def from_json(cls, data: Any) -> TaskFailure:
@@ -179,25 +183,26 @@ class TaskFailure:
             kind = FailureKind(data.get("kind"))
         except ValueError:
             kind = FailureKind.BUILD
-        return cls(kind, str(data.get("message", "")), str(data.get("manifest") or ""), str(data.get("location") or ""))
+        return cls(kind, str(data.get("message", "")), str(data.get("manifest") or ""), str(data.get("location") or ""),
+                   str(data.get("detail") or ""))
 
     @classmethod
     def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> TaskFailure:
         """The failure of a task that raised ``exc`` (the worker side of every executor)."""
+        from ptebuild.causes import describe
         from ptebuild.errors import ManifestError, PtebuildError, StaleWorker
 
         where = f"programs.{program}"
         if isinstance(exc, StaleWorker):
             return cls(FailureKind.STALE, exc.message, "", where)
+        cause = describe(exc)
         if isinstance(exc, ManifestError):
-            return cls(FailureKind.MANIFEST, str(exc))
+            return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
-            return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where)
-        import traceback
-
-        detail = traceback.format_exception(exc) if debug else []
-        message = f"{type(exc).__name__}: {exc}".strip() + ("\n" + "".join(detail) if detail else "")
-        return cls(FailureKind.BUILD, message, "", where)
+            return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where, cause.text)
+        # The line keeps the cause (a C++ exception's first line, a list's items), not the noise.
+        message = cause.line + ("\n" + cause.text if debug else "")
+        return cls(FailureKind.BUILD, message, "", where, cause.text)
 
 
 class EventKind(str, enum.Enum):

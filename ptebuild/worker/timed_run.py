@@ -155,7 +155,7 @@ def run_program(
     import torch
 
     from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
-    from ptebuild.lowering.examples import make_inputs
+    from ptebuild.lowering.examples import flat_inputs, make_inputs
     from ptebuild.runtime import load
     from ptebuild.worker.model_loading import build_model
 
@@ -167,14 +167,15 @@ def run_program(
     runs = []
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
+        flat = flat_inputs(inputs)  # ExecuTorch takes the leaves of nested inputs, in export's order
         eager_fn = getattr(model, spec.function)
         with native_stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
-            actual = flatten_outputs(loaded.run(spec.name, inputs))
+            actual = flatten_outputs(loaded.run(spec.name, flat))
         with torch.no_grad():
             expected = flatten_outputs(eager_fn(*inputs))
         outputs = _compare(program, spec.name, expected, actual)
-        latency = _median_time(lambda name=spec.name, args=inputs: loaded.run(name, args), iters)
+        latency = _median_time(lambda name=spec.name, args=flat: loaded.run(name, args), iters)
         with torch.no_grad():
             eager_latency = _median_time(lambda fn=eager_fn, args=inputs: fn(*args), iters)
         within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)

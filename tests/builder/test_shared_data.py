@@ -70,3 +70,29 @@ def test_only_one_program_of_a_group_builds_the_whole_group(shared, tmp_path):
     manifest, cache, _ = shared
     document = json.loads(ptebuild("build", str(manifest), "--cache", str(cache), "--only", "tiny_portable", "--json").stdout)
     assert sorted(p["name"] for p in document["programs"]) == ["tiny_portable", "tiny_xnnpack"]
+
+
+def test_a_member_that_bundles_its_test_cases_publishes_its_bpte(shared, tmp_path):
+    """bundle_io on one program of a shared data name: its .bpte is published with its .pte, and
+    ExecuTorch verifies it with the shared weights file."""
+    import shutil
+    from pathlib import Path
+
+    manifest, cache, _document = shared
+    project = Path(shutil.copytree(manifest.parent, tmp_path / "project", ignore=shutil.ignore_patterns("out")))
+    copy = project / manifest.name
+    copy.write_text(copy.read_text().replace('backend = "xnnpack"\n', 'backend = "xnnpack"\nbundle_io = true\n'))
+    result = ptebuild("build", str(copy), "--cache", str(cache), "--json")
+    assert result.returncode == 0, result.stderr
+    statuses = {p["name"]: p["status"] for p in json.loads(result.stdout)["programs"]}
+    assert statuses == {"tiny_portable": "cached", "tiny_xnnpack": "built"}
+    out = project / "out"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "ptebuild.json", "tiny_portable.pte", "tiny_weights.ptd", "tiny_xnnpack.bpte", "tiny_xnnpack.pte"]
+    record = json.loads((out / "ptebuild.json").read_text())
+    assert sorted(record["targets"]["tiny_xnnpack"]["outputs"]) == ["tiny_weights.ptd", "tiny_xnnpack.bpte", "tiny_xnnpack.pte"]
+    assert ptebuild("verify", str(out), "--bytes").returncode == 0
+    verify = Path(__file__).resolve().parents[1] / "lowering" / "bpte_verify.py"
+    done = subprocess.run([sys.executable, str(verify), str(out / "tiny_xnnpack.bpte"), str(out / "tiny_weights.ptd"), "--atol", "1e-6"],
+                          capture_output=True, text=True, env=TOOLS_ENV, timeout=300)
+    assert done.returncode == 0 and done.stdout.count(": ok (") == 6, done.stdout + done.stderr[-3000:]

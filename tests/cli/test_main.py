@@ -50,7 +50,7 @@ def test_schema_is_json_schema_of_the_manifest(capsys):
     assert set(schema["properties"]) == {"defaults", "models", "programs", "shims"}
     assert schema["additionalProperties"] is False
     backend = schema["$defs"]["ProgramSpec"]["properties"]["backend"]
-    assert {"enum": ["portable", "xnnpack", "cuda"], "type": "string"} in backend["anyOf"]
+    assert {"enum": ["portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"], "type": "string"} in backend["anyOf"]
 
 
 def test_bad_manifest_through_main(capsys, monkeypatch):
@@ -59,7 +59,7 @@ def test_bad_manifest_through_main(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err == (
         "error: bad-backend-typo.toml: programs.tiny_xnnpack.backend: unknown backend 'xnnpak' "
-        "(did you mean 'xnnpack'?); expected one of 'portable', 'xnnpack', 'cuda'\n"
+        "(did you mean 'xnnpack'?); expected one of 'portable', 'xnnpack', 'cuda', 'openvino', 'coreml', 'vulkan'\n"
     )
 
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, with the wheels of cuda-notes.md in .whl/:
-#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,repro,pytest,bench; default all)
+#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,repro,pytest,outputs,doctor,bench; default all)
 # Installs the wheels into /tmp/site, then: test data (make_data.py); repro_probe.py on the
 # robot policy, two cold lowerings (check figures, byte identity, which ELF sections differ),
 # beside the GPU tests (pytest plugin autoload off: the wheels' hydra plugin needs another
@@ -8,7 +8,7 @@
 # Results go to $OUT (log.txt, bench.json, repro-*.json, data.tar) or ./gpu-out.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-STEPS=${1:-data,repro,pytest,bench}
+STEPS=${1:-data,repro,pytest,outputs,doctor,bench}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 LOG=$OUT/log.txt
 step() { echo "== $1 $(date -u +%T)" >>"$LOG"; }
@@ -37,6 +37,27 @@ case $STEPS in *pytest*)
   step pytest
   PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest tests/cuda/test_cuda_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "pytest rc=$?" >>"$LOG"
+esac
+case $STEPS in *outputs*)
+  # Issue 18: CUDA programs as people write them (aliased, strided, nested, a scatter, a missing
+  # kernel), each output slot the .pte declares checked; the C++/runtime failure lines.
+  step outputs
+  PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${OUTPUTS_TIMEOUT:-420} \
+    python3 -m pytest tests/cuda/test_cuda_outputs_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
+  echo "outputs rc=$?" >>"$LOG"
+esac
+case $STEPS in *doctor*)
+  # What this machine can lower and check (ExecuTorch's pip runtime under torch 2.11+cu130), then
+  # the robot manifest: its CPU programs must fail in seconds, before lowering (or be restored).
+  step doctor
+  export PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities
+  timeout 300 python3 -m ptebuild doctor --cache "$OUT/doctor-cache" >>"$LOG" 2>&1; echo "doctor rc=$?" >>"$LOG"
+  timeout 300 python3 -m ptebuild doctor --json --cache "$OUT/doctor-cache" >"$OUT/doctor.json" 2>>"$LOG"
+  /usr/bin/time -f "robot build %e s" timeout 300 python3 -m ptebuild build manifests/robot.toml --keep-going \
+    --no-daemon --cache "$OUT/doctor-cache" --out "$OUT/robot-out" >>"$LOG" 2>&1
+  echo "robot build rc=$?" >>"$LOG"
+  cp -r "$OUT/robot-out/.ptebuild/logs" "$OUT/robot-logs" 2>/dev/null
+  unset PTEBUILD_CAPABILITIES_DIR
 esac
 case $STEPS in *repro*)
   wait $repro; echo "repro robot rc=$?" >>"$LOG"

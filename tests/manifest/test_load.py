@@ -156,3 +156,24 @@ def test_backend_keeping_data_in_the_pte_refuses_a_data_name(tiny_project, monke
         f"{tiny_project}: programs.tiny_portable.data_name: backend 'portable' keeps its data inside "
         "the .pte and cannot write a .ptd; remove data_name"
     )
+
+
+def test_bundles_resolve_into_the_plan(tmp_path: Path, tiny_project: Path):
+    """Globs resolve sorted, ``bundle_io`` of a bundle reaches its programs, outputs gain the .bpte;
+    a program without it keeps its manifest entry (and so its key)."""
+    from release_build import bundle_project
+
+    plan = load_manifest(bundle_project(tmp_path / "bundles"))
+    assert [(b.name, b.programs, b.archive, b.include) for b in plan.bundles] == [
+        ("edge", ("tiny_inside", "tiny_portable", "tiny_xnnpack"), "edge.tar.gz", ("NOTICE",)),
+        ("mobile", ("tiny_xnnpack",), "tiny-mobile.zip", ()),
+    ]
+    programs = {p.name: p for p in plan.programs}
+    assert {name: p.bundle_io for name, p in programs.items()} == {"tiny_portable": False, "tiny_xnnpack": True, "tiny_inside": True}
+    assert programs["tiny_xnnpack"].output_names == ("tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd", "tiny_xnnpack.bpte")
+    assert programs["tiny_inside"].output_names == ("tiny_inside.pte", "tiny_inside.bpte")
+    assert programs["tiny_xnnpack"].program_entry["bundle_io"] is True
+    plain = {p.name: p for p in load_manifest(tiny_project).programs}
+    assert programs["tiny_portable"].program_entry == plain["tiny_portable"].program_entry
+    assert plan.dist_dir() == tmp_path / "bundles" / "dist"
+    assert BuildPlan.from_json(plan.to_json(), manifest=plan.manifest, manifest_dir=plan.manifest_dir) == plan

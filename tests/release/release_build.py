@@ -37,3 +37,56 @@ def built_tiny(factory: pytest.TempPathFactory) -> Path:
     code = cli.main(["build", str(manifest), "--cache", str(cache_dir(factory))])
     assert code == 0, "the tiny project does not build"
     return manifest
+
+
+# The tiny project with release bundles: a program whose weights stay inside its .pte and that
+# bundles its test cases, a bundle of three programs with an included file, and a bundle (a
+# zip of its own name) whose programs all bundle their test cases.
+BUNDLES = """
+[programs.tiny_inside]
+model = "tiny"
+backend = "portable"
+bundle_io = true
+
+[bundles.edge]
+programs = ["tiny_portable", "tiny_inside", "tiny_xnnpack"]
+include = ["NOTICE"]
+
+[bundles.mobile]
+programs = ["tiny_x*"]
+output = "tiny-mobile.zip"
+bundle_io = true
+"""
+BUNDLE_PROGRAMS = ("tiny_inside", "tiny_portable", "tiny_xnnpack")
+NOTICE = "The tiny models of ptebuild's tests.\n"
+
+
+def bundle_project(dest: Path) -> Path:
+    """A copy of the tiny project with :data:`BUNDLES` declared: returns its manifest."""
+    manifest = copy_project(dest)
+    manifest.write_text(manifest.read_text() + BUNDLES)
+    (dest / "NOTICE").write_text(NOTICE)
+    return manifest
+
+
+def built_bundles(factory: pytest.TempPathFactory, which: str = "a", edit=None) -> Path:
+    """The bundle project built from a clean cache of its own, once per session per ``which``
+    (``<basetemp>/bundles-<which>/project``, cache beside it); ``edit(text) -> text`` changes its
+    manifest first. Tests copy what they damage."""
+    from ptebuild import cli
+
+    root = factory.getbasetemp() / f"bundles-{which}"
+    manifest = root / "project" / "tiny.toml"
+    if (manifest.parent / "out" / "ptebuild.json").is_file():
+        return manifest
+    bundle_project(root / "project")
+    if edit is not None:
+        manifest.write_text(edit(manifest.read_text()))
+    code = cli.main(["build", str(manifest), "--cache", str(root / "cache"), "--jobs", "2"])
+    assert code == 0, f"the bundle project ({which}) does not build"
+    return manifest
+
+
+def bundle_cache(manifest: Path) -> Path:
+    """The cache :func:`built_bundles` built ``manifest`` with."""
+    return manifest.parent.parent / "cache"

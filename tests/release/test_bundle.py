@@ -211,3 +211,75 @@ def test_a_manifest_changed_after_packing_is_named_by_the_provenance(bundle, tmp
     code, lines, _ = verify(write_tar(tmp_path / f"{FOLDER}.tar.gz", list(items.values())))
     assert code == 1
     assert lines[0].startswith(f"{FOLDER}.tar.gz: {FOLDER}/provenance.intoto.json: the manifest tiny.toml has sha256 ")
+
+
+# -- verify --runtime: what an ExecuTorch runtime cannot load ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory) -> dict[str, Path]:
+    """The bundle project's two bundles: edge (a .ptd program, one with weights inside, XNNPACK) and mobile."""
+    from release_build import built_bundles
+
+    manifest = built_bundles(tmp_path_factory)
+    folder = tmp_path_factory.mktemp("bundles")
+    return {name: pack(None, manifest, None, folder / archive, bundle=name).archive.path
+            for name, archive in (("edge", "edge.tar.gz"), ("mobile", "tiny-mobile.zip"))}
+
+
+def run_cli(capsys, *argv) -> tuple[int, list[str], str]:
+    code = cli.main([*map(str, argv)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out.splitlines(), err
+
+
+def test_an_older_runtime_is_refused_one_line_per_program(bundles, capsys):
+    code, lines, _ = run_cli(capsys, "verify", "--runtime", "0.6.0", bundles["edge"])
+    assert code == 1
+    external = "FAILED: runtime 0.6.0 cannot load it: weights in an external .ptd (FlatTensor layout of 0.7) needs runtime >= 0.7.0"
+    assert lines[0] == "tiny_inside    ok"
+    assert lines[1].startswith("               note: runtime 0.6.0 is older than the ExecuTorch 1.5.1 that wrote it")
+    assert lines[2:4] == [f"tiny_portable  {external}", f"tiny_xnnpack   {external}"]
+    assert lines[-1] == f"3 targets: 2 failed (7 files, 14 keys checked, blobs rehashed, judged for runtime 0.6.0) -> {bundles['edge']}"
+    report = verify_bundle(bundles["mobile"], runtime=(0, 6, 0))
+    assert [t.name for t in report.failed] == ["tiny_xnnpack"] and report.runtime == "0.6.0"
+    assert report.targets[0].runtime["minimum"] == "0.7.0"
+
+
+def test_the_runtime_that_built_it_loads_every_program(bundles, capsys):
+    for bundle in bundles.values():
+        code, lines, _ = run_cli(capsys, "verify", "--runtime", "1.5.1", bundle)
+        assert code == 0 and not any("note:" in line for line in lines), lines
+        assert lines[-1].endswith(f", judged for runtime 1.5.1) -> {bundle}")
+
+
+def test_a_runtime_that_is_no_version_is_a_usage_error(bundles, capsys):
+    code, lines, err = run_cli(capsys, "verify", "--runtime", "latest", bundles["edge"])
+    assert (code, lines, err) == (2, [], "error: --runtime: 'latest' is not an ExecuTorch version (e.g. 1.5.1)\n")
+
+
+def test_a_bpte_that_bundles_another_program_is_found(bundles, tmp_path):
+    """A .bpte swapped for another program's, SHA256SUMS and the record patched to match."""
+    with tarfile.open(bundles["edge"]) as tar:
+        items = [(m, tar.extractfile(m).read() if m.isreg() else None) for m in tar.getmembers()]
+    files = {m.name: data for m, data in items}
+    other = files["edge/tiny_xnnpack.bpte"]
+    digest = hashlib.sha256(other).hexdigest()
+    record = json.loads(files["edge/ptebuild.json"])
+    record["targets"]["tiny_inside"]["outputs"]["tiny_inside.bpte"] = {"sha256": digest, "bytes": len(other)}
+    replaced = {"edge/tiny_inside.bpte": other, "edge/ptebuild.json": json.dumps(record).encode()}
+    statement = json.loads(files["edge/provenance.intoto.json"])
+    for subject in statement["subject"]:
+        if subject["name"] == "tiny_inside.bpte":
+            subject["digest"]["sha256"] = digest
+    replaced["edge/provenance.intoto.json"] = json.dumps(statement).encode()
+    sums = "".join(
+        f"{hashlib.sha256(replaced.get(m.name, data)).hexdigest()}  {m.name.removeprefix('edge/')}\n"
+        for m, data in sorted(items, key=lambda i: i[0].name) if data is not None and m.name != "edge/SHA256SUMS"
+    )
+    replaced["edge/SHA256SUMS"] = sums.encode()
+    forged = write_tar(tmp_path / "edge.tar.gz", [(m, replaced.get(m.name, data)) for m, data in items])
+    report = verify_bundle(forged)
+    assert [t.name for t in report.failed] == ["tiny_inside"], report.to_json()
+    assert report.failed[0].problems == (f"tiny_inside.bpte: bundles another program than tiny_inside.pte (sha256 {hashlib.sha256(files['edge/tiny_xnnpack.pte']).hexdigest()[:12]}...)",)

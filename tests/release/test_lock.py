@@ -199,7 +199,9 @@ GOOD = 'format = "ptebuild-lock"\nversion = 1\n[targets.a]\nkind = "program"\nke
     [
         ("format = \n", "ptebuild.lock: not valid TOML: Invalid value (at line 1, column 10)"),
         ('format = "other"\n', "ptebuild.lock: format: not a ptebuild lockfile"),
-        ('format = "ptebuild-lock"\nversion = 7\n', "ptebuild.lock: version: lockfile version 7, this ptebuild reads 1"),
+        ('format = "ptebuild-lock"\nversion = 7\n', "ptebuild.lock: version: lockfile version 7, this ptebuild reads 1 and 2"),
+        (GOOD + '[targets.a.runtime]\nwriter = "soon"\n', "ptebuild.lock: targets.a.runtime: writer: 'soon' is not a version"),
+        (GOOD + 'runtime = 3\n', "ptebuild.lock: targets.a.runtime: expected a table"),
         (GOOD + "colour = 1\n", "ptebuild.lock: targets.a.colour: unknown field"),
         (GOOD.replace('key = "k"', "key = 3"), "ptebuild.lock: targets.a.key: expected a string"),
         (GOOD + '[targets.a.sources]\n"x.py" = 1\n', 'ptebuild.lock: targets.a.sources."x.py": expected a string'),
@@ -253,3 +255,20 @@ def test_entries_from_action_results():
     before = lock_entry_from_result(result, with_outputs=False)
     assert before.outputs is None
     assert compare_lock(Lock({"p": entry}), {"p": before}) == []
+
+
+def test_a_version_1_lock_is_still_read_and_a_new_one_names_the_runtimes(tmp_path):
+    """Version 2 added each program's runtime support; version 1 (without it) reads as before."""
+    from ptebuild.runtime.compat import FileFormat, RuntimeSupport
+
+    path = tmp_path / "ptebuild.lock"
+    path.write_text(GOOD)
+    entry = read_lock(path).entries["a"]
+    assert (entry.kind, entry.key, entry.runtime) == ("program", "k", None)
+    support = RuntimeSupport((FileFormat("a.pte", "ET12", 0), FileFormat("a_weights.ptd", "FT01", 0)), (1, 5, 1),
+                             ("constant-segment", "external-data"), ("XnnpackBackend",))
+    lock = write_lock(path, {"a": LockEntry("a", "program", "k", runtime=support)}, manifest="m.toml")
+    text = path.read_text()
+    assert "version = 2\n" in text and '[targets.a.runtime]\nbackends = [\n    "XnnpackBackend",\n]\nguaranteed = ">=1.5.1,<1.7.0"\n' in text
+    assert '[targets.a.runtime.files."a.pte"]\nformat = "ET12"\nschema_version = 0\n' in text
+    assert read_lock(path).entries == lock.entries

@@ -1,4 +1,4 @@
-"""`ptebuild pack` on a real build of the tiny project: reproducible bytes, sha256sum -c, refusals, --from-cache."""
+"""`ptebuild pack` on real builds of the tiny project: reproducible bytes, sha256sum -c, refusals, --from-cache, declared bundles."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
-from release_build import PROGRAMS, built_tiny, cache_dir, copy_project
+from release_build import BUNDLE_PROGRAMS, NOTICE, PROGRAMS, built_bundles, built_tiny, bundle_cache, cache_dir, copy_project
 
 from ptebuild import cli
-from ptebuild.release.lock import LockEntry, lock_entries_from_record, read_lock, write_lock
+from ptebuild.release.lock import LockEntry, loads_lock, lock_entries_from_record, read_lock, write_lock
 from ptebuild.release.pack import PackError, pack, pack_from_cache
 from ptebuild.results import OutputFile
+from ptebuild.runtime.oplist import merge, program_operators, selected_operators_yaml
 from ptebuild.runtime.record import read_build_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,12 +86,12 @@ def test_sha256sum_accepts_the_extracted_sums(project, tmp_path, run):
         tar.extractall(tmp_path / "x", filter="data")
     folder = tmp_path / "x" / "tiny-1.0"
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["SHA256SUMS", "provenance.intoto.json", "ptebuild.json", "tiny.toml"]
+        ["SHA256SUMS", "provenance.intoto.json", "ptebuild.json", "selected_operators.yaml", "tiny.toml"]
         + [f"{p}.pte" for p in PROGRAMS] + [f"{p}_weights.ptd" for p in PROGRAMS]
     )
     done = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count(": OK\n") == 7
+    assert done.stdout.count(": OK\n") == 8
     assert (folder / "tiny.toml").read_bytes() == project.read_bytes()
     record = json.loads((folder / "ptebuild.json").read_text())
     assert record["manifest"] == "tiny.toml" and sorted(record["targets"]) == list(PROGRAMS)
@@ -214,7 +216,7 @@ def test_source_date_epoch_dates_the_files_and_the_provenance(project, tmp_path,
         "finishedOn": "2026-01-01T00:00:00Z",
     }
     subjects = {s["name"] for s in statement["subject"]}
-    assert subjects == {f"{p}.pte" for p in PROGRAMS} | {f"{p}_weights.ptd" for p in PROGRAMS}
+    assert subjects == {f"{p}.pte" for p in PROGRAMS} | {f"{p}_weights.ptd" for p in PROGRAMS} | {"selected_operators.yaml"}
     deps = {d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
     assert "source:tinymodels/tiny.py" in deps
 
@@ -235,3 +237,152 @@ def test_a_weights_file_shared_by_two_programs_is_packed_once(project, tmp_path)
     assert names.count("t/tiny_portable_weights.ptd") == 1
     assert [s["name"] for s in statement["subject"]].count("tiny_portable_weights.ptd") == 1
     assert sums.count("  tiny_portable_weights.ptd\n") == 1
+
+
+# -- bundles declared in the manifest ([bundles.NAME]) -----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bundles_a(tmp_path_factory) -> Path:
+    return built_bundles(tmp_path_factory, "a")
+
+
+@pytest.fixture(scope="session")
+def bundles_b(tmp_path_factory) -> Path:
+    return built_bundles(tmp_path_factory, "b")
+
+
+@pytest.fixture
+def bundle_copy(bundles_a, tmp_path) -> Path:
+    """A private copy of the built bundle project (manifest, models, NOTICE, out/): returns its manifest."""
+    return Path(shutil.copytree(bundles_a.parent, tmp_path / "project")) / "tiny.toml"
+
+
+EDGE_FILES = [
+    "NOTICE", "SHA256SUMS", "provenance.intoto.json", "ptebuild.json", "selected_operators.yaml", "tiny.toml",
+    "tiny_inside.bpte", "tiny_inside.pte", "tiny_portable.pte", "tiny_portable_weights.ptd",
+    "tiny_xnnpack.bpte", "tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd",
+]
+
+
+def test_every_bundle_of_two_clean_builds_is_byte_identical_and_verifies(bundles_a, bundles_b, tmp_path, run):
+    """Two builds from clean caches in two folders; `pack` with no --bundle packs every bundle."""
+    for manifest, where in ((bundles_a, "a"), (bundles_b, "b")):
+        code, out, err = run("pack", manifest, "-o", tmp_path / where)
+        assert code == 0, err
+        assert out.splitlines()[-1].startswith(f"bundle mobile: 1 targets, 8 files, 4 operators -> {tmp_path / where / 'tiny-mobile.zip'}")
+    names = sorted(os.listdir(tmp_path / "a"))
+    assert names == ["edge.tar.gz", "tiny-mobile.zip"] == sorted(os.listdir(tmp_path / "b"))
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+        code, out, _ = run("verify", tmp_path / "a" / name)
+        assert code == 0 and out.splitlines()[-1].endswith(f"blobs rehashed) -> {tmp_path / 'a' / name}"), out
+    with tarfile.open(tmp_path / "a" / "edge.tar.gz") as tar:
+        assert sorted(n.removeprefix("edge/") for n in tar.getnames() if n != "edge") == EDGE_FILES
+        assert tar.extractfile("edge/NOTICE").read().decode() == NOTICE
+        oplist = tar.extractfile("edge/selected_operators.yaml").read()
+        record = json.load(tar.extractfile("edge/ptebuild.json"))
+    out = bundles_a.parent / "out"
+    assert oplist == selected_operators_yaml(merge(program_operators(out / f"{p}.pte") for p in BUNDLE_PROGRAMS))
+    assert sorted(record["targets"]) == list(BUNDLE_PROGRAMS)
+    assert record["targets"]["tiny_portable"]["runtime"]["minimum"] == "0.7.0"
+    assert record["targets"]["tiny_inside"]["runtime"]["files"]["tiny_inside.bpte"] == {"format": "BP08", "schema_version": 2}
+    with zipfile.ZipFile(tmp_path / "a" / "tiny-mobile.zip") as zf:
+        zf.extractall(tmp_path / "x")
+    done = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path / "x" / "tiny-mobile", capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.count(": OK\n") == 7, done.stdout + done.stderr
+
+
+def test_a_bundle_carries_its_lock_subset_and_names_itself_in_the_provenance(bundle_copy, bundles_a, tmp_path, run):
+    code, _, err = run("lock", bundle_copy, "--cache", bundle_cache(bundles_a))
+    assert code == 0, err
+    lock = read_lock(bundle_copy.parent / "ptebuild.lock")
+    assert sorted(lock.entries) == list(BUNDLE_PROGRAMS) and lock.entries["tiny_xnnpack"].runtime.minimum == (0, 7, 0)
+    archive = tmp_path / "m.zip"
+    code, _, err = run("pack", bundle_copy, "--bundle", "mobile", "-o", archive)
+    assert code == 0, err
+    with zipfile.ZipFile(archive) as zf:
+        bundled = loads_lock(zf.read("m/ptebuild.lock").decode(), "m/ptebuild.lock")
+        statement = json.loads(zf.read("m/provenance.intoto.json"))
+    assert list(bundled.entries) == ["tiny_xnnpack"] and bundled.entries["tiny_xnnpack"] == lock.entries["tiny_xnnpack"]
+    build = statement["predicate"]["buildDefinition"]
+    assert build["externalParameters"]["bundle"] == "mobile" and build["externalParameters"]["targets"] == ["tiny_xnnpack"]
+    runtime = build["internalParameters"]["targets"]["tiny_xnnpack"]["runtime"]
+    assert (runtime["writer"], runtime["minimum"], runtime["backends"]) == ("1.5.1", "0.7.0", ["XnnpackBackend"])
+    subjects = {s["name"] for s in statement["subject"]}
+    assert subjects == {"tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd", "tiny_xnnpack.bpte", "selected_operators.yaml"}
+    assert run("verify", archive)[0] == 0
+
+
+def test_from_cache_packs_a_bundle_to_the_same_bytes(bundle_copy, bundles_a, tmp_path, run):
+    cache = bundle_cache(bundles_a)
+    assert run("lock", bundle_copy, "--cache", cache)[0] == 0
+    assert run("pack", bundle_copy, "--bundle", "edge", "-o", tmp_path / "folder" / "edge.tar.gz")[0] == 0
+    shutil.rmtree(bundle_copy.parent / "out")  # nothing built here: the cache alone
+    code, _, err = run("pack", bundle_copy, "--bundle", "edge", "--from-cache", "--cache", cache, "-o", tmp_path / "cached" / "edge.tar.gz")
+    assert code == 0, err
+    assert (tmp_path / "folder" / "edge.tar.gz").read_bytes() == (tmp_path / "cached" / "edge.tar.gz").read_bytes()
+    assert os.listdir(tmp_path / "cached") == ["edge.tar.gz"]
+
+
+def test_bundles_go_into_the_dist_folder_by_default(bundle_copy, run):
+    code, out, err = run("pack", bundle_copy, "--bundle", "mobile", "--json")
+    assert code == 0, err
+    [document] = json.loads(out)
+    dist = bundle_copy.parent / "dist"
+    assert document["archive"] == str(dist / "tiny-mobile.zip") and document["bundle"] == "mobile"
+    assert os.listdir(dist) == ["tiny-mobile.zip"]  # the staging folder is gone
+
+
+def test_a_programs_shared_weights_file_goes_with_it(bundle_copy, tmp_path):
+    """The record of a shared data name lists the one .ptd under each program that uses it."""
+    out = bundle_copy.parent / "out"
+    record = json.loads((out / "ptebuild.json").read_text())
+    record["targets"]["tiny_xnnpack"]["outputs"]["tiny_portable_weights.ptd"] = record["targets"]["tiny_portable"]["outputs"]["tiny_portable_weights.ptd"]
+    (out / "ptebuild.json").write_text(json.dumps(record))
+    result = pack(None, bundle_copy, None, tmp_path / "m.zip", bundle="mobile")
+    assert "tiny_portable_weights.ptd" in result.files and result.targets == ("tiny_xnnpack",)
+
+
+def test_a_bundle_that_fails_to_pack_leaves_no_archive(bundle_copy, tmp_path, run):
+    ptd = bundle_copy.parent / "out" / "tiny_xnnpack_weights.ptd"
+    ptd.write_bytes(ptd.read_bytes()[:-1] + b"\0")
+    code, _, err = run("pack", bundle_copy, "-o", tmp_path / "dist")
+    assert code == 1 and "tiny_xnnpack fails verification: tiny_xnnpack_weights.ptd: sha256 mismatch" in err and err.count("\n") == 1
+    assert os.listdir(tmp_path / "dist") == []  # edge packed fine, but nothing is put in place
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--bundle", "mobil"], "--bundle: {manifest} has no bundle 'mobil' (did you mean 'mobile'?); it declares edge, mobile"),
+        (["-o", "two.tar.gz"], "-o two.tar.gz: names one archive, but 2 bundles are packed; give a folder, or one --bundle"),
+        (["--bundle", "edge", "-o", "NOTICE"],
+         "-o NOTICE: not a folder (give the folder the bundles go into, or NAME.tar.gz with one --bundle)"),
+    ],
+    ids=["unknown-bundle", "one-archive-two-bundles", "output-is-a-file"],
+)
+def test_bundle_usage_errors_exit_2_with_one_line(bundle_copy, run, argv, message, monkeypatch):
+    monkeypatch.chdir(bundle_copy.parent)
+    code, _, err = run("pack", bundle_copy, *argv)
+    assert (code, err) == (2, f"error: {message.format(manifest=bundle_copy)}\n")
+
+
+def test_an_include_glob_that_matches_nothing_is_located(bundle_copy, run, tmp_path):
+    bundle_copy.write_text(bundle_copy.read_text().replace('include = ["NOTICE"]', 'include = ["NOTICE", "LICENSE*"]'))
+    code, _, err = run("pack", bundle_copy, "--bundle", "edge", "-o", tmp_path / "e.tar.gz")
+    assert (code, err) == (2, f"error: {bundle_copy}: bundles.edge.include[1]: 'LICENSE*' matches no file in {bundle_copy.parent}\n")
+    bundle_copy.write_text(bundle_copy.read_text().replace('"LICENSE*"', '"out/tiny_portable.pte"'))
+    code, _, err = run("pack", bundle_copy, "--bundle", "edge", "-o", tmp_path / "e.tar.gz")
+    assert code == 2 and err == (
+        f"error: {bundle_copy}: bundles.edge.include[1]: out/tiny_portable.pte would be packed as 'tiny_portable.pte', "
+        "the name of the output tiny_portable.pte (in case or exactly); rename it\n"
+    )
+    assert not (tmp_path / "e.tar.gz").exists()
+
+
+def test_a_manifest_without_bundles(project, run, tmp_path):
+    code, _, err = run("pack", project, "--bundle", "edge", "-o", tmp_path / "x.tar.gz")
+    assert (code, err) == (2, f"error: --bundle: {project} declares no bundles (add [bundles.NAME] programs = [...])\n")
+    code, _, err = run("pack", project)
+    assert (code, err) == (2, f"error: pack: {project} declares no bundles: give the archive to write (-o NAME.tar.gz)\n")

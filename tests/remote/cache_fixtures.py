@@ -1,4 +1,5 @@
-"""Fixtures of the remote-cache tests: a real nginx (WebDAV PUT) and a fault-injecting proxy.
+"""Fixtures of the remote-cache tests: a real nginx (WebDAV PUT), a real BuildGrid (REAPI over
+gRPC) and fault-injecting proxies in front of them.
 
 Registered by ``tests/remote/conftest.py`` (the front end and build tests) and by
 ``tests/store/conftest.py`` (the HTTP tier's tests), which import them from here.
@@ -12,6 +13,13 @@ share entries.
 
 ``proxy``: ``tests/remote/faultproxy.py`` in its own process, forwarding to nginx; the test
 arms faults through it (see :class:`Proxy`). ``closed_port``: a loopback port nothing listens on.
+
+``buildgrid`` (session): BuildGrid 0.4.4 from ``.venv-buildgrid`` on a free 127.0.0.1 port
+(``tests/remote/buildgrid_server.py``), one for the session (it takes 5-17 s to start here);
+tests share it and keep apart by content (random blobs, keys of their own). Skipped, with the
+reason, if it is not installed (``./bootstrap.sh --test``); under CI that fails.
+``grpc_proxy``: ``tests/remote/grpcproxy.py`` in its own process, forwarding to BuildGrid, armed
+as ``proxy`` is (see :class:`GrpcProxy`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from buildgrid_server import BuildGrid, bgd_binary, start_buildgrid
 from helpers import unavailable
 from nginx_server import Nginx, free_port, has_dav_module, nginx_binary, start_nginx
 
@@ -78,9 +87,11 @@ def space(nginx: Nginx) -> CacheSpace:
 class Proxy:
     """Control of a running faultproxy process: ``url`` forwards to nginx unless a fault is armed."""
 
-    def __init__(self, upstream: str) -> None:
+    script = "faultproxy.py"
+
+    def __init__(self, upstream: str, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "faultproxy.py"), upstream],
+            [sys.executable, str(HERE / self.script), upstream, *extra],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
@@ -125,9 +136,47 @@ class Proxy:
         self.proc.stdout.close()
 
 
+class GrpcProxy(Proxy):
+    """Control of a running grpcproxy process, in front of BuildGrid: ``url`` is ``grpc://...``.
+    ``fault`` takes ``match`` (part of a method's path), ``delay`` and ``code`` (a gRPC status name)."""
+
+    script = "grpcproxy.py"
+
+    @property
+    def url(self) -> str:
+        return f"grpc://127.0.0.1:{self.port}"
+
+    def log(self) -> list[list]:
+        """``[method, metadata, status]`` of each call the proxy saw."""
+        import requests
+
+        return requests.get(f"http://127.0.0.1:{self.control_port}/log", timeout=5).json()["calls"]
+
+
 @pytest.fixture
 def proxy(nginx: Nginx):
     p = Proxy(nginx.url)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="session")
+def buildgrid(tmp_path_factory: pytest.TempPathFactory):
+    binary = bgd_binary()
+    if binary is None:
+        unavailable("BuildGrid is not installed: ./bootstrap.sh --test makes .venv-buildgrid (constraints-buildgrid.txt)")
+    server = start_buildgrid(tmp_path_factory.mktemp("buildgrid"), binary)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def grpc_proxy(buildgrid: BuildGrid):
+    p = GrpcProxy(buildgrid.target)
     try:
         yield p
     finally:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from cache_fixtures import _no_env_proxy, closed_port, nginx, proxy, space
+from cache_fixtures import _no_env_proxy, buildgrid, closed_port, grpc_proxy, nginx, proxy, space
 
-__all__ = ["_no_env_proxy", "closed_port", "nginx", "proxy", "space"]
+__all__ = ["_no_env_proxy", "buildgrid", "closed_port", "grpc_proxy", "nginx", "proxy", "space"]

@@ -7,44 +7,14 @@ remote cache is the session's nginx (WebDAV PUT), reached directly or through th
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 from helpers import ptebuild
-from project_copy import copy_project
+from runners import Runner, heavy_imports, warnings
 
 from ptebuild.store import Store
 
 ONE = ("--only", "tiny_portable")
-
-
-class Runner:
-    def __init__(self, root: Path, remote: str):
-        self.manifest = copy_project(root / "project")
-        self.cache = root / "cache"
-        self.out = self.manifest.parent / "out"
-        self.remote = remote
-
-    def build(self, *extra: str, remote: str | None = None, trace_imports: bool = False) -> tuple[dict, subprocess.CompletedProcess]:
-        result = ptebuild(
-            "build", str(self.manifest), "--cache", str(self.cache), "--remote-cache", remote or self.remote,
-            "--json", *extra, trace_imports=trace_imports,
-        )
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout), result
-
-    def files(self) -> dict[str, bytes]:
-        return {p.name: p.read_bytes() for p in sorted(self.out.iterdir()) if p.suffix in (".pte", ".ptd")}
-
-
-def warnings(result: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-
-
-def heavy_imports(result: subprocess.CompletedProcess) -> set[str]:
-    names = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
-    return {n for n in names if n.split(".")[0] in ("torch", "executorch")}
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +87,54 @@ def test_remote_upload_no_reads_but_never_writes(runner_a, space, tmp_path):
     document, _ = runner.build(*ONE, "--remote-upload=no")
     assert document["programs"][0]["status"] == "built"
     assert space.files() == []
+
+
+def test_a_shared_weights_group_fetches_only_what_the_folder_needs(nginx, tmp_path):
+    """Two programs share one .ptd: a runner that restores them downloads the two .pte and the
+    merged .ptd, not each member's own .ptd as well."""
+    import uuid
+
+    url = f"{nginx.url}/shared-{uuid.uuid4().hex[:8]}"
+
+    def shared_runner(name: str) -> Runner:
+        runner = Runner(tmp_path / name, url)
+        text = runner.manifest.read_text()
+        runner.manifest.write_text(text.replace("tiny_portable_weights", "tiny_weights").replace("tiny_xnnpack_weights", "tiny_weights"))
+        return runner
+
+    a = shared_runner("a")
+    a.build()
+    b = shared_runner("b")
+    document, _ = b.build()
+    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert b.files() == a.files()
+    stats = ptebuild("cache", "stats", "--cache", str(b.cache), "--json")
+    (remote,) = json.loads(stats.stdout)["last_build_remote"].values()
+    assert remote["downloads"] == len(b.files()) == 3, remote  # two .pte and the merged .ptd: no member .ptd
+
+
+def test_the_entries_of_a_build_are_reapi_action_results(runner_a, nginx):
+    """What a validating server (bazel-remote) asks of an /ac/ upload: an ActionResult, here read
+    by the protobuf library against the REAPI schema, whose blobs are all in the CAS."""
+    import hashlib
+
+    from reapi_schema import decode
+
+    from ptebuild.store.entries import ENTRY_PATH
+
+    folder = nginx.root / runner_a.remote.rsplit("/", 1)[1]
+    names = sorted(p.name for p in (folder / "ac").iterdir())
+    assert len(names) == 4  # two programs, each under its key and the key without the toolchain
+    outputs_of_a = {name: hashlib.sha256(data).hexdigest() for name, data in runner_a.files().items()}
+    for name in names:
+        result = decode("ActionResult", (folder / "ac" / name).read_bytes())
+        assert set(result) == {"output_files"}, result  # exit_code 0: omitted, as protoc omits it
+        files = {f["path"]: (f["digest"]["hash"], int(f["digest"]["size_bytes"])) for f in result["output_files"]}
+        for path, (digest, size) in files.items():  # every blob it names is in the CAS, whole
+            data = (folder / "cas" / digest).read_bytes()
+            assert (hashlib.sha256(data).hexdigest(), len(data)) == (digest, size), path
+        envelope = json.loads((folder / "cas" / files.pop(ENTRY_PATH)[0]).read_bytes())
+        assert name == hashlib.sha256(b"ptebuild action " + envelope["key"].encode()).hexdigest()
+        assert {path: digest for path, (digest, _) in files.items()} == {
+            o["name"]: o["sha256"] for o in envelope["document"]["outputs"]}
+        assert all(outputs_of_a[path] == digest for path, (digest, _) in files.items())

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from http_helpers import entry_path, stored_entry
 
 from ptebuild.results import ActionResult, OutputFile, Source
 from ptebuild.store import Store, frontend, local  # ptebuild's own code: never optional
@@ -48,7 +49,9 @@ def saved_by_a(space, tmp_path):
     a.save(result, files)
     a.close()
     assert warnings == []
-    assert sorted(space.files()) == sorted([f"ac/{KEY}"] + [f"cas/{o.sha256}" for o in result.outputs])
+    files_of_a = sorted(space.files())
+    assert [f for f in files_of_a if f.startswith("ac/")] == [entry_path(KEY)]
+    assert {f"cas/{o.sha256}" for o in result.outputs} < set(files_of_a) and len(files_of_a) == 4  # and the envelope
     return result, files
 
 
@@ -83,14 +86,25 @@ def test_runner_b_restores_from_the_remote_and_then_locally(space, tmp_path, sav
 
 
 @pytest.mark.parametrize("mode", ["flip", "truncate"])
-def test_wrong_bytes_from_the_remote_are_a_miss_and_never_kept(space, proxy, tmp_path, saved_by_a, mode):
+@pytest.mark.parametrize("target", ["output", "envelope"])
+def test_wrong_bytes_from_the_remote_are_a_miss_and_never_kept(space, proxy, tmp_path, saved_by_a, mode, target):
+    result, _ = saved_by_a
+    envelope = hashlib.sha256(stored_entry(space.dir, KEY)[1]).hexdigest()
     warnings: list[str] = []
     b = runner(tmp_path, "b", f"{proxy.origin}/{space.prefix}", warnings, max_failures=10)
-    proxy.fault(mode, match="/cas/", methods=["GET"])
+    blob = result.outputs[1].sha256 if target == "output" else envelope
+    proxy.fault(mode, match=f"/cas/{blob}", methods=["GET"])
     assert b.lookup(KEY).hit is None
     b.close()
     assert local_entries(tmp_path, "b") == (None, [])
-    assert len(warnings) == 1 and " blob " in warnings[0] and warnings[0].endswith("; building instead"), warnings
+    assert len(warnings) == 1, warnings
+    if target == "output":
+        assert f" blob {blob[:12]} " in warnings[0] and warnings[0].endswith("; building instead"), warnings
+    elif mode == "flip":
+        assert f": entry {KEY}: its envelope: blob {blob[:12]} has wrong bytes (" in warnings[0], warnings
+        assert warnings[0].endswith("); refused"), warnings
+    else:
+        assert warnings[0].endswith(f"GET cas/{blob}: body truncated (connection closed early); treated as a miss")
 
 
 def test_server_killed_mid_build_switches_the_remote_off_once(space, proxy, tmp_path, saved_by_a):

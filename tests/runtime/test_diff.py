@@ -97,3 +97,26 @@ def test_a_pte_and_a_ptd(out):
 def test_an_unreadable_file_is_exit_2(out, tmp_path, capsys):
     assert cli.main(["diff", str(out / "tiny_xnnpack.pte"), str(tmp_path / "gone.pte")]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory\n"
+
+
+def test_weights_only_sees_through_sha256_weight_keys(programs):
+    """Same architecture, other seeds: the .pte differ in their keys alone (portable and XNNPACK);
+    another architecture is another program."""
+    from ptebuild.runtime.diff import weights_only
+
+    folder = programs.folder
+    assert not diff(folder / "a.pte", folder / "b.pte").same
+    assert weights_only(folder / "a.pte", folder / "b.pte")
+    assert weights_only(folder / "xa.pte", folder / "xb.pte")
+    assert not weights_only(folder / "a.pte", folder / "multi.pte")
+    assert not weights_only(folder / "a.pte", folder / "xa.pte")
+
+
+def test_weights_only_sees_through_weights_inside_the_pte(programs, tmp_path):
+    from runtime_programs import export_xnnpack, two_linear
+
+    from ptebuild.runtime.diff import weights_only
+
+    other = export_xnnpack(tmp_path, "xinline_b", two_linear(1), None).pte
+    assert other.read_bytes() != (programs.folder / "xinline.pte").read_bytes()
+    assert weights_only(programs.folder / "xinline.pte", other)

@@ -11,6 +11,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 
-from cache_fixtures import _no_env_proxy, closed_port, nginx, proxy, space
+from cache_fixtures import _no_env_proxy, buildgrid, closed_port, grpc_proxy, nginx, proxy, space
 
-__all__ = ["_no_env_proxy", "closed_port", "nginx", "proxy", "space"]
+__all__ = ["_no_env_proxy", "buildgrid", "closed_port", "grpc_proxy", "nginx", "proxy", "space"]

@@ -9,11 +9,11 @@ import sys
 import textwrap
 
 import pytest
-from http_helpers import KEY, OTHER_KEY, blob, document, leftovers, tier
+from http_helpers import KEY, OTHER_KEY, blob, document, entry_path, leftovers, stored_entry, tier
 
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import CorruptObject
-from ptebuild.store import tiers
+from ptebuild.store import reapi, tiers
 from ptebuild.store.http import HttpTier
 
 # --- round trips -----------------------------------------------------------------------------
@@ -62,13 +62,58 @@ def test_action_round_trip_and_wire_format(space, tmp_path):
     t = tier(space.url)
     assert t.actions.get(KEY) is None
     t.blobs.put_file(src, digest)
-    doc = document(KEY, [digest])
+    doc = document(KEY, [digest], [1000])
     t.actions.put(KEY, doc, [digest])
     assert t.actions.get(KEY) == doc
-    raw = (space.dir / "ac" / KEY).read_bytes()
-    expected = {"document": doc, "format": "ptebuild-remote-action", "key": KEY, "refs": [digest], "version": 1}
-    assert raw == canonical_bytes(expected)
+    # /ac/<sha256 of "ptebuild action <key>">: an ActionResult naming the output and the envelope.
+    envelope = canonical_bytes({"document": doc, "format": "ptebuild-remote-action", "key": KEY, "refs": [digest],
+                                "version": 1})
+    assert entry_path(KEY) == "ac/" + hashlib.sha256(b"ptebuild action " + KEY.encode()).hexdigest()
+    result, stored = stored_entry(space.dir, KEY)
+    assert stored == envelope
+    assert result == reapi.ActionResult((reapi.OutputFile("f0.pte", reapi.Digest(digest, 1000)),
+                                         reapi.OutputFile(".ptebuild/entry.json", reapi.Digest.of(envelope))))
+    assert sorted(space.files()) == sorted([f"cas/{digest}", f"cas/{hashlib.sha256(envelope).hexdigest()}", entry_path(KEY)])
     assert (t.stats()["hits"], t.stats()["misses"]) == (1, 1)
+
+
+def test_an_entry_of_the_earlier_layout_still_reads(space, tmp_path):
+    """ptebuild's JSON envelope under /ac/<key>, as earlier versions wrote it."""
+    from ptebuild.store.signing import seal
+
+    src, digest = blob(tmp_path, "a.bin", 1000)
+    t = tier(space.url)
+    t.blobs.put_file(src, digest)
+    doc = document(KEY, [digest], [1000])
+    (space.dir / "ac").mkdir()
+    (space.dir / "ac" / KEY).write_bytes(seal(KEY, doc, [digest], None))
+    assert t.actions.get(KEY) == doc
+    assert tier(space.url, secret=b"k").actions.get(KEY) is None  # unsigned: refused with a secret
+    assert [line.split()[1] for line in space.requests() if line.startswith("GET")][:2] == [
+        f"/{space.prefix}/{entry_path(KEY)}", f"/{space.prefix}/ac/{KEY}"]
+
+
+def test_an_evicted_blob_is_a_miss_not_a_broken_hit(space, tmp_path):
+    """A server evicts blobs on its own: an entry whose envelope or output is gone reads as a miss."""
+    from ptebuild.results import ActionResult, OutputFile
+    from ptebuild.store import Store, frontend, local
+
+    src, digest = blob(tmp_path, "a.bin", 1000)
+    result = ActionResult(key=KEY, target="p", kind="program", outputs=(OutputFile("p.pte", digest, 1000),))
+    warnings: list[str] = []
+    writer = tier(space.url, warnings)
+    writer.blobs.put_file(src, digest)
+    writer.actions.put(KEY, result.to_json(), [digest])
+    (space.dir / "cas" / digest).unlink()  # the output evicted
+    cache = frontend.Cache([local.LocalTier(Store(tmp_path / "cache")), tier(space.url, warnings)], warnings.append)
+    assert cache.lookup(KEY).hit is None
+    writer.blobs.put_file(src, digest)
+    envelope = stored_entry(space.dir, KEY)[1]
+    (space.dir / "cas" / hashlib.sha256(envelope).hexdigest()).unlink()  # the envelope evicted
+    assert tier(space.url, warnings).actions.get(KEY) is None
+    assert cache.lookup(KEY).hit is None
+    assert warnings == []
+    cache.close()
 
 
 def test_fetch_many_and_put_many_keep_order(space, tmp_path):
@@ -89,7 +134,7 @@ def test_entry_naming_a_blob_the_server_lacks_is_not_uploaded(space, tmp_path):
     t = tier(space.url, warnings)
     t.actions.put(KEY, document(KEY, ["ee" * 32]), ["ee" * 32])
     assert space.files() == []
-    assert warnings == [f"remote cache {space.url}: entry ac/{KEY} not uploaded: blob eeeeeeeeeeee is not on the server"]
+    assert warnings == [f"remote cache {space.url}: entry {KEY} not uploaded: blob eeeeeeeeeeee is not on the server"]
 
 
 def test_upload_no_writes_nothing(space, tmp_path):
@@ -106,9 +151,11 @@ def test_upload_no_writes_nothing(space, tmp_path):
     reader.actions.put(OTHER_KEY, document(OTHER_KEY, [other_digest]), [other_digest])
     assert reader.actions.get(KEY) == document(KEY, [digest])
     assert space.files() == before
+    _, envelope = stored_entry(space.dir, KEY)
     assert [line for line in space.requests() if line.startswith("PUT")] == [
         f"PUT /{space.prefix}/cas/{digest} 201 0",
-        f"PUT /{space.prefix}/ac/{KEY} 201 0",
+        f"PUT /{space.prefix}/cas/{hashlib.sha256(envelope).hexdigest()} 201 0",
+        f"PUT /{space.prefix}/{entry_path(KEY)} 201 0",
     ]
     assert reader.stats()["uploads"] == reader.stats()["bytes_up"] == 0
 
@@ -155,7 +202,7 @@ def test_failed_blob_upload_keeps_its_entry_back(space, proxy, tmp_path):
     assert space.files() == []
     assert [w.split(": ", 1)[1] for w in warnings] == [
         f"PUT cas/{digest}: HTTP 413 Request Entity Too Large; not uploaded",
-        f"entry ac/{KEY} not uploaded: blob {digest[:12]} is not on the server",
+        f"entry {KEY} not uploaded: blob {digest[:12]} is not on the server",
     ]
 
 

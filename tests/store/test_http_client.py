@@ -9,7 +9,7 @@ import hashlib
 import time
 
 import pytest
-from http_helpers import KEY, blob, leftovers, tier
+from http_helpers import KEY, blob, entry_path, leftovers, tier
 
 from ptebuild.errors import StoreError
 from ptebuild.store.http import HttpTier
@@ -46,7 +46,7 @@ def test_server_down_switches_the_tier_off(closed_port, tmp_path):
     t0 = time.monotonic()
     with pytest.raises(StoreError) as err:
         t.actions.get(KEY)
-    assert str(err.value) == f"3 failed requests (last: GET ac/{KEY}: connection refused)"
+    assert str(err.value) == f"3 failed requests (last: GET {entry_path(KEY)}: connection refused)"
     assert warnings == [] and t.disabled and t.stats()["disabled"] and t.stats()["errors"] == 3
     with pytest.raises(StoreError):  # later calls fail at once, without the network
         t.blobs.fetch("ab" * 32, tmp_path / "x")

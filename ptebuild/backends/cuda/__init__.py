@@ -58,6 +58,15 @@ class CudaBackend(Backend):
     H200, "Cannot re-initialize CUDA in forked subprocess" from a warm server's child."""
     toolchain_from_files: bool = False
     """The GPU architecture comes from ``nvidia-smi``, not a file."""
+    distinct_outputs: str | None = (
+        "ExecuTorch 1.5's CUDA runtime deletes an output handle once per slot that holds it, and crashes "
+        "(fixed in 1.6 by pytorch/executorch#24448)"
+    )
+    contiguous_outputs: str | None = (
+        "ExecuTorch 1.5's CUDA runtime does not copy a strided output into its tensor (in 1.6 by "
+        "pytorch/executorch#24222: strided outputs are copied)"
+    )
+    checked_with: str = "a CUDA GPU and PyTorch's AOTInductor runner (torch 2.11.0+cu130 with executorch 1.5.1)"
 
     def toolchain_facts(self, options) -> dict[str, str]:
         """:func:`ptebuild.backends.cuda.toolchain.toolchain_facts`."""
@@ -83,6 +92,25 @@ class CudaBackend(Backend):
         return not cuda_options.compile_specs(options or {})["max_autotune"] == "ON"
 
     # -- in a worker ----------------------------------------------------------------------------
+
+    def probe_here(self) -> tuple[str | None, str | None] | None:
+        """Known without lowering (a CUDA lowering takes 30 s): torch sees a GPU, ExecuTorch's CUDA
+        backend imports, torch has the AOTInductor runner the check uses."""
+        try:
+            import torch
+        except ImportError as exc:
+            return f"torch does not import: {exc}", None
+        if not torch.cuda.is_available():
+            return f"torch {torch.__version__} sees no CUDA GPU (a CPU build, or no driver)", None
+        try:
+            import executorch.backends.cuda.cuda_backend  # noqa: F401
+        except Exception as exc:
+            from ptebuild.causes import describe
+
+            return f"ExecuTorch's CUDA backend does not import: {describe(exc).line}", None
+        if not hasattr(torch._C._aoti, "AOTIModelContainerRunnerCuda"):
+            return None, f"torch {torch.__version__} has no AOTIModelContainerRunnerCuda"
+        return None, None
 
     def partitioners(self, options, program=None, shim_library_dir: str | os.PathLike | None = None):
         """One ``{method: [CudaPartitioner]}`` entry per method, as ExecuTorch's CUDA exports do.
@@ -155,7 +183,8 @@ class CudaBackend(Backend):
         key_cuda_weights_by_sha256(manager, config)
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
-        if self.options_model.model_validate(program.options).platform == "windows":
+        options: Any = self.options_model.model_validate(program.options)  # this backend's model (made at run time)
+        if options.platform == "windows":
             figures = windows.check_windows_program(
                 program, pte, ptd, os.environ.get(SHIM_DIR_ENV), os.environ.get("WINDOWS_CUDA_HOME")
             )

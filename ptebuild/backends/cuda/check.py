@@ -1,5 +1,10 @@
 """The build check of a Linux CUDA program (``"aoti-runner-cuda"``), on the GPU.
 
+Every output slot of every method, as the ``.pte``'s method declares them (read with ptebuild's
+own reader), is compared with eager PyTorch, leaf by leaf; two slots that return one tensor are
+refused (ExecuTorch 1.5's CUDA runtime deletes such a handle twice); the compiled code's C shims
+are checked against what ExecuTorch's CUDA runtime defines first (:mod:`.runtime_shims`).
+
 :meth:`ptebuild.backends.cuda.CudaBackend.check`: ExecuTorch's pip runtime
 has no CUDA backend, so each method's own compiled ``.so``, taken from the ``.pte``, runs through
 PyTorch's ``AOTIModelContainerRunnerCuda`` with the weights read from the ``.ptd`` by the keys in
@@ -56,28 +61,33 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     import tempfile
 
     import torch
+    from torch.utils._pytree import tree_map
 
+    from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
-    from ptebuild.lowering.check import checked_figures, flatten_outputs
-    from ptebuild.lowering.examples import check_sizes, make_inputs
+    from ptebuild.lowering.check import checked_figures, flatten_outputs, output_names
+    from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd
 
-    # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it.
+    # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it, and
+    # ExecuTorch's CUDA runtime defines every C shim the compiled code calls.
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    check_program_shims(pte, program.name)
+    slots = declared_outputs(pte)
     if not torch.cuda.is_available():
         raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
     _load_torch_shims()
     delegates = {}
-    for delegate in read_cuda_delegates(pte):
-        if delegate.method in delegates:
+    for found in read_cuda_delegates(pte):
+        if found.method in delegates:
             raise BuildError(
-                f"method {delegate.method!r} has several CUDA delegates; the AOTInductor runner check needs "
+                f"method {found.method!r} has several CUDA delegates; the AOTInductor runner check needs "
                 "one per method",
                 location=f"programs.{program.name}",
             )
-        delegates[delegate.method] = delegate
+        delegates[found.method] = found
     data = read_ptd(ptd) if ptd else None
     eager = copy.deepcopy(model).to("cuda").eval()
     figures = []
@@ -102,13 +112,57 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
             if constants:
                 runner.update_constant_buffer(constants, False, False)
             for sizes in check_sizes(method):
-                inputs = make_inputs(method, program.seed, sizes)
-                cuda_inputs = [t.to("cuda") for t in inputs]
+                inputs = tree_map(lambda t: t.to("cuda") if isinstance(t, torch.Tensor) else t,
+                                  make_inputs(method, program.seed, sizes))
+                # The runner takes the tensors of the flattened inputs (scalars are constants of the code).
+                runner_inputs = [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
                 with torch.no_grad():
-                    expected = flatten_outputs(getattr(eager, method.function)(*cuda_inputs))
-                    actual = flatten_outputs(runner.run(cuda_inputs))
+                    result = getattr(eager, method.function)(*inputs)
+                    returned = list(runner.run(runner_inputs))
+                where = f"method {method.name!r} at {sizes}"
+                declared = slots.get(method.name)
+                expected, names = flatten_outputs(result), output_names(result)
+                if declared is not None and len(returned) != declared:
+                    raise BuildError(
+                        f"{where}: the compiled code returned {len(returned)} outputs, the program declares "
+                        f"{declared} output slots", location=f"programs.{program.name}",
+                    )
+                if declared is not None and len(expected) != declared:
+                    raise BuildError(
+                        f"{where}: eager PyTorch returns {len(expected)} outputs, the program declares "
+                        f"{declared} output slots", location=f"programs.{program.name}",
+                    )
+                shared = shared_slots(returned)
+                if shared:
+                    raise BuildError(
+                        f"{where} returns one tensor in output slots {' and '.join(map(str, shared))}: ExecuTorch 1.5's "
+                        "CUDA runtime would delete it once per slot and crash; return a .clone() in all but one",
+                        location=f"programs.{program.name}",
+                    )
                 figures += checked_figures(
-                    program, method.name, sizes, expected, actual, " (AOTInductor runner on the GPU)"
+                    program, method.name, sizes, expected, flatten_outputs(returned),
+                    " (AOTInductor runner on the GPU)", names=names,
                 )
             del runner
     return figures
+
+
+def declared_outputs(pte: Path) -> dict[str, int]:
+    """Each method's number of output slots, as the ``.pte``'s execution plan lists them."""
+    from ptebuild.runtime.pte_file import open_pte
+
+    with open_pte(pte) as reader:
+        return {plan.name(): len(plan.outputs()) for plan in reader.execution_plans()}
+
+
+def shared_slots(outputs: list) -> list[int]:
+    """The output slots (first group found) whose tensors share one data pointer, or []."""
+    seen: dict[tuple, int] = {}
+    for index, tensor in enumerate(outputs):
+        if not hasattr(tensor, "data_ptr") or tensor.numel() == 0:
+            continue
+        key = (tensor.data_ptr(), tuple(tensor.shape), tensor.dtype)
+        if key in seen:
+            return [seen[key], index]
+        seen[key] = index
+    return []

@@ -33,6 +33,10 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ptebuild.shims.model import ExportType
 
 SHIM_LIBRARY_NAME = "aoti_cuda_shims"
 CUDART_IMPORT_LIBRARY = "libcudart.a"
@@ -50,7 +54,7 @@ def cudart_dll(windows_cuda_home: str | os.PathLike) -> Path | None:
     return None
 
 
-def dll_exports(path: Path) -> dict[str, str]:
+def dll_exports(path: Path) -> dict[str, ExportType]:
     from ptebuild.shims.pe import PeImage
 
     return PeImage(path.read_bytes(), str(path)).exports()

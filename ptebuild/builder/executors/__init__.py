@@ -10,7 +10,7 @@ knows nothing else about them. A new executor is one module here with a class im
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ptebuild.worker.tasks import Event, Task
@@ -41,7 +41,8 @@ class Executor(Protocol):
         """Stop everything: politely after a build, at once after an error or Ctrl-C."""
 
 
-def open_executor(name: str, **options) -> Executor:
+def open_executor(name: str, **options: Any) -> Executor:
     """The executor registered as ``name``, with ``options`` (``jobs``, ``address``...)."""
     module_name, _, class_name = EXECUTOR_MODULES[name].partition(":")
-    return getattr(importlib.import_module(module_name), class_name)(**options)
+    executor: Executor = getattr(importlib.import_module(module_name), class_name)(**options)
+    return executor

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ptebuild.daemon import protocol
 from ptebuild.processes import last_line, pid_alive
@@ -64,7 +65,7 @@ class DaemonExecutor:
     name = "daemon"
 
     def __init__(self, jobs: int = 1, cache_dir: Path | None = None, report: Callable[[str], None] | None = None,
-                 idle: float | None = None, **_options):
+                 idle: float | None = None, **_options: Any) -> None:
         from ptebuild.store import default_cache_dir
 
         self.jobs = max(1, jobs)
@@ -107,7 +108,7 @@ class DaemonExecutor:
         if self._sock is None:
             self._connect(events)
         if self._sock is not None and not self._stale:
-            self._send_waiting(events)
+            self._send_waiting(self._sock, events)
         if self._sock is None:
             if not events:
                 time.sleep(max(0.0, min(0.1, deadline - time.monotonic())))
@@ -245,17 +246,17 @@ class DaemonExecutor:
 
     # -- talking --------------------------------------------------------------------------------
 
-    def _send_waiting(self, events: list[Event]) -> None:
+    def _send_waiting(self, sock: socket.socket, events: list[Event]) -> None:
         try:
             while self._waiting:
                 task = self._waiting[0]
-                protocol.send(self._sock, {"op": "submit", "task": task.to_json(), "cwd": os.getcwd(),
+                protocol.send(sock, {"op": "submit", "task": task.to_json(), "cwd": os.getcwd(),
                                            "env": dict(os.environ)})
                 self._sent[task.task_id] = self._waiting.popleft()
         except OSError as exc:
             self._lost(events, exc)
 
-    def _event(self, message: dict) -> Event | None:
+    def _event(self, message: dict[str, Any]) -> Event | None:
         task_id = message.get("task_id")
         if task_id not in self._sent:
             return None
@@ -283,8 +284,9 @@ class DaemonExecutor:
 
     def _lost(self, events: list[Event], exc: BaseException) -> None:
         """The server went away: retry its tasks once on a new server, fail those already retried."""
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        if self._sock is not None:  # always: it is lost while talking
+            with contextlib.suppress(OSError):
+                self._sock.close()
         self._sock = None
         self._stale = ""
         for task_id, task in list(self._sent.items()):

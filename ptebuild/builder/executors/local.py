@@ -22,7 +22,9 @@ import multiprocessing
 import os
 import tempfile
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
+from types import TracebackType
+from typing import Any
 
 from ptebuild.processes import describe_exit, die_with_parent, last_words, redirect_output, worker_environment
 from ptebuild.results import FailureKind
@@ -32,12 +34,12 @@ from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 @dataclass
 class _Worker:
     process: multiprocessing.process.BaseProcess
-    conn: object
+    conn: Connection
     log_path: str
     task_id: str | None = None
     ready: bool = False
-    queued: list = field(default_factory=list)
-    payload: dict | None = None
+    queued: list[dict[str, Any]] = field(default_factory=list)
+    payload: dict[str, Any] | None = None
     """The task it runs, as sent (for a retry on a new worker)."""
 
 
@@ -53,7 +55,7 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, jobs: int = 1, environment: dict[str, str] | None = None, cwd: str | None = None, **_options):
+    def __init__(self, jobs: int = 1, environment: dict[str, str] | None = None, cwd: str | None = None, **_options: Any) -> None:
         """``environment`` and ``cwd``: what the workers start with instead of this process's
         (``ptebuild build --check`` lowers again in a changed environment)."""
         self.size = max(1, jobs)
@@ -106,41 +108,45 @@ class LocalExecutor:
         """Wait up to ``timeout`` seconds for news from the workers."""
         if not self._workers:
             return []
-        waitables = {w.conn: w for w in self._workers}
+        waitables: dict[Connection | int, _Worker] = {w.conn: w for w in self._workers}
         waitables.update({w.process.sentinel: w for w in self._workers})
         events: list[Event] = []
         for ready in wait(list(waitables), timeout):
-            worker = waitables[ready]
+            worker = waitables[ready]  # type: ignore[index]  # wait() gives back one of the objects it was given
             if worker not in self._workers:
                 continue
             events.extend(self._drain(worker))
         return events
 
     def _drain(self, worker: _Worker) -> list[Event]:
-        events = []
+        events: list[Event] = []
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
                 kind = message[0]
+                task_id = worker.task_id
                 if kind == "ready":
                     worker.ready = True
                     if worker.queued:
                         worker.conn.send(("lower", worker.queued.pop()))
-                        events.append(Event(worker.task_id, EventKind.STARTED))
+                        if task_id is not None:  # always: a task is queued with its id
+                            events.append(Event(task_id, EventKind.STARTED))
+                elif task_id is None:
+                    continue  # never: a worker reports only on the task it was sent, whose id it holds
                 elif kind == "progress":
-                    events.append(Event(worker.task_id, EventKind.PROGRESS, str(message[1])))
+                    events.append(Event(task_id, EventKind.PROGRESS, str(message[1])))
                 elif kind == "done":
-                    events.append(Event(worker.task_id, EventKind.DONE, result=message[1]))
+                    events.append(Event(task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
                 elif kind == "failed":
                     failure = TaskFailure.from_json(message[1])
-                    if failure.kind is FailureKind.STALE and worker.task_id not in self._retried:
+                    if failure.kind is FailureKind.STALE and task_id not in self._retried:
                         # A library the worker imported changed on disk: a new worker runs the task.
-                        self._retried.add(worker.task_id)
-                        events.append(Event(worker.task_id, EventKind.PROGRESS, f"{failure.message}: starting a new worker"))
+                        self._retried.add(task_id)
+                        events.append(Event(task_id, EventKind.PROGRESS, f"{failure.message}: starting a new worker"))
                         self._replace(worker)
                         return events
-                    events.append(Event.failed(worker.task_id, failure))
+                    events.append(Event.failed(task_id, failure))
                     worker.task_id = None
         except (EOFError, OSError):
             pass
@@ -156,6 +162,8 @@ class LocalExecutor:
     def _replace(self, worker: _Worker) -> None:
         """Stop ``worker`` and give its task, again, to a new one."""
         task_id, payload = worker.task_id, worker.payload
+        if task_id is None or payload is None:  # never: it is called for a worker running a task
+            raise RuntimeError("a worker without a task cannot be replaced")
         worker.task_id = None
         with contextlib.suppress(OSError, BrokenPipeError):
             worker.conn.send(("stop",))
@@ -190,14 +198,16 @@ class LocalExecutor:
             _remove(worker.log_path)
         self._workers.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> LocalExecutor:
         return self
 
-    def __exit__(self, exc_type, exc, traceback):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close(graceful=exc_type is None)
 
 
-def worker_main(conn, log_path: str | None = None, cwd: str | None = None) -> None:
+def worker_main(conn: Connection, log_path: str | None = None, cwd: str | None = None) -> None:
     """Entry point of a worker process of the local executor."""
     from ptebuild.worker.execute import execute, prepare_worker
 

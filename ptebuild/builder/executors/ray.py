@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ptebuild.results import FailureKind
@@ -88,7 +89,7 @@ def _sweep_task_folders() -> None:
             pass
 
 
-def run_on_node(task_json: dict, bundle_refs: dict[str, Any]) -> tuple:
+def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any]) -> tuple[str, Any]:
     """The Ray task: recreate the task's files here, lower, return ``("done", TaskResult)`` or
     ``("failed", TaskFailure.to_json())``."""
     global _prepared
@@ -153,14 +154,15 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, jobs: int = 1, cache_dir: Path | None = None, report: Callable[[str], None] | None = None,
-                 address: str | None = None, remote_cache: dict | None = None, max_retries: int = MAX_RETRIES,
-                 **_options):
+                 address: str | None = None, remote_cache: dict[str, Any] | None = None, max_retries: int = MAX_RETRIES,
+                 **_options: Any) -> None:
         self.jobs = max(1, jobs)
         self.report = report or (lambda _text: None)
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.max_retries = max_retries
-        self._ray = None
-        self._remote = None
+        self._ray: ModuleType | None = None
+        self._remote: Any = None
+        """``ray.remote(run_on_node)``, once Ray is up."""
         self._owns_ray = False
         self._temp_dir: str | None = None
         self._refs: dict[Any, str] = {}  # ObjectRef -> task_id
@@ -168,7 +170,7 @@ class RayExecutor:
         self._bundle: dict[str, Any] = {}  # sha256 -> ObjectRef of the file's bytes
         self._news: list[Event] = []
 
-    def _init(self):
+    def _init(self) -> ModuleType:
         if self._ray is not None:
             return self._ray
         try:
@@ -178,7 +180,7 @@ class RayExecutor:
 
             raise UsageError("--executor ray needs Ray: pip install 'ptebuild[ray]'") from None
         if not ray.is_initialized():
-            quiet = {"configure_logging": False, "log_to_driver": False, "logging_level": "error"}
+            quiet: dict[str, Any] = {"configure_logging": False, "log_to_driver": False, "logging_level": "error"}
             if self.address:
                 host = self.address.removeprefix("ray://").rpartition(":")[0]
                 if host.startswith("127."):  # a cluster on loopback: the driver stays there too
@@ -235,7 +237,7 @@ class RayExecutor:
             if not events:
                 time.sleep(max(0.0, timeout))
             return events
-        ray = self._ray
+        ray = self._init()  # up already: it took the tasks
         refs = list(self._refs)
         ready, _ = ray.wait(refs, num_returns=1, timeout=0 if events else max(0.0, timeout))
         if ready:
@@ -245,7 +247,7 @@ class RayExecutor:
             events.append(self._finished(ray, ref, task_id))
         return events
 
-    def _finished(self, ray, ref, task_id: str) -> Event:
+    def _finished(self, ray: ModuleType, ref: Any, task_id: str) -> Event:
         try:
             outcome = ray.get(ref, timeout=60)
         except ray.exceptions.TaskCancelledError:
@@ -263,6 +265,8 @@ class RayExecutor:
         return Event.failed(task_id, TaskFailure.from_json(outcome[1]))
 
     def cancel(self, task_id: str) -> None:
+        if self._ray is None:  # nothing was submitted
+            return
         for ref, owner in self._refs.items():
             if owner == task_id:
                 self._cancelled.add(task_id)

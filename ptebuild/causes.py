@@ -76,7 +76,7 @@ def shorten(text: str, limit: int = MAX_LINE) -> str:
 def _with_error_name(line: str) -> str:
     """``error 0x12`` becomes ``error 0x12 (InvalidArgument)``: ExecuTorch gives only the number."""
 
-    def name(match: re.Match) -> str:
+    def name(match: re.Match[str]) -> str:
         code = int(match.group(1), 16)  # "error 0x12", or "error: 0x:14" as load_method says it
         known = EXECUTORCH_ERRORS.get(code)
         return f"{match.group(0)} ({known})" if known and f"({known})" not in line else match.group(0)

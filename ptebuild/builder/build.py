@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
@@ -95,6 +95,11 @@ class Builder:
         self._job_staging: dict[str, Path] = {}
         self._plan_json = ""
         self._capabilities: Capabilities | None = None  # made when first needed
+        self._nodes_cache = self._executor_caches_on_nodes()
+        """The executor's nodes look programs up in the remote cache and store them there
+        themselves: this machine looks in its local tier only, and fetches what a node names."""
+        self._inline_again: set[str] = set()
+        """Programs whose node result could not be fetched: their task runs again, bytes inline."""
         from ptebuild.builder.shared_data import SharedData
 
         self.shared = SharedData(self)
@@ -129,27 +134,41 @@ class Builder:
 
     # -- the cache ------------------------------------------------------------------------------
 
-    def _lookup(self, result: TargetResult, elsewhere: str | None = None) -> Hit | None:
+    def _executor_caches_on_nodes(self) -> bool:
+        if self.cache is None or not self.options.executor_options.get("remote_cache"):
+            return False
+        from ptebuild.builder.executors import executor_class
+
+        return bool(getattr(executor_class(self.options.executor), "caches_on_nodes", False))
+
+    def _lookup(self, result: TargetResult, elsewhere: str | None = None, local_only: bool = False) -> Hit | None:
         if self.cache is None:
             return None
         if elsewhere is not None:
             check = lambda r: self.deps.changes(r.deps, project_only=True)  # noqa: E731
             lookup = self.cache.lookup(elsewhere, check=check, alias=True)
         else:
-            lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps))
+            lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps), local_only=local_only)
         if lookup.hit is None and lookup.stale:
             result.explain = lookup.stale
         return lookup.hit
 
-    def _restore(self, result: TargetResult, elsewhere: str | None = None) -> ActionResult | None:
+    def _restore(self, result: TargetResult, elsewhere: str | None = None, local_only: bool = False) -> ActionResult | None:
         """Put a cached result's files in place (those missing only); None on a miss.
 
         A program sharing a data name is only held: its group's files are merged and published
-        together, later (:mod:`ptebuild.builder.shared_data`).
+        together, later (:mod:`ptebuild.builder.shared_data`). ``local_only``: the local tier only.
         """
+        hit = self._lookup(result, elsewhere, local_only)
+        if hit is None:  # no cache, no hit
+            return None
+        return self._use(result, hit, elsewhere)
+
+    def _use(self, result: TargetResult, hit: Hit, elsewhere: str | None = None, node: str = "") -> ActionResult | None:
+        """:meth:`_restore` for a hit in hand; ``node``: a node of the executor built it just now
+        (it is reported built, there). None if its files could not be restored."""
         cache = self.cache
-        hit = self._lookup(result, elsewhere)
-        if hit is None or cache is None:  # no cache, no hit
+        if cache is None:
             return None
         shared = self.shared.group_of(result.name) is not None
         missing = [] if shared else self.folder.missing(hit.result.outputs)
@@ -165,11 +184,14 @@ class Builder:
                 return None
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-        result.status = Status.CACHED
-        result.source = hit.source
         result.take(hit.result)
-        where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
-        result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
+        if node:
+            result.status, result.node = Status.BUILT, node
+        else:
+            result.status = Status.CACHED
+            result.source = hit.source
+            where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
+            result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
         if elsewhere is not None:
             result.key, result.node = hit.result.key, hit.result.built_on
             facts = keyinputs.of_kind(hit.result.inputs, keyinputs.InputKind.TOOLCHAIN)
@@ -179,7 +201,7 @@ class Builder:
             self.shared.hold(result.name, hit.result)
         else:
             self.folder.record(result.name, hit.result, self._program(result.name))
-        cache.count(True)
+        cache.count(not node)
         self._remember(result.name, result.key)
         return hit.result
 
@@ -246,7 +268,7 @@ class Builder:
                 del self.results[program.name]
                 self.other_shards += 1
                 continue
-            if self._restore(result) is not None:
+            if self._restore(result, local_only=self._nodes_cache) is not None:
                 result.seconds = time.monotonic() - started
                 self.report(program.name, "done", str(result.status))
                 continue
@@ -315,6 +337,8 @@ class Builder:
                 staging=str(staging),
                 resources=get_backend(program.backend).resources(program.options),
                 debug=self.options.debug,
+                inputs=dict(inputs),
+                node_cache=self._nodes_cache and program.name not in self._inline_again,
             )
 
         return make
@@ -326,7 +350,7 @@ class Builder:
         def ready(job: Job) -> bool:
             result = self.results[job.name]
             # Another process may have built it while we waited for the lock.
-            if self._restore(result) is not None:
+            if self._restore(result, local_only=self._nodes_cache) is not None:
                 result.seconds = 0.0
                 self.report(job.name, "done", str(result.status))
                 return True
@@ -339,14 +363,21 @@ class Builder:
             program = job.data[0]
             self.report(job.name, "start", f"lowering for {program.backend}")
 
-        def finished(job: Job, event: Event) -> bool:
+        def finished(job: Job, event: Event) -> bool | Literal["again"]:
+            from ptebuild.builder.schedule import AGAIN
             from ptebuild.worker.tasks import EventKind, TaskFailure
 
             result = self.results[job.name]
             program, inputs = job.data
             try:
                 if event.kind is EventKind.DONE and event.result is not None:
-                    self._finish(program, result, inputs, event.result)
+                    for text in event.result.warnings:
+                        self.report(program.name, "warning", text)
+                    if event.result.action is None:
+                        self._finish(program, result, inputs, event.result)
+                    elif not self._from_node(program, result, event.result):
+                        self._inline_again.add(program.name)
+                        return AGAIN
                 else:
                     from ptebuild.builder import failure_logs
 
@@ -377,7 +408,7 @@ class Builder:
         cache: Cache | None,
         ready: Callable[[Job], bool],
         started: Callable[[Job], None],
-        finished: Callable[[Job, Event], bool],
+        finished: Callable[[Job, Event], bool | Literal["again"]],
     ) -> None:
         """Run ``jobs`` on a new executor (closed at once on an error or Ctrl-C); the jobs never
         started (after a failure without --keep-going) are marked skipped."""
@@ -415,6 +446,23 @@ class Builder:
             BuildError(message, manifest=manifest or self.plan.manifest, location=location or f"programs.{program.name}")
         )
 
+    def _from_node(self, program: ProgramPlan, result: TargetResult, done: TaskResult) -> bool:
+        """Fetch what a node found in the shared cache or stored there (``done.action``), every
+        blob verified, and publish it as a restore does. False if that could not be done (the
+        remote is off here, a blob is gone or wrong: reported): the task then runs again."""
+        if self.cache is None or done.action is None:
+            return False
+        try:
+            action = ActionResult.from_json(done.action)
+        except (KeyError, TypeError, ValueError):
+            return False
+        if action.key != result.key or {o.name for o in action.outputs} != set(program.output_names):
+            return False
+        hit = self.cache.pull(action)
+        if hit is None:
+            return False
+        return self._use(result, hit, node="" if done.cached else (done.node or action.built_on)) is not None
+
     def _finish(self, program: ProgramPlan, result: TargetResult, inputs: dict[str, str], done: TaskResult) -> None:
         from ptebuild.hashing import hash_file
 
@@ -431,20 +479,7 @@ class Builder:
                 result.status = Status.FAILED
                 result.message = self._located(program, f"{output.name} changed on its way from the worker")
                 return
-        action = ActionResult(
-            key=result.key,
-            target=program.name,
-            kind="program",
-            outputs=done.outputs,
-            inputs=inputs,
-            deps=done.deps,
-            backend=program.backend,
-            figures=done.figures,
-            check=done.check,
-            delegates=done.delegates,
-            lower_seconds=done.lower_seconds,
-            built_on=done.node,
-        )
+        action = done.to_action(result.key, program.name, program.backend, inputs)
         result.node = done.node
         self._stored(result, action, files)
 

@@ -34,10 +34,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ptebuild import own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.results import Status
+
+if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend, Options
 
 FORMAT = "ptebuild-capabilities"
 VERSION = 1
@@ -59,11 +63,11 @@ class Verdict:
     detail: str = ""
     """The failure's whole text (for ``ptebuild doctor --json``)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"lower": self.lower, "check": self.check, "detail": self.detail}
 
     @classmethod
-    def from_json(cls, data) -> Verdict:
+    def from_json(cls, data: object) -> Verdict:
         if not isinstance(data, dict):
             raise TypeError("a verdict is an object")
         lower, check = data.get("lower"), data.get("check")
@@ -245,7 +249,7 @@ class Capabilities:
         return found
 
 
-def obstacle(backend, options, check_enabled: bool, verdict: Verdict | None) -> Obstacle | None:
+def obstacle(backend: Backend, options: Options, check_enabled: bool, verdict: Verdict | None) -> Obstacle | None:
     """Why this machine will not build a program of ``backend`` with ``options``, or None.
 
     A program whose check is off needs only the lowering.

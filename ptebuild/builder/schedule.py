@@ -4,8 +4,8 @@ For each job the loop takes the key's lock in the local cache without waiting (a
 ptebuild process holding it is lowering the same program: the job is retried a little later,
 and usually finds that process's result), asks ``ready(job)`` whether the cache has it by now,
 and otherwise submits its task. Events come back from the executor; ``finished(job, event)``
-is called for each DONE or FAILED one. Long work shows life: a program silent for
-:data:`HEARTBEAT_SECONDS` gets a "still ..." line.
+is called for each DONE or FAILED one, and may send the job round once more (:data:`AGAIN`).
+Long work shows life: a program silent for :data:`HEARTBEAT_SECONDS` gets a "still ..." line.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ptebuild.builder.executors import Executor
 from ptebuild.worker.tasks import Event, EventKind, Task
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 LOCK_RETRY_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
+AGAIN: Literal["again"] = "again"
+"""What ``finished`` returns for a job whose result could not be used (a node stored it in the
+shared cache, and this machine could not fetch it): the job runs once more, its task made anew."""
 
 
 @dataclass
@@ -44,10 +47,11 @@ class Scheduler:
         *,
         ready: Callable[[Job], bool],
         started: Callable[[Job], None],
-        finished: Callable[[Job, Event], bool],
+        finished: Callable[[Job, Event], bool | Literal["again"]],
     ) -> None:
         """``ready(job)``: True if the job is done already (restored); ``finished(job, event)``:
-        True if the build goes on after it (False stops submitting: a failure without --keep-going)."""
+        True if the build goes on after it (False stops submitting: a failure without --keep-going),
+        :data:`AGAIN` to run the job once more."""
         self.executor = executor
         self.cache = cache
         self.report = report
@@ -110,7 +114,9 @@ class Scheduler:
                         go_on = self.finished(job, event)
                     finally:
                         lock.release()
-                    if not go_on:
+                    if go_on == AGAIN:
+                        todo.appendleft(job)
+                    elif not go_on:
                         stopping = True
             if stopping and not running:
                 break

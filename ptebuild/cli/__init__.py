@@ -17,6 +17,13 @@ from collections.abc import Sequence
 
 from ptebuild.errors import PtebuildError
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    """What each subcommand module's ``register`` adds its parser to."""
+
 # Subcommand name -> module under ptebuild.cli that registers it.
 SUBCOMMANDS = {
     "build": "build",
@@ -39,7 +46,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so that main() owns the exit code."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise _UsageExit(f"{self.prog}: {message}")
 
 

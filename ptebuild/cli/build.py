@@ -14,14 +14,21 @@ import time
 from ptebuild.api.request import BuildRequest, RemoteCache, parse_shard
 from ptebuild.cli.options import add_cache_options
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, TextIO
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("build", help="build the programs of a manifest")
     add_build_arguments(parser)
     parser.set_defaults(handler=build_command)
 
 
-def add_build_arguments(parser) -> None:
+def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``build`` (``lock`` builds too, and takes the same)."""
     parser.add_argument("manifest", help="the TOML manifest")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: the manifest's defaults.out)")
@@ -75,7 +82,7 @@ def add_build_arguments(parser) -> None:
     )
 
 
-def request_from(args) -> BuildRequest:
+def request_from(args: argparse.Namespace) -> BuildRequest:
     """The build request the arguments describe (the library fills in the rest from the environment)."""
     remote = None
     if args.remote_cache or args.remote_cache_header or args.remote_upload or args.remote_secret_env:
@@ -93,7 +100,7 @@ def request_from(args) -> BuildRequest:
 class TerminalReport:
     """Progress lines on stderr: what is being built, each step, elapsed time."""
 
-    def __init__(self, stream, quiet: bool):
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
         self.stream = stream
         self.quiet = quiet
         self.started = time.monotonic()
@@ -114,7 +121,7 @@ def _size(n: int) -> str:
     return format_size(n)
 
 
-def summary(document: dict) -> str:
+def summary(document: dict[str, Any]) -> str:
     """The table a build prints, from its report's JSON (the same for a replayed no-op)."""
     rows = [("target", "backend", "status", "seconds", "check", "outputs")]
     programs = document["programs"]
@@ -140,7 +147,7 @@ def summary(document: dict) -> str:
     return "\n".join(lines)
 
 
-def render(args, document: dict) -> None:
+def render(args: argparse.Namespace, document: dict[str, Any]) -> None:
     """Print a build's report: JSON, or the --explain lines and the table."""
     if args.json:
         print(json.dumps(document, indent=2))
@@ -152,7 +159,7 @@ def render(args, document: dict) -> None:
         print(summary(document))
 
 
-def build_command(args) -> int:
+def build_command(args: argparse.Namespace) -> int:
     from ptebuild.api import noop
 
     request = request_from(args)

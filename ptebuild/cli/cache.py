@@ -13,10 +13,18 @@ import json
 from ptebuild.cli.options import add_cache_options
 from ptebuild.errors import UsageError
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ptebuild.cli import Subparsers
+    from ptebuild.store import Store
+
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     from ptebuild.cli import _Parser
 
     parser = subparsers.add_parser(
@@ -42,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.set_defaults(handler=verify_command)
 
 
-def _store(args):
+def _store(args: argparse.Namespace) -> tuple[Store, bool]:
     """The Store named by ``--cache`` (else the default folder); None if the folder does not exist."""
     from ptebuild.cache_dir import cache_folder
     from ptebuild.store import Store
@@ -56,7 +64,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
-def stats_command(args) -> int:
+def stats_command(args: argparse.Namespace) -> int:
     from ptebuild.store import format_size
 
     store, exists = _store(args)
@@ -96,7 +104,7 @@ def stats_command(args) -> int:
     return EXIT_OK
 
 
-def _last_build_remote(root) -> dict[str, dict]:
+def _last_build_remote(root: Path) -> dict[str, dict[str, Any]]:
     """The remote tiers' counters of the last build that used one (``<cache>/last-build.json``)."""
     try:
         document = json.loads((root / "last-build.json").read_text(encoding="utf-8"))
@@ -106,7 +114,7 @@ def _last_build_remote(root) -> dict[str, dict]:
     return {name: c for name, c in tiers.items() if isinstance(c, dict) and c.get("source") == "remote"}
 
 
-def gc_command(args) -> int:
+def gc_command(args: argparse.Namespace) -> int:
     from ptebuild.store import GcReport, format_size, maintenance, parse_size
 
     try:
@@ -137,7 +145,7 @@ def gc_command(args) -> int:
     return EXIT_OK
 
 
-def verify_command(args) -> int:
+def verify_command(args: argparse.Namespace) -> int:
     import sys
 
     from ptebuild.store import VerifyReport, format_size

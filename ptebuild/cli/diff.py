@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+    from ptebuild.release.diff import BundleDiff
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "diff",
         help="say which part of two .pte or .ptd files differs, or what changed between two bundles",
@@ -26,13 +33,14 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=diff_command)
 
 
-def diff_command(args) -> int:
+def diff_command(args: argparse.Namespace) -> int:
     from ptebuild.api.inspect import diff
+    from ptebuild.release.diff import BundleDiff
 
     report = diff(args.a, args.b)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
-    elif hasattr(report, "programs"):
+    elif isinstance(report, BundleDiff):
         _print_bundles(report)
     elif report.same:
         print(f"{report.a} and {report.b} are identical")
@@ -43,7 +51,7 @@ def diff_command(args) -> int:
     return 0 if report.same else 1
 
 
-def _print_bundles(report) -> None:
+def _print_bundles(report: BundleDiff) -> None:
     width = max((len(p.name) for p in report.programs), default=0)
     words = max((len(p.change.words) for p in report.programs), default=0)
     for program in report.programs:

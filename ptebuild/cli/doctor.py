@@ -7,8 +7,14 @@ import sys
 
 from ptebuild.cli.options import add_cache_options
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="what this machine can lower and check, per backend, and the toolchain",
@@ -25,11 +31,11 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=doctor_command)
 
 
-def _mark(value) -> str:
+def _mark(value: object) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
 
-def doctor_command(args) -> int:
+def doctor_command(args: argparse.Namespace) -> int:
     from ptebuild.api.doctor import doctor
 
     progress = None if args.json else (lambda text: print(text, file=sys.stderr, flush=True))

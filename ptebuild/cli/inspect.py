@@ -8,8 +8,14 @@ from __future__ import annotations
 import json
 import sys
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "inspect",
         help="show a .pte's methods, delegates, segments and needed keys, or a .ptd's keys",
@@ -30,7 +36,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=inspect_command)
 
 
-def inspect_command(args) -> int:
+def inspect_command(args: argparse.Namespace) -> int:
     from ptebuild.api.inspect import inspect
     from ptebuild.runtime.inspect import describe
 

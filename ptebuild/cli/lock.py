@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     from ptebuild.cli.build import add_build_arguments
 
     parser = subparsers.add_parser(
@@ -22,7 +28,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=lock_command)
 
 
-def lock_command(args) -> int:
+def lock_command(args: argparse.Namespace) -> int:
     from ptebuild.api.lock import lock
     from ptebuild.cli.build import TerminalReport, request_from
 

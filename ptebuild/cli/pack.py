@@ -9,8 +9,14 @@ import json
 
 from ptebuild.cli.options import add_cache_options
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "pack",
         help="pack a verified build into reproducible .tar.gz or .zip bundles with checksums and provenance",
@@ -47,7 +53,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=pack_command)
 
 
-def pack_command(args) -> int:
+def pack_command(args: argparse.Namespace) -> int:
     from ptebuild.api.pack import pack_release
 
     results = pack_release(args.manifest, args.output, bundles=args.bundle, out=args.out, lock=args.lock,

@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run a built program on its example inputs: error vs eager PyTorch and latency",
@@ -30,7 +36,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
-def run_command(args) -> int:
+def run_command(args: argparse.Namespace) -> int:
     from ptebuild.api.run import run
 
     result = run(args.manifest, args.program, method=args.method, iters=args.iters, out=args.out)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("schema", help="print the manifest's JSON Schema")
     parser.set_defaults(handler=schema_command)
 
 
-def schema_command(args) -> int:
+def schema_command(args: argparse.Namespace) -> int:
     from ptebuild.manifest.schema import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=True))

@@ -10,11 +10,16 @@ from pathlib import Path
 
 from ptebuild.errors import UsageError
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    from ptebuild.cli import Subparsers
+    from ptebuild.shims.model import ShimList
+
 EXIT_OK, EXIT_FAILED = 0, 1
 LAYOUTS = ("gnu", "coff")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     from ptebuild.cli import _Parser
 
     parser = subparsers.add_parser(
@@ -86,7 +91,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
-def _load_any(path: Path):
+def _load_any(path: Path) -> tuple[ShimList, str | None]:
     """A shim list and its library layout (None for text) from a .lib, .def or .toml file."""
     from ptebuild.shims.coff import ARCHIVE_MAGIC
     from ptebuild.shims.deffile import parse_shim_text

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
 
-def register(subparsers) -> None:
+    from ptebuild.cli import Subparsers
+
+
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "verify",
         help="check a build's outputs (or a bundle) against its build record and each .pte against its .ptd",
@@ -36,7 +42,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=verify_command)
 
 
-def verify_command(args) -> int:
+def verify_command(args: argparse.Namespace) -> int:
     from ptebuild.api.verify import verify
     from ptebuild.release.bundle import BundleReport
 

@@ -14,10 +14,16 @@ from pathlib import Path
 from ptebuild.cli.options import add_cache_options
 from ptebuild.store.sizes import format_size
 
+TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ptebuild.cli import Subparsers
+
 EXIT_OK = 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     from ptebuild.cli import _Parser
 
     parser = subparsers.add_parser(
@@ -35,14 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stop.set_defaults(handler=stop_command)
 
 
-def _servers(args) -> tuple[Path, list[tuple[Path, dict | None]]]:
+def _servers(args: argparse.Namespace) -> tuple[Path, list[tuple[Path, dict[str, Any] | None]]]:
     from ptebuild.cache_dir import cache_folder
     from ptebuild.daemon.admin import servers
 
     return servers(cache_folder(args.cache))
 
 
-def status_command(args) -> int:
+def status_command(args: argparse.Namespace) -> int:
     from ptebuild.daemon import protocol
 
     folder, servers = _servers(args)
@@ -78,7 +84,7 @@ def status_command(args) -> int:
     return EXIT_OK
 
 
-def stop_command(args) -> int:
+def stop_command(args: argparse.Namespace) -> int:
     from ptebuild.daemon import admin
 
     folder, servers = _servers(args)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from ptebuild.daemon import protocol
 
 
-def servers(cache_root: Path) -> tuple[Path, list[tuple[Path, dict | None]]]:
+def servers(cache_root: Path) -> tuple[Path, list[tuple[Path, dict[str, Any] | None]]]:
     """(the workers folder, [(socket, the server's status, or None if nothing answers there)])."""
     folder = protocol.workers_dir(cache_root)
     found = []

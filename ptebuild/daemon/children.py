@@ -15,9 +15,13 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.daemon import protocol
 from ptebuild.processes import env_flag, worker_environment
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def default_max_rss() -> int:
@@ -65,7 +69,7 @@ def sweep_log_dirs(folder: Path) -> None:
             pass
 
 
-def needs_fresh_interpreter(task: dict) -> bool:
+def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
     """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
     if env_flag("PTEBUILD_DAEMON_FRESH"):
         return True
@@ -75,7 +79,7 @@ def needs_fresh_interpreter(task: dict) -> bool:
     return name in BACKEND_MODULES and not get_backend(name).forks_safely
 
 
-def spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
+def spawn_fresh(submit: dict[str, Any], pipe: int, log_fd: int, folder: Path) -> subprocess.Popen[bytes]:
     """Start ``python -m ptebuild.daemon.fresh_child`` for ``submit``, reporting on ``pipe``."""
     import json
     import subprocess
@@ -97,7 +101,7 @@ def spawn_fresh(submit: dict, pipe: int, log_fd: int, folder: Path):
         raise
 
 
-def run_child(submit: dict, pipe: int) -> int:
+def run_child(submit: dict[str, Any], pipe: int) -> int:
     """In a child (forked, or a fresh interpreter): run one task, report on ``pipe``; return the exit code.
 
     The child takes the build's working folder and environment (model code may read either), as a
@@ -114,7 +118,7 @@ def run_child(submit: dict, pipe: int) -> int:
         os.chdir(submit.get("cwd") or "/")
     task_json = submit["task"]
 
-    def write_all(message: dict) -> None:
+    def write_all(message: dict[str, Any]) -> None:
         data = memoryview(protocol.encode(message))
         while data:
             data = data[os.write(pipe, data):]

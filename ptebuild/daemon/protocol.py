@@ -54,6 +54,7 @@ import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ptebuild import own_code
 from ptebuild.results import Dependencies, OutputFile
@@ -72,7 +73,7 @@ class ProtocolError(OSError):
     """A peer sent something that is not a message of this protocol."""
 
 
-def encode(message: dict) -> bytes:
+def encode(message: dict[str, Any]) -> bytes:
     body = json.dumps(message, separators=(",", ":")).encode()
     if len(body) > MAX_MESSAGE:
         raise ProtocolError(f"message of {len(body)} bytes is over the limit of {MAX_MESSAGE}")
@@ -85,7 +86,7 @@ class Reader:
     def __init__(self) -> None:
         self._buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[dict]:
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
         self._buffer += data
         messages = []
         while len(self._buffer) >= HEADER.size:
@@ -106,11 +107,11 @@ class Reader:
         return messages
 
 
-def send(sock: socket.socket, message: dict) -> None:
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(encode(message))
 
 
-def request(sock: socket.socket, message: dict, timeout: float) -> dict:
+def request(sock: socket.socket, message: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Send ``message`` and wait up to ``timeout`` seconds for the next message back."""
     sock.settimeout(timeout)
     send(sock, message)
@@ -207,7 +208,7 @@ def listen(path: Path) -> socket.socket:
     return sock
 
 
-def hello(sock: socket.socket, timeout: float) -> dict:
+def hello(sock: socket.socket, timeout: float) -> dict[str, Any]:
     """Greet the server at the other end; ProtocolError if it speaks another protocol or toolchain."""
     answer = request(sock, {"op": "hello", "protocol": PROTOCOL, "toolchain": toolchain_id(), "pid": os.getpid()}, timeout)
     if answer.get("op") != "hello" or answer.get("protocol") != PROTOCOL or answer.get("toolchain") != toolchain_id():
@@ -218,7 +219,7 @@ def hello(sock: socket.socket, timeout: float) -> dict:
 # -- results ------------------------------------------------------------------------------------
 
 
-def result_to_json(result: TaskResult) -> dict:
+def result_to_json(result: TaskResult) -> dict[str, Any]:
     return {
         "outputs": [o.to_json() for o in result.outputs],
         "staging": result.staging,
@@ -233,7 +234,7 @@ def result_to_json(result: TaskResult) -> dict:
     }
 
 
-def result_from_json(data: dict) -> TaskResult:
+def result_from_json(data: dict[str, Any]) -> TaskResult:
     inline = data.get("data")
     return TaskResult(
         outputs=tuple(OutputFile.from_json(o) for o in data["outputs"]),

@@ -116,7 +116,7 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.clients: list[_Client] = []
         self.children: dict[int, _Child] = {}  # pid -> child
-        self.queue: deque[tuple[_Client, dict]] = deque()
+        self.queue: deque[tuple[_Client, dict[str, Any]]] = deque()
         self.listener: socket.socket | None = None
         self.last_busy = time.monotonic()
         self.stopping = False
@@ -193,7 +193,7 @@ class Server:
         failure = {"kind": "build", "message": message, "manifest": "", "location": ""}
         self._send(client, {"op": "failed", "task_id": task_id, "failure": failure})
 
-    def _send(self, client: _Client, message: dict) -> None:
+    def _send(self, client: _Client, message: dict[str, Any]) -> None:
         if client not in self.clients:
             return
         try:
@@ -226,7 +226,7 @@ class Server:
         for message in messages:
             self._handle(client, message)
 
-    def _handle(self, client: _Client, message: dict) -> None:
+    def _handle(self, client: _Client, message: dict[str, Any]) -> None:
         op = message["op"]
         if op == "hello":
             client.pid = int(message.get("pid") or 0)
@@ -254,7 +254,7 @@ class Server:
                 if child.client is client and child.task_id == task_id:
                     self._kill(child, "cancelled")
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {
             "op": "status",
             "pid": os.getpid(),
@@ -302,7 +302,7 @@ class Server:
                 continue
             self._start(client, submit, fresh=False)
 
-    def _start(self, client: _Client, submit: dict, fresh: bool) -> None:
+    def _start(self, client: _Client, submit: dict[str, Any], fresh: bool) -> None:
         task = submit["task"]
         fd, log_path = tempfile.mkstemp(prefix="task-", suffix=".log", dir=self.log_dir)
         read_end, write_end = os.pipe()

@@ -11,8 +11,10 @@ import io
 import logging
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import BuildError, CheckError
 from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
@@ -27,7 +29,7 @@ class OutputFigures:
     max_abs_error: float
     cosine: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "method": self.method,
             "sizes": self.sizes,
@@ -38,7 +40,7 @@ class OutputFigures:
 
 
 @contextlib.contextmanager
-def native_stderr_silenced():
+def native_stderr_silenced() -> Iterator[None]:
     """Silence what nobody needs: file descriptor 2, ``sys.stderr`` and logging below errors.
 
     Native code (XNNPACK's cpuinfo, torchao) writes to fd 2; executorch's pybindings write to
@@ -60,7 +62,7 @@ def native_stderr_silenced():
         logging.disable(previous)
 
 
-def compare(expected, actual) -> tuple[float, float]:
+def compare(expected: Any, actual: Any) -> tuple[float, float]:
     """Max absolute error and cosine similarity of two tensors (as float64)."""
     import torch
 
@@ -77,7 +79,7 @@ def compare(expected, actual) -> tuple[float, float]:
     return max_abs, cosine
 
 
-def flatten_outputs(value) -> list:
+def flatten_outputs(value: object) -> list[Any]:
     """The leaves of a method's result (tensors and scalars) in torch.export's order, which is
     the order of the program's output slots: nested tuples and lists in order, dicts in their
     keys' insertion order. A scalar leaf becomes a 0-d tensor (ExecuTorch returns ints and floats)."""
@@ -89,7 +91,7 @@ def flatten_outputs(value) -> list:
             if isinstance(leaf, (torch.Tensor, bool, int, float))]
 
 
-def output_names(value) -> list[str]:
+def output_names(value: object) -> list[str]:
     """Where each leaf of :func:`flatten_outputs` sits in the result (``[1]['c']``), for messages."""
     import torch
     from torch.utils._pytree import keystr, tree_flatten_with_path
@@ -98,25 +100,26 @@ def output_names(value) -> list[str]:
     return [keystr(path) for path, leaf in pairs if isinstance(leaf, (torch.Tensor, bool, int, float))]
 
 
+class RuntimeLog:
+    """What was written so far (read without moving the shared file offset fd 2 writes at)."""
+
+    def __init__(self, fd: int, python_side: io.StringIO) -> None:
+        self.fd, self.python_side = fd, python_side
+
+    @property
+    def text(self) -> str:
+        return os.pread(self.fd, 1 << 20, 0).decode("utf-8", "replace") + self.python_side.getvalue()
+
+    def lines(self) -> list[str]:
+        return [re.sub(r"^\[[^\]]*\]\s*", "", line).strip() for line in self.text.splitlines() if line.strip()]
+
+
 @contextlib.contextmanager
-def runtime_log():
+def runtime_log() -> Iterator[RuntimeLog]:
     """Collect what native code writes to file descriptor 2 (ExecuTorch's runtime logs the reason
     for an error there: ``Invalid number of inputs provided. Expected 6, but got 1``) while the
     block runs; ``log.lines()`` gives its lines without the ``[file.cpp:123]`` prefix."""
     import tempfile
-
-    class Log:
-        """What was written so far (read without moving the shared file offset fd 2 writes at)."""
-
-        def __init__(self, fd: int, python_side: io.StringIO):
-            self.fd, self.python_side = fd, python_side
-
-        @property
-        def text(self) -> str:
-            return os.pread(self.fd, 1 << 20, 0).decode("utf-8", "replace") + self.python_side.getvalue()
-
-        def lines(self) -> list[str]:
-            return [re.sub(r"^\[[^\]]*\]\s*", "", line).strip() for line in self.text.splitlines() if line.strip()]
 
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
@@ -125,7 +128,7 @@ def runtime_log():
         os.dup2(capture.fileno(), 2)
         try:
             with contextlib.redirect_stderr(io.StringIO()) as python_side:
-                yield Log(capture.fileno(), python_side)
+                yield RuntimeLog(capture.fileno(), python_side)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -137,7 +140,7 @@ _DETAIL = re.compile(r"^(dtype: \d+ \| dim order|\d+,|\]$)")
 """The kernel registry's per-argument listing after "kernel ... not found": for the log file only."""
 
 
-def runtime_error(what: str, exc: BaseException, log, program_name: str) -> BuildError:
+def runtime_error(what: str, exc: BaseException, log: RuntimeLog, program_name: str) -> BuildError:
     """A failure inside ExecuTorch's runtime as one line: its message (error codes named) and the
     reason it logged; the log's lines are kept with the exception, for the program's log file."""
     from ptebuild.causes import describe, shorten
@@ -150,7 +153,7 @@ def runtime_error(what: str, exc: BaseException, log, program_name: str) -> Buil
     return error
 
 
-def compare_outputs(program_name: str, where: str, expected: list, actual: list,
+def compare_outputs(program_name: str, where: str, expected: list[Any], actual: list[Any],
                     names: list[str] | None = None) -> list[tuple[int, float, float]]:
     """(index, max abs error, cosine) of each output; CheckError if counts or shapes differ.
 
@@ -177,7 +180,7 @@ def _slot(index: int, names: list[str] | None) -> str:
     return f"{index} ({names[index]})" if names and index < len(names) and names[index] not in ("", f"[{index}]") else str(index)
 
 
-def checked_figures(program: ProgramPlan, method: str, sizes: dict, expected: list, actual: list, how: str = "",
+def checked_figures(program: ProgramPlan, method: str, sizes: dict[str, int], expected: list[Any], actual: list[Any], how: str = "",
                     names: list[str] | None = None) -> list[OutputFigures]:
     """Compare a method's outputs with eager PyTorch's at ``sizes``, leaf by leaf; CheckError past
     the program's tolerances (``how`` says how the program ran, for the message)."""
@@ -208,7 +211,7 @@ class DirectionBound:
     """What to do when an output points elsewhere (the message's end)."""
 
 
-def check_program(model, program: ProgramPlan, pte: Path, ptd: Path | None, how: str = "",
+def check_program(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, how: str = "",
                   direction: DirectionBound | None = None) -> list[OutputFigures]:
     """Run ``pte`` in ExecuTorch's runtime and compare every output with ``model``'s.
 

@@ -10,6 +10,7 @@ Runs in a worker: imports torch.
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 from ptebuild.plan import InputPlan, MethodPlan
 
@@ -30,7 +31,7 @@ def _method_seed(seed: int, method: str, sizes: dict[str, int]) -> int:
     return (seed * 1_000_003 + zlib.crc32(salt)) % (2**63)
 
 
-def make_inputs(method: MethodPlan, seed: int, sizes: dict[str, int] | None = None) -> tuple:
+def make_inputs(method: MethodPlan, seed: int, sizes: dict[str, int] | None = None) -> tuple[Any, ...]:
     """Tensors for ``method``'s inputs; ``sizes`` picks dynamic dim sizes (default: the examples)."""
     import torch
 
@@ -39,7 +40,7 @@ def make_inputs(method: MethodPlan, seed: int, sizes: dict[str, int] | None = No
     return tuple(_make_input(spec, sizes, generator) for spec in method.inputs)
 
 
-def _make_input(spec: InputPlan, sizes: dict[str, int], generator):
+def _make_input(spec: InputPlan, sizes: dict[str, int], generator: Any) -> Any:
     """One input: a tensor, a scalar (its declared value), or a tuple, list or dict of inputs,
     each made in order from the one generator (a flat method's tensors are what they always were)."""
     import torch
@@ -79,7 +80,7 @@ def check_sizes(method: MethodPlan) -> list[dict[str, int]]:
     return sizes
 
 
-def flat_inputs(inputs) -> list:
+def flat_inputs(inputs: tuple[Any, ...]) -> list[Any]:
     """The leaves of a method's inputs (tensors and scalars) in torch.export's order: what
     ExecuTorch's ``Method.execute`` takes."""
     from torch.utils._pytree import tree_leaves

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.manifest.typos import did_you_mean
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -63,11 +67,11 @@ def _fields_at(model: type, loc: tuple[Any, ...]) -> set[str]:
 _UNION_TAG = re.compile(r"(constrained-\w+|function-.*|int|str|float|bool|.*\[.*\])")
 
 
-def _clean_loc(loc) -> tuple:
+def _clean_loc(loc: Iterable[int | str]) -> tuple[int | str, ...]:
     return tuple(p for p in loc if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
 
 
-def describe_validation_error(exc, display: str, model: type, prefix: tuple = ()) -> str:
+def describe_validation_error(exc: ValidationError, display: str, model: type, prefix: tuple[int | str, ...] = ()) -> str:
     """One line for the first error of a pydantic ValidationError, located in the manifest."""
     errors = exc.errors(include_url=False)
     first = errors[0]

@@ -8,7 +8,9 @@ each factory module exists. Nothing here imports torch or the model code.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import DataNameError, ManifestError
@@ -29,6 +31,9 @@ from ptebuild.plan import (
 )
 from ptebuild.runtime.record import RECORD_NAME
 
+if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend, BackendOptions
+
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 """What a bundle's ``output`` may end in (the archive formats ``ptebuild pack`` writes)."""
 
@@ -39,7 +44,7 @@ def _check_name(display: str, where: str, name: str, extension: str) -> None:
         raise DataNameError(f"{display}: {where}: name {name!r} {problem}")
 
 
-def _tensor_inputs(where: str, specs: list[InputSpec]):
+def _tensor_inputs(where: str, specs: list[InputSpec]) -> Iterator[tuple[str, InputSpec]]:
     """``(location, spec)`` of every tensor input, also inside tuples, lists and dicts."""
     for index, spec in enumerate(specs):
         at = f"{where}[{index}]"
@@ -85,7 +90,8 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
 
 
 def _resolve_program(
-    display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict, bundle_io: bool = False
+    display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict[str, dict[str, MethodPlan]],
+    bundle_io: bool = False,
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -172,7 +178,9 @@ def _resolve_program(
     )
 
 
-def _resolve_options(display: str, manifest: Manifest, name: str, program: ProgramSpec, backend_name: str, backend):
+def _resolve_options(
+    display: str, manifest: Manifest, name: str, program: ProgramSpec, backend_name: str, backend: Backend
+) -> BackendOptions:
     """Validate a program's ``options`` and ``compile_specs`` (over the defaults') with the backend's model.
 
     Both tables feed one options model; a key may be given in only one of a program's two tables.
@@ -192,7 +200,7 @@ def _resolve_options(display: str, manifest: Manifest, name: str, program: Progr
             f"{display}: {dotted(('programs', name, 'compile_specs', both[0]))}: also set in "
             f"programs.{name}.options; keep one"
         )
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     for _, table in tables:
         merged.update(table)
     try:

@@ -7,12 +7,13 @@ Every model is frozen and refuses unknown keys. ``ptebuild schema`` prints
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
@@ -43,7 +44,7 @@ class DynamicDim(_Strict):
     """The size used for the example inputs; default: 2 (clamped to [min, max])."""
 
     @model_validator(mode="after")
-    def _ordered(self):
+    def _ordered(self) -> Self:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
         if self.example is not None and not self.min <= self.example <= self.max:
@@ -85,7 +86,7 @@ class InputSpec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_kind(self):
+    def _one_kind(self) -> Self:
         given = [key for key in ("shape", "items", "value") if getattr(self, key) is not None]
         if len(given) != 1:
             raise ValueError(
@@ -106,7 +107,9 @@ class InputSpec(_Strict):
         return self
 
     @model_serializer(mode="wrap")
-    def _without_unset_kinds(self, handler):
+    # No return annotation: pydantic derives the serialization schema from it, and the model's
+    # own (its fields) is the true one; any annotation would replace it.
+    def _without_unset_kinds(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         """A tensor input dumps as it always did (its program's key stays what it was)."""
         data = handler(self)
         for key in ("items", "container", "value"):
@@ -243,7 +246,7 @@ class Manifest(_Strict):
     """Release bundles, by name: ``ptebuild pack`` writes each one (``--bundle NAME``: one of them)."""
 
     @model_validator(mode="after")
-    def _something_to_build(self):
+    def _something_to_build(self) -> Self:
         if not self.programs and not self.shims:
             raise ValueError("declares nothing to build; add a [programs.NAME] or [shims.NAME] table")
         return self

@@ -5,8 +5,10 @@ Imports neither torch nor executorch. One module per job:
 - :mod:`.lock`: ``ptebuild.lock`` (write, read, compare with a build for ``--locked``);
 - :mod:`.archive`: reproducible ``.tar.gz``/``.zip`` writing;
 - :mod:`.provenance`: the in-toto Statement v1 / SLSA Provenance v1 of a bundle;
-- :mod:`.pack`: a verified output folder, or the cache by a lock's digests, into a bundle;
-- :mod:`.bundle`: ``ptebuild verify BUNDLE``, without unpacking.
+- :mod:`.pack`: a verified output folder, or the cache by a lock's digests, into a bundle
+  (the whole manifest, or one of the bundles it declares);
+- :mod:`.bundle`: ``ptebuild verify BUNDLE``, without unpacking;
+- :mod:`.diff`: ``ptebuild diff OLD.tar.gz NEW.tar.gz``, what changed program by program.
 
 The names below are imported lazily, so ``import ptebuild.release`` costs nothing. (The
 function ``pack`` is reached as ``ptebuild.release.pack.pack``: a package attribute cannot be
@@ -32,6 +34,8 @@ _EXPORTS = {
     "pack_from_cache": "pack",
     "BundleReport": "bundle",
     "verify_bundle": "bundle",
+    "BundleDiff": "diff",
+    "diff_bundles": "diff",
     "provenance_statement": "provenance",
     "write_archive": "archive",
 }
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
     from ptebuild.release.archive import write_archive as write_archive
     from ptebuild.release.bundle import BundleReport as BundleReport
     from ptebuild.release.bundle import verify_bundle as verify_bundle
+    from ptebuild.release.diff import BundleDiff as BundleDiff
+    from ptebuild.release.diff import diff_bundles as diff_bundles
     from ptebuild.release.lock import Lock as Lock
     from ptebuild.release.lock import LockEntry as LockEntry
     from ptebuild.release.lock import Mismatch as Mismatch

@@ -371,25 +371,23 @@ def _write_bundle(
         name: replace(entry, runtime=_runtime_of(entry, files)) if entry.kind == "program" else entry
         for name, entry in lock_entries_from_record(targets).items()
     }
-    programs = sorted(p for name, entry in entries.items() if entry.kind == "program"
-                      for p in (o.name for o in entry.outputs or ()) if p.endswith(".pte"))
-    operators = merge(program_operators(files[pte]) for pte in programs)
-    in_memory = {
-        RECORD_NAME: b"",
-        PROVENANCE_NAME: b"",
-        manifest_name: manifest_bytes,
-    }
-    if programs:
-        in_memory[OPLIST_NAME] = selected_operators_yaml(operators)
-    if lock_bytes is not None:
-        in_memory[LOCK_NAME] = lock_bytes
+    ptes = sorted(o.name for entry in entries.values() if entry.kind == "program"
+                  for o in entry.outputs or () if o.name.endswith(".pte"))
+    operators = merge(program_operators(files[pte]) for pte in ptes)
     record = {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "manifest": manifest_name,
         "targets": _record_targets(entries, manifest_name),
     }
-    in_memory[RECORD_NAME] = (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8")
+    in_memory = {
+        RECORD_NAME: (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8"),
+        manifest_name: manifest_bytes,
+    }
+    if ptes:
+        in_memory[OPLIST_NAME] = selected_operators_yaml(operators)
+    if lock_bytes is not None:
+        in_memory[LOCK_NAME] = lock_bytes
     # A weights file shared by several programs is one subject (and one file).
     subjects = {file: info["sha256"] for entry in targets.values() for file, info in entry["outputs"].items()}
     for name, path in extras.items():

@@ -6,8 +6,10 @@ Pure Python; imports neither torch nor executorch. The file is read through
 - its header: identifier, extended header (program size, segment base and data size);
 - each method (``ExecutionPlan``): inputs and outputs as the flatbuffer types them (a tensor's
   dtype, sizes at the example size, shape dynamism), operators, delegates (backend, where the
-  payload lives, its size and SHA-256, the named-data keys an XNNPACK or CUDA payload needs),
-  and a digest of the plan itself (values, chains, instructions, operators, delegate specs;
+  payload lives, its size and SHA-256, the named-data keys an XNNPACK, CUDA, Vulkan or Core ML
+  payload needs; for OpenVINO, Core ML and Vulkan payloads what they hold: :mod:`.openvino_blob`,
+  :mod:`.coreml_payload`, :mod:`.vulkan_payload`), how many of its calls the delegates take and
+  how many are operator calls outside them, and a digest of the plan itself (values, chains, instructions, operators, delegate specs;
   not the payloads) so that two plans compare with one string;
 - its segments (offset, size, SHA-256, what uses each), its named data (key, size), the
   constant buffers, and the keys it needs from a ``.ptd``.

@@ -32,7 +32,7 @@ from typing import Any
 
 from ptebuild.errors import FormatError, LoadError, UsageError
 from ptebuild.hashing import hash_file
-from ptebuild.runtime.compat import Version, version_text
+from ptebuild.runtime.compat import RuntimeSupport, Version, version_text
 from ptebuild.runtime.record import RECORD_NAME, ProgramFiles, read_build_record
 
 
@@ -170,7 +170,9 @@ def _check_bpte(folder: Path, pte: str, bpte: str) -> list[str]:
     return [f"{bpte}: {problem}" for problem in check_suites(folder / pte, bundled.suites)]
 
 
-def _check_runtime(folder: Path, files: ProgramFiles, entry: dict[str, Any], runtime: Version):
+def _check_runtime(
+    folder: Path, files: ProgramFiles, entry: dict[str, Any], runtime: Version
+) -> tuple[RuntimeSupport, str | None, str | None]:
     """``(support, problem or None, note or None)`` of a program for one runtime version."""
     from ptebuild.keyinputs import toolchain
     from ptebuild.runtime.compat import program_support

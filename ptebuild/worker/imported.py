@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ptebuild.distributions import dist_dirs, holding_folder, installed_dists, normalize, path_entries, top_level_names
+from ptebuild.distributions import InstalledDist, dist_dirs, holding_folder, installed_dists, normalize, path_entries, top_level_names
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def snapshot(modules: Iterable[str] | None = None, path: Iterable[str] | None = 
     """
     search = path_entries(sys.path if path is None else path)
     folders = dist_dirs(search)
-    installed: dict | None = None
+    installed: dict[str, InstalledDist] | None = None
     tops: dict[str, list[str]] | None = None
     found: dict[str, ImportedDist] = {}
     names = list(sys.modules) if modules is None else list(modules)

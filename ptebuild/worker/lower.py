@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
@@ -33,7 +34,7 @@ class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 
     @staticmethod
-    def wrap(model, function: str, distinct: bool = False, contiguous: bool = False):
+    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False) -> Any:
         """``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
         or aliased by another slot, is cloned); ``contiguous``: a strided output is made
         contiguous. Both for runtimes that need it (:attr:`Backend.distinct_outputs`,
@@ -41,11 +42,11 @@ class MethodModule:
         import torch
 
         class _Method(torch.nn.Module):
-            def __init__(self):
+            def __init__(self) -> None:
                 super().__init__()
                 self.model = model
 
-            def forward(self, *args):
+            def forward(self, *args: Any) -> Any:
                 out = getattr(self.model, function)(*args)
                 if distinct or contiguous:
                     out = separate_outputs(out, distinct, contiguous)
@@ -54,24 +55,24 @@ class MethodModule:
         return _Method()
 
 
-def _same_tensor(a, b) -> bool:
+def _same_tensor(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are one tensor's data seen twice (the same object, or views of one storage
     with the same shape, strides and offset: ``y.detach()`` twice). Works on export's fake tensors."""
     import torch
 
     if a is b:
         return True
-    aliased = torch._C._is_alias_of(a, b)  # type: ignore[attr-defined]
+    aliased = torch._C._is_alias_of(a, b)  # type: ignore[attr-defined]  # a private binding torch's stubs omit
     return aliased and tuple(a.shape) == tuple(b.shape) and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
 
 
-def separate_outputs(out, distinct: bool, contiguous: bool):
+def separate_outputs(out: Any, distinct: bool, contiguous: bool) -> Any:
     """``out`` with every tensor leaf its own (``distinct``) and contiguous (``contiguous``)."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
     leaves, spec = tree_flatten(out)
-    seen: list = []
+    seen: list[Any] = []
     fixed = []
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
@@ -84,7 +85,7 @@ def separate_outputs(out, distinct: bool, contiguous: bool):
     return tree_unflatten(fixed, spec)
 
 
-def shared_output_slots(exported) -> list[tuple[int, ...]]:
+def shared_output_slots(exported: Any) -> list[tuple[int, ...]]:
     """Groups of output slots of an exported program that hold one graph value (``return y, y``)."""
     output = next(n for n in exported.graph.nodes if n.op == "output")
     slots: dict[object, list[int]] = {}
@@ -94,7 +95,7 @@ def shared_output_slots(exported) -> list[tuple[int, ...]]:
     return [tuple(s) for s in slots.values() if len(s) > 1]
 
 
-def _dynamic_spec(spec: InputPlan, dims: dict):
+def _dynamic_spec(spec: InputPlan, dims: dict[str, Any]) -> Any:
     """torch.export's dynamic shape of one input: a dict of axes for a tensor, the same structure
     for a tuple, list or dict, None for a scalar or a static tensor."""
     if spec.kind == "tensor":
@@ -108,7 +109,7 @@ def _dynamic_spec(spec: InputPlan, dims: dict):
     return None
 
 
-def dynamic_shapes(method: MethodPlan):
+def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     """torch.export dynamic shapes for ``method``'s inputs, or None when every dim is static."""
     import torch
 
@@ -118,7 +119,7 @@ def dynamic_shapes(method: MethodPlan):
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
-def export_method(model, program: ProgramPlan, method: MethodPlan, example_inputs, progress: Progress):
+def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress) -> Any:
     import torch
 
     if not callable(getattr(model, method.function, None)):
@@ -129,7 +130,7 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
         )
     shapes = dynamic_shapes(method)
 
-    def export(module):
+    def export(module: Any) -> Any:
         """Export again a module that takes the inputs positionally (an unlifted graph)."""
         return torch.export.export(module, example_inputs, dynamic_shapes=shapes, strict=False)
 
@@ -172,7 +173,7 @@ def export_method(model, program: ProgramPlan, method: MethodPlan, example_input
 CALIBRATION_DRAWS = 4
 
 
-def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple]:
+def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[Any, ...]]:
     """Inputs to calibrate quantization with: each check size, several seeded draws each."""
     from ptebuild.lowering.examples import check_sizes, make_inputs
 
@@ -183,7 +184,9 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple]:
     ]
 
 
-def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, progress: Progress) -> LoweredProgram:
+def lower(
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+) -> LoweredProgram:
     """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
@@ -239,7 +242,7 @@ def lower(model, program: ProgramPlan, inputs_by_method: dict, staging: Path, pr
     return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated)
 
 
-def _plans(executorch_program):
+def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
 
 

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.plan import ProgramPlan
 
+if TYPE_CHECKING:
+    import torch
 
-def import_factory(program: ProgramPlan, manifest_dir: Path, display: str):
+
+def import_factory(program: ProgramPlan, manifest_dir: Path, display: str) -> Callable[..., object]:
     module_name, attribute = program.factory.split(":", 1)
     if str(manifest_dir) not in sys.path:
         sys.path.insert(0, str(manifest_dir))
@@ -43,7 +48,7 @@ def import_factory(program: ProgramPlan, manifest_dir: Path, display: str):
     return target
 
 
-def build_model(program: ProgramPlan, manifest_dir: Path, display: str):
+def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch.nn.Module:
     """Return the model in eval mode, seeded, with its weights loaded."""
     import torch
 

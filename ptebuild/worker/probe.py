@@ -22,12 +22,18 @@ import json
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ptebuild.backends.base import Backend
+    from ptebuild.plan import ProgramPlan
 
 PROBE_SEED = 20261201
 
 
-def probe_plan(backend):
+def probe_plan(backend: Backend) -> ProgramPlan:
     """The 1-op program for ``backend`` (a :class:`~ptebuild.plan.ProgramPlan`)."""
     from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
@@ -42,13 +48,13 @@ def probe_plan(backend):
     )
 
 
-def probe_backend(name: str, emit) -> dict:
+def probe_backend(name: str, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """The verdict for backend ``name`` (``emit(dict)`` announces each step before it runs)."""
     from ptebuild.backends import get_backend
     from ptebuild.causes import describe
 
     backend = get_backend(name)
-    verdict: dict = {"backend": name, "lower": backend.can_build(None), "check": backend.can_check(None), "detail": ""}
+    verdict: dict[str, Any] = {"backend": name, "lower": backend.can_build(None), "check": backend.can_check(None), "detail": ""}
     if verdict["lower"] is not None:
         return verdict
     answered = backend.probe_here()
@@ -89,7 +95,7 @@ def main(argv: list[str]) -> int:
 
     logging.disable(logging.WARNING)
 
-    def emit(data: dict) -> None:
+    def emit(data: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(data) + "\n")
         sys.stdout.flush()
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild.results import Dependencies, FailureKind, OutputFile
+from ptebuild.results import ActionResult, Dependencies, FailureKind, OutputFile
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,11 @@ class Task:
     resources: dict[str, Any] = field(default_factory=dict)
     """Resource requests for schedulers (``num_gpus``, ``memory``...), from the backend and manifest."""
     debug: bool = False
+    inputs: dict[str, str] = field(default_factory=dict)
+    """The breakdown the key was computed from: what a node that stores the result itself needs."""
+    node_cache: bool = False
+    """The node looks the key up in the shared cache, and stores what it builds there itself
+    (an executor whose nodes open their own tiers: ``ray``); the result then names the entry."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +70,8 @@ class Task:
             "staging": self.staging,
             "resources": dict(self.resources),
             "debug": self.debug,
+            "inputs": dict(self.inputs),
+            "node_cache": self.node_cache,
         }
 
     @classmethod
@@ -81,6 +88,8 @@ class Task:
             staging=data.get("staging"),
             resources=dict(data.get("resources") or {}),
             debug=bool(data.get("debug")),
+            inputs=dict(data.get("inputs") or {}),
+            node_cache=bool(data.get("node_cache")),
         )
 
 
@@ -127,6 +136,20 @@ class TaskResult:
     check_seconds: float = 0.0
     node: str = ""
     """Which machine built it (host name), for reports."""
+    action: dict[str, Any] | None = None
+    """With ``Task.node_cache``: the result as the node found it in the shared cache, or stored it
+    there (:meth:`ptebuild.results.ActionResult.to_json`); the builder fetches its files from
+    there, and neither ``staging`` nor ``data`` holds them."""
+    cached: bool = False
+    """The node found ``action`` in the shared cache: nothing was lowered."""
+    warnings: tuple[str, ...] = ()
+    """What the node's cache tiers warned about (one line each), for the builder to report."""
+
+    def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
+        """The action result of this lowering of ``target`` (the program) under ``key``."""
+        return ActionResult(key=key, target=target, kind="program", outputs=self.outputs, inputs=inputs,
+                            deps=self.deps, backend=backend, figures=self.figures, check=self.check,
+                            delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node)
 
     def files_into(self, folder: Path) -> dict[str, Path]:
         """The output files as paths, writing inline data into ``folder`` first."""

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import LoadError, UsageError
 from ptebuild.manifest.typos import did_you_mean
@@ -30,7 +33,7 @@ class OutputRun:
     max_abs_error: float
     cosine: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "output": self.index,
             "shape": list(self.shape),
@@ -57,7 +60,7 @@ class MethodRun:
     def cosine(self) -> float:
         return min((o.cosine for o in self.outputs), default=1.0)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "method": self.method,
             "max_abs_error": self.max_abs_error,
@@ -84,7 +87,7 @@ class ProgramRun:
     def within_tolerance(self) -> bool:
         return all(m.within_tolerance for m in self.methods)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "program": self.program,
             "backend": self.backend,
@@ -175,9 +178,9 @@ def run_program(
         with torch.no_grad():
             expected = flatten_outputs(eager_fn(*inputs))
         outputs = _compare(program, spec.name, expected, actual)
-        latency = _median_time(lambda name=spec.name, args=flat: loaded.run(name, args), iters)
+        latency = _median_time(partial(loaded.run, spec.name, flat), iters)
         with torch.no_grad():
-            eager_latency = _median_time(lambda fn=eager_fn, args=inputs: fn(*args), iters)
+            eager_latency = _median_time(partial(eager_fn, *inputs), iters)
         within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)
         runs.append(MethodRun(spec.name, outputs, latency, eager_latency, within))
     return ProgramRun(
@@ -192,14 +195,14 @@ def run_program(
     )
 
 
-def _compare(program: ProgramPlan, method: str, expected: list, actual: list) -> tuple[OutputRun, ...]:
+def _compare(program: ProgramPlan, method: str, expected: list[Any], actual: list[Any]) -> tuple[OutputRun, ...]:
     from ptebuild.lowering.check import compare_outputs
 
     figures = compare_outputs(program.name, f"method {method!r}", expected, actual)
     return tuple(OutputRun(index, tuple(e.shape), max_abs, cosine) for (index, max_abs, cosine), e in zip(figures, expected))
 
 
-def _median_time(call, iters: int) -> float:
+def _median_time(call: Callable[[], object], iters: int) -> float:
     """Median wall time of ``iters`` calls of ``call``, after one warm-up call."""
     call()
     times = []

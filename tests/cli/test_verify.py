@@ -195,3 +195,17 @@ def test_verify_imports_neither_torch_nor_executorch(out):
     assert done.returncode == 1, done.stderr
     assert "tiny_portable_weights.ptd: missing" in done.stdout
     assert done.stdout.splitlines()[-1] == "heavy: []"
+
+
+def test_runtime_judges_every_program_of_a_folder(out, capsys):
+    """`verify --runtime` on an output folder: a program with a .ptd needs a 0.7 runtime."""
+    assert cli.main(["verify", str(out), "--runtime", "0.6.0", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["runtime"] == "0.6.0"
+    assert {t["name"]: t["problems"] for t in document["targets"]} == {
+        name: ["runtime 0.6.0 cannot load it: weights in an external .ptd (FlatTensor layout of 0.7) needs runtime >= 0.7.0"]
+        for name in PROGRAMS
+    }
+    assert {t["runtime"]["minimum"] for t in document["targets"]} == {"0.7.0"}
+    assert cli.main(["verify", str(out), "--runtime", "1.5.1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"judged for runtime 1.5.1) -> {out}")

@@ -247,3 +247,80 @@ def test_the_cli_build_on_the_cluster_equals_a_local_build(cluster, tmp_path, tm
     left = [f.name for f in Path(tempfile.gettempdir()).glob(f"{TASK_FOLDER_PREFIX}*")
             if not Path("/proc", f.name[len(TASK_FOLDER_PREFIX):].partition("-")[0]).exists()]
     assert left == []
+
+
+def test_ray_nodes_look_up_and_store_their_results_in_the_remote_cache(cluster, nginx, tmp_path):
+    """Runner A builds on the cluster: its nodes lower and upload, its driver only fetches the
+    files it publishes. Runner B's nodes find every program there (nothing lowered, nothing
+    uploaded); its driver fetches the files, the same bytes, and nothing else."""
+    import json
+    import uuid
+
+    from helpers import build_json, ptebuild
+
+    prefix = f"ray-{uuid.uuid4().hex[:8]}"
+    url = f"{nginx.url}/{prefix}"
+
+    def requests() -> list[str]:
+        return [line for line in nginx.requests() if f" /{prefix}/" in line]
+
+    def build(name: str) -> tuple[dict, dict, dict[str, bytes]]:
+        manifest = copy_project(tmp_path / name / "project")
+        out = manifest.parent / "out"
+        code, report = build_json(str(manifest), "--executor", "ray", "--cache", str(tmp_path / name / "cache"),
+                                  "--remote-cache", url, env={**RAY_ENV, "RAY_ADDRESS": cluster.address})
+        assert code == 0, report
+        stats = ptebuild("cache", "stats", "--cache", str(tmp_path / name / "cache"), "--json")
+        (remote,) = json.loads(stats.stdout)["last_build_remote"].values()
+        return report, remote, {p.name: p.read_bytes() for p in sorted(out.glob("*.pt[ed]"))}
+
+    report_a, driver_a, files_a = build("a")
+    assert [p["status"] for p in report_a["programs"]] == ["built", "built"]
+    assert all(p["node"].endswith(")") for p in report_a["programs"]), report_a  # "host (ray node id)"
+    # A's nodes uploaded (files, envelopes, entries); its driver uploaded nothing and read no entry.
+    assert len([r for r in requests() if r.startswith("PUT") and "/ac/" in r]) == 4  # each key, and without the toolchain
+    assert (driver_a["uploads"], driver_a["bytes_up"], driver_a["hits"], driver_a["misses"]) == (0, 0, 0, 0), driver_a
+    assert (driver_a["downloads"], driver_a["bytes_down"]) == (4, sum(len(d) for d in files_a.values())), driver_a
+
+    before = len(requests())
+    report_b, driver_b, files_b = build("b")
+    during_b = requests()[before:]
+    assert [(p["status"], p.get("source")) for p in report_b["programs"]] == [("cached", "remote")] * 2
+    assert files_b == files_a and len(files_b) == 4
+    assert not [r for r in during_b if r.startswith("PUT")], during_b  # no node lowered anything
+    assert len([r for r in during_b if r.startswith("GET") and "/ac/" in r and r.split()[2] == "200"]) >= 2  # the nodes found them
+    assert (driver_b["uploads"], driver_b["bytes_up"], driver_b["hits"], driver_b["misses"]) == (0, 0, 0, 0), driver_b
+    assert (driver_b["downloads"], driver_b["bytes_down"]) == (4, sum(len(d) for d in files_b.values())), driver_b
+    # What the driver published is what it fetched: the GETs of the published files are in the log.
+    gets = {r.split()[1].rsplit("/", 1)[1] for r in during_b if r.startswith("GET") and "/cas/" in r}
+    assert {hashlib.sha256(d).hexdigest() for d in files_b.values()} <= gets
+
+
+def test_a_node_result_the_driver_cannot_fetch_is_lowered_again_inline(cluster, nginx, proxy, tmp_path):
+    """Runner B's node finds the program, but B's driver cannot fetch its .pte (the server
+    answers 500 for it alone): the task runs again without the cache, its bytes come back inline,
+    and the build ends built, with A's bytes and a warning."""
+    import uuid
+
+    from helpers import build_json
+
+    prefix = f"ray-again-{uuid.uuid4().hex[:8]}"
+
+    def build(name: str, url: str) -> tuple[int, dict, dict[str, bytes]]:
+        manifest = copy_project(tmp_path / name / "project")
+        code, report = build_json(str(manifest), "--only", "tiny_portable", "--executor", "ray",
+                                  "--cache", str(tmp_path / name / "cache"), "--remote-cache", url,
+                                  env={**RAY_ENV, "RAY_ADDRESS": cluster.address})
+        out = manifest.parent / "out"
+        return code, report, {p.name: p.read_bytes() for p in sorted(out.glob("*.pt[ed]"))}
+
+    code, report_a, files_a = build("a", f"{nginx.url}/{prefix}")
+    assert code == 0 and report_a["programs"][0]["status"] == "built", report_a
+    pte = hashlib.sha256(files_a["tiny_portable.pte"]).hexdigest()
+    proxy.fault("status", code=500, match=f"/cas/{pte}", methods=["GET"])
+    code, report_b, files_b = build("b", f"{proxy.origin}/{prefix}")
+    assert code == 0 and files_b == files_a
+    [program] = report_b["programs"]
+    assert program["status"] == "built", program
+    gets = [r for r in proxy.log() if r[0] == "GET" and r[1].endswith(f"/cas/{pte}")]
+    assert gets and all(status == 500 for _, _, status, _ in gets)  # the .pte came inline the second time

@@ -41,8 +41,15 @@ class Executor(Protocol):
         """Stop everything: politely after a build, at once after an error or Ctrl-C."""
 
 
+def executor_class(name: str) -> type:
+    """The class registered as ``name``, not opened: what it declares (``caches_on_nodes``: its
+    nodes look up and store results in the shared cache themselves)."""
+    module_name, _, class_name = EXECUTOR_MODULES[name].partition(":")
+    cls: type = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
 def open_executor(name: str, **options: Any) -> Executor:
     """The executor registered as ``name``, with ``options`` (``jobs``, ``address``...)."""
-    module_name, _, class_name = EXECUTOR_MODULES[name].partition(":")
-    executor: Executor = getattr(importlib.import_module(module_name), class_name)(**options)
+    executor: Executor = executor_class(name)(**options)
     return executor

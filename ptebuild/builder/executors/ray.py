@@ -13,6 +13,14 @@ program, and returns the outputs' bytes inline with the node's name; the driver 
 and publishes, as for any executor. A node needs ptebuild and the toolchain installed, not the
 user's checkout.
 
+With a remote cache (``--remote-cache``), the nodes use it themselves (``caches_on_nodes``): a
+task carries the cache's settings (URL, headers, the signing secret) and the node opens its own
+remote tier. It looks the key up there first (a hit is used without importing torch), and stores
+what it lowers there, files then entry; it returns the entry instead of the bytes, and the
+driver, which looks in its local cache only, fetches from the remote cache the files it publishes
+(verified, kept locally). The driver's remote traffic is then those files alone. What a node could
+not store comes back inline, and a result the driver cannot fetch is lowered again, inline.
+
 Resources (:func:`ray_options`): a task whose resources ask for a GPU (``num_gpus``, which a
 backend that needs a GPU asks for) gets ``num_gpus`` and so lands only on nodes that declare GPUs; every task asks
 for ``num_cpus`` (default 1) and, if the manifest gives one, ``memory``. Ray retries a task whose
@@ -29,10 +37,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.results import FailureKind
 from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
+
+if TYPE_CHECKING:
+    from ptebuild.results import ActionResult
+    from ptebuild.store.tiers import RemoteSettings
+    from ptebuild.worker.tasks import TaskResult
 
 MAX_RETRIES = 2
 LOCAL_NODE_IP = "127.0.0.2" if sys.platform.startswith("linux") else "127.0.0.1"
@@ -89,9 +102,16 @@ def _sweep_task_folders() -> None:
             pass
 
 
-def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any]) -> tuple[str, Any]:
+def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
+                remote: RemoteSettings | None = None) -> tuple[str, Any]:
     """The Ray task: recreate the task's files here, lower, return ``("done", TaskResult)`` or
-    ``("failed", TaskFailure.to_json())``."""
+    ``("failed", TaskFailure.to_json())``.
+
+    With ``remote`` (the build's remote cache) and a task that asks for it, the node first looks
+    the key up there (a hit: nothing is lowered, the result names the entry), and stores what it
+    lowers there itself, blobs and entry; the result then names the entry, and the builder fetches
+    the files it publishes. Whatever the node could not store comes back inline, as without.
+    """
     global _prepared
     import shutil
     import socket
@@ -102,34 +122,86 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any]) -> tuple
     import ray
 
     from ptebuild.worker.execute import execute, prepare_worker
-    from ptebuild.worker.tasks import TaskFailure, materialize
+    from ptebuild.worker.tasks import TaskFailure, TaskResult, materialize
 
-    if not _prepared:
-        prepare_worker()
-        _prepared = True
     digests = list(bundle_refs)
     bundle = dict(zip(digests, ray.get([bundle_refs[d] for d in digests]))) if digests else {}
     _sweep_task_folders()
     folder = Path(tempfile.mkdtemp(prefix=f"{TASK_FOLDER_PREFIX}{os.getpid()}-"))
+    node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
     try:
         # Outputs go to a folder of ours (swept if this worker is killed), and come back inline.
         outputs = folder / ".outputs"
         outputs.mkdir()
         task = materialize(Task.from_json(task_json), bundle, folder / "project")
+        shared = _NodeCache(task, remote) if remote is not None and task.node_cache else None
+        if shared is not None:
+            found = shared.lookup()
+            if found is not None:  # before torch is imported: a hit costs no lowering, no import
+                return ("done", TaskResult(outputs=found.outputs, action=found.to_json(), cached=True, node=node,
+                                           warnings=shared.close()))
+        if not _prepared:
+            prepare_worker()
+            _prepared = True
         outcome = execute(replace(task, staging=str(outputs)), lambda _text: None)
         if isinstance(outcome, TaskFailure):
+            if shared is not None:
+                shared.close()
             if outcome.kind is FailureKind.STALE:
                 # A library this worker process imported changed on disk: end the process, so
                 # that Ray retries the task in a new one (as for a worker that died).
                 os._exit(3)
             return ("failed", outcome.to_json())
+        outcome = replace(outcome, node=node)
+        if shared is not None:
+            stored = shared.store(outcome, outputs)
+            warnings = shared.close()
+            if stored is not None:
+                return ("done", replace(outcome, staging=None, action=stored.to_json(), warnings=warnings))
+            outcome = replace(outcome, warnings=warnings)
         data = {o.name: (outputs / o.name).read_bytes() for o in outcome.outputs}
-        node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
-        return ("done", replace(outcome, staging=None, data=data, node=node))
+        return ("done", replace(outcome, staging=None, data=data))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         while str(folder / "project") in sys.path:  # the model loader put the manifest's folder there
             sys.path.remove(str(folder / "project"))
+
+
+class _NodeCache:
+    """The remote cache as a node opens it for one task: the remote tier alone (a node keeps no
+    cache of its own; the shared one is what it shares), its warnings kept for the builder."""
+
+    def __init__(self, task: Task, remote: RemoteSettings) -> None:
+        from ptebuild.store.frontend import Cache
+        from ptebuild.store.tiers import open_remote
+
+        self.task = task
+        self.warnings: list[str] = []
+        self.cache = Cache([open_remote(remote, self.warnings.append)], self.warnings.append)
+
+    def lookup(self) -> ActionResult | None:
+        """The task's result, if the remote cache has it with all its blobs and its recorded
+        dependencies hold here (the task's files, this node's installed software)."""
+        from ptebuild.deps import DependencyCheck
+        from ptebuild.hashing import hash_file
+
+        deps = DependencyCheck(Path(self.task.manifest_dir), hash_file)
+        hit = self.cache.lookup(self.task.key, check=lambda r: deps.changes(r.deps), fetch=False).hit
+        return hit.result if hit is not None and hit.result.key == self.task.key else None
+
+    def store(self, outcome: TaskResult, outputs: Path) -> ActionResult | None:
+        """Store a lowering's files and entry (under its key and the key without the toolchain);
+        the result, once it reads back whole from the server; None if it does not."""
+        from ptebuild.builder.keys import elsewhere_key
+
+        action = outcome.to_action(self.task.key, self.task.program, self.task.backend, self.task.inputs)
+        self.cache.save(action, {o.name: outputs / o.name for o in outcome.outputs}, (elsewhere_key(action.inputs),))
+        back = self.cache.lookup(self.task.key, fetch=False).hit
+        return back.result if back is not None and back.result.outputs == action.outputs else None
+
+    def close(self) -> tuple[str, ...]:
+        self.cache.close()
+        return tuple(self.warnings)
 
 
 def _probe(address: str, timeout: float = 10.0) -> None:
@@ -152,11 +224,15 @@ class RayExecutor:
     """Runs tasks as Ray tasks (see the module's docstring)."""
 
     name = "ray"
+    caches_on_nodes = True
+    """With a remote cache, each node looks up and stores its tasks' results there itself."""
 
     def __init__(self, jobs: int = 1, cache_dir: Path | None = None, report: Callable[[str], None] | None = None,
-                 address: str | None = None, remote_cache: dict[str, Any] | None = None, max_retries: int = MAX_RETRIES,
+                 address: str | None = None, remote_cache: RemoteSettings | None = None, max_retries: int = MAX_RETRIES,
                  **_options: Any) -> None:
         self.jobs = max(1, jobs)
+        self.remote_cache = remote_cache
+        """The build's remote cache: a task that asks for it (``Task.node_cache``) carries it."""
         self.report = report or (lambda _text: None)
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.max_retries = max_retries
@@ -226,7 +302,8 @@ class RayExecutor:
         for f in task.files:
             refs[f.sha256] = self._bundle[f.sha256]
         options = ray_options(task, self.max_retries)
-        ref = self._remote.options(**options).remote(task.to_json(), refs)
+        remote = self.remote_cache if task.node_cache else None
+        ref = self._remote.options(**options).remote(task.to_json(), refs, remote)
         self._refs[ref] = task.task_id
         wants = f"{options['num_cpus']} CPU" + (f", {options['num_gpus']} GPU" if options.get("num_gpus") else "")
         self._news.append(Event(task.task_id, EventKind.PROGRESS, f"queued on Ray ({wants})"))

@@ -1,0 +1,105 @@
+"""A program's test cases, bundled with it: ``<program>.bpte``, ExecuTorch's BundledProgram.
+
+Runs in a worker: imports torch and executorch (``executorch.devtools.bundled_program``). The
+test cases are the check's (:func:`~ptebuild.lowering.examples.check_sizes`): for every method,
+its example inputs at the example size and at each dynamic dim's min and max, with eager
+PyTorch's outputs for them. A device loads the ``.bpte`` and verifies the program with
+ExecuTorch's own C++ API (``load_bundled_input``, ``verify_method_outputs``) before trusting it.
+
+The ``.bpte`` is built from the ``.pte`` file as written (``BundledProgram(None, suites,
+pte_file_path=...)``, which embeds its bytes unchanged). That constructor checks nothing, so
+the test cases are checked here first against the ``.pte`` (:func:`~ptebuild.runtime.bpte_file.
+check_suites`: method names, number and dtypes of inputs and outputs).
+
+Reproducible bytes: executorch's serializer gives the same bytes for the same suites (one
+process or two, any hash seed), and the expected outputs are computed on one thread, so that
+the thread count (``build --check`` changes it) cannot change how a reduction adds up. They are
+eager PyTorch's arithmetic on this CPU: another CPU family may round the last bit otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptebuild.errors import BuildError
+from ptebuild.lowering.check import flatten_outputs
+from ptebuild.lowering.examples import check_sizes, make_inputs
+from ptebuild.plan import ProgramPlan
+from ptebuild.runtime.bpte_file import BundledCase, BundledSuite, BundledTensor, BundledValue, check_suites
+
+#: torch dtype name -> executorch ``ScalarType`` code (``scalar_type.fbs``).
+SCALAR_TYPES = {
+    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6, "float64": 7,
+    "bool": 11, "bfloat16": 15,
+}
+
+
+def bundled_cases(model, program: ProgramPlan) -> dict[str, list[tuple[tuple, list]]]:
+    """Method -> ``(inputs, eager outputs)`` at each size the check runs, computed on one thread."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cases: dict[str, list[tuple[tuple, list]]] = {}
+        for method in program.methods:
+            for sizes in check_sizes(method):
+                inputs = make_inputs(method, program.seed, sizes)
+                with torch.no_grad():
+                    expected = flatten_outputs(getattr(model, method.function)(*inputs))
+                cases.setdefault(method.name, []).append((inputs, [t.detach().contiguous() for t in expected]))
+        return cases
+    finally:
+        torch.set_num_threads(threads)
+
+
+def write_bpte(model, program: ProgramPlan, pte: Path, dest: Path) -> Path:
+    """Write ``dest`` (``<program>.bpte``): the ``.pte`` at ``pte`` with its test cases.
+
+    Raises BuildError (located at the program) when a test case does not fit the program or
+    executorch cannot serialize it.
+    """
+    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.core import BundledProgram
+    from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
+
+    location = f"programs.{program.name}"
+    cases = bundled_cases(model, program)
+    problems = check_suites(pte, [_described(method, pairs) for method, pairs in cases.items()])
+    if problems:
+        raise BuildError(f"bundle_io: {problems[0]}", location=location)
+    suites = [
+        MethodTestSuite(
+            method_name=method,
+            test_cases=[MethodTestCase(inputs=list(inputs), expected_outputs=list(outputs)) for inputs, outputs in pairs],
+        )
+        for method, pairs in sorted(cases.items())
+    ]
+    try:
+        data = serialize_from_bundled_program_to_flatbuffer(BundledProgram(None, suites, pte_file_path=str(pte)))
+    except Exception as exc:
+        raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}",
+                         location=location) from exc
+    with open(dest, "wb") as out:
+        out.write(data)
+    return dest
+
+
+def _described(method: str, pairs: list[tuple[tuple, list]]) -> BundledSuite:
+    """The test cases as :mod:`~ptebuild.runtime.bpte_file` values (no data), for the check."""
+    return BundledSuite(method, tuple(BundledCase(tuple(map(_value, inputs)), tuple(map(_value, outputs))) for inputs, outputs in pairs))
+
+
+def _value(value) -> BundledValue:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        code = SCALAR_TYPES.get(str(value.dtype).removeprefix("torch."), -1)
+        return BundledValue("Tensor", tensor=BundledTensor(code, tuple(value.shape), tuple(range(value.dim())), b""))
+    if isinstance(value, bool):
+        return BundledValue("Bool", scalar=value)
+    if isinstance(value, int):
+        return BundledValue("Int", scalar=value)
+    if isinstance(value, float):
+        return BundledValue("Double", scalar=value)
+    return BundledValue(f"unsupported {type(value).__name__}")

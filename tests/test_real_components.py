@@ -1,4 +1,4 @@
-"""A test that needs a real component (nginx, Ray) never reads as a pass by skipping on CI.
+"""A test that needs a real component (nginx, Ray, BuildGrid) never reads as a pass by skipping on CI.
 
 Each case runs one real test of the suite in a fresh pytest with the component hidden: on a
 developer's machine it is skipped with the reason, under ``CI`` it fails, naming the component.
@@ -33,6 +33,8 @@ def no_ray(tmp_path) -> dict[str, str]:
 CASES = {
     "nginx": ("tests/store/test_signing.py::test_signed_entries", {"PTEBUILD_TEST_NGINX": "none"}, "nginx is not installed"),
     "ray": ("tests/executors/test_ray.py", None, "ray cannot be imported"),  # skipped whole, at import
+    "buildgrid": ("tests/store/test_grpc.py::test_fetch_of_an_absent_blob_is_false_and_writes_nothing",
+                  {"PTEBUILD_TEST_BUILDGRID": "none"}, "BuildGrid is not installed"),
 }
 
 

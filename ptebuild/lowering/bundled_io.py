@@ -20,6 +20,7 @@ eager PyTorch's arithmetic on this CPU: another CPU family may round the last bi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import BuildError
 from ptebuild.lowering.check import flatten_outputs
@@ -34,14 +35,14 @@ SCALAR_TYPES = {
 }
 
 
-def bundled_cases(model, program: ProgramPlan) -> dict[str, list[tuple[tuple, list]]]:
+def bundled_cases(model: Any, program: ProgramPlan) -> dict[str, list[tuple[tuple[Any, ...], list[Any]]]]:
     """Method -> ``(inputs, eager outputs)`` at each size the check runs, computed on one thread."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        cases: dict[str, list[tuple[tuple, list]]] = {}
+        cases: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {}
         for method in program.methods:
             for sizes in check_sizes(method):
                 inputs = make_inputs(method, program.seed, sizes)
@@ -53,7 +54,7 @@ def bundled_cases(model, program: ProgramPlan) -> dict[str, list[tuple[tuple, li
         torch.set_num_threads(threads)
 
 
-def write_bpte(model, program: ProgramPlan, pte: Path, dest: Path) -> Path:
+def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
     """Write ``dest`` (``<program>.bpte``): the ``.pte`` at ``pte`` with its test cases.
 
     Raises BuildError (located at the program) when a test case does not fit the program or
@@ -85,12 +86,12 @@ def write_bpte(model, program: ProgramPlan, pte: Path, dest: Path) -> Path:
     return dest
 
 
-def _described(method: str, pairs: list[tuple[tuple, list]]) -> BundledSuite:
+def _described(method: str, pairs: list[tuple[tuple[Any, ...], list[Any]]]) -> BundledSuite:
     """The test cases as :mod:`~ptebuild.runtime.bpte_file` values (no data), for the check."""
     return BundledSuite(method, tuple(BundledCase(tuple(map(_value, inputs)), tuple(map(_value, outputs))) for inputs, outputs in pairs))
 
 
-def _value(value) -> BundledValue:
+def _value(value: Any) -> BundledValue:
     import torch
 
     if isinstance(value, torch.Tensor):

@@ -31,9 +31,13 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime._flatbuffer import U8, U32, FlatbufferView, Table
+
+if TYPE_CHECKING:
+    from ptebuild.runtime.pte_file import Value
 
 FILE_IDENTIFIER = b"BP08"
 SCHEMA_VERSION = 2
@@ -179,7 +183,7 @@ def _value(value: Table) -> BundledValue:
     if kind == "Bool":
         return BundledValue(kind, scalar=bool(val.scalar(0, "bool_val", U8)))
     if kind == "Double":
-        return BundledValue(kind, scalar=float(val.scalar(0, "double_val", _F64)))
+        return BundledValue(kind, scalar=float(val.float_scalar(0, "double_val", _F64)))
     return BundledValue(kind)
 
 
@@ -223,11 +227,11 @@ def check_suites(pte: str | Path, suites: Sequence[BundledSuite]) -> list[str]:
     return problems
 
 
-def _plan_value(values: list, index: int):
+def _plan_value(values: list[Value], index: int) -> Value | None:
     return values[index] if 0 <= index < len(values) else None
 
 
-def _mismatch(got: BundledValue, want, output: bool) -> str | None:
+def _mismatch(got: BundledValue, want: Value | None, output: bool) -> str | None:
     if want is None:
         return "the program's value index is out of range"
     if want.kind == "Tensor" and want.tensor is not None:

@@ -1,4 +1,4 @@
-"""Fixtures of the remote-cache tests: a real nginx and a fault-injecting proxy (``cache_fixtures``)."""
+"""Fixtures of the remote-cache tests: a real nginx, a real BuildGrid and fault-injecting proxies (``cache_fixtures``)."""
 
 from __future__ import annotations
 

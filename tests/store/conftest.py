@@ -1,4 +1,4 @@
-"""Fixtures of the store tests: for the HTTP tier's, a real nginx and a fault-injecting proxy.
+"""Fixtures of the store tests: for the remote tiers', a real nginx, a real BuildGrid and fault-injecting proxies.
 
 They live with the remote-cache tests (``tests/remote/cache_fixtures.py``, with ``nginx_server``
 and ``faultproxy``), which use them too.

@@ -148,10 +148,20 @@ class Builder:
             check = lambda r: self.deps.changes(r.deps, project_only=True)  # noqa: E731
             lookup = self.cache.lookup(elsewhere, check=check, alias=True)
         else:
-            lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps), local_only=local_only)
+            lookup = self.cache.lookup(result.key, check=lambda r: self.deps.changes(r.deps), local_only=local_only,
+                                       wanted=lambda r: self._wanted(result.name, r))
         if lookup.hit is None and lookup.stale:
             result.explain = lookup.stale
         return lookup.hit
+
+    def _wanted(self, name: str, found: ActionResult) -> list[str]:
+        """The outputs of a remote hit this folder needs: those not in place; for a program of a
+        shared-weights group its .pte only (the group's merged .ptd is fetched as one, and its
+        own .ptd only if the merge must be made again)."""
+        missing = [o.name for o in self.folder.missing(found.outputs)]
+        if self.shared.group_of(name) is not None:
+            return [n for n in missing if not n.endswith(".ptd")]
+        return missing
 
     def _restore(self, result: TargetResult, elsewhere: str | None = None, local_only: bool = False) -> ActionResult | None:
         """Put a cached result's files in place (those missing only); None on a miss.

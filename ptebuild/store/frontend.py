@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,13 +126,17 @@ class Cache:
     # -- lookup, restore, save ------------------------------------------------------------------
 
     def lookup(self, key: str, check: DependencyCheck | None = None, alias: bool = False, *,
-               local_only: bool = False, fetch: bool = True) -> Lookup:
+               local_only: bool = False, fetch: bool = True,
+               wanted: Callable[[ActionResult], Iterable[str]] | None = None) -> Lookup:
         """The first tier's result for ``key`` whose dependencies still hold, blobs verified.
 
         ``alias``: ``key`` is an alias (:meth:`save`'s ``aliases``), whose result has a key of its own.
         ``local_only``: ask the local tier only (the executor's nodes ask the remote themselves).
         ``fetch=False``: a remote hit's blobs are only checked to be there, not fetched (a node
         that finds a result for a driver, which fetches them with :meth:`pull`).
+        ``wanted(result)``: the outputs of a remote hit to download now (default: all); the
+        others are only checked to be on the server, and fetched if :meth:`restore` ever needs
+        them (a program of a shared-weights group needs its ``.pte``, not its own ``.ptd``).
         """
         stale: list[str] = []
         tiers: list[Tier] = list(self.tiers)
@@ -158,7 +162,8 @@ class Cache:
                 continue
             if tier is self.local:
                 return Lookup(Hit(result, Source.LOCAL))
-            hit = self._pull(tier, result, key) if fetch else self._present(tier, result)
+            names = None if wanted is None else set(wanted(result))
+            hit = self._pull(tier, result, key, names) if fetch else self._present(tier, result)
             if hit is not None:
                 return Lookup(hit)
         return Lookup(None, stale)
@@ -182,13 +187,22 @@ class Cache:
             return None
         return Hit(result, Source.REMOTE)
 
-    def _pull(self, tier: Tier, result: ActionResult, key: str) -> Hit | None:
-        """Fetch and verify every blob of a remote result; keep them locally. None: a miss."""
+    def _pull(self, tier: Tier, result: ActionResult, key: str, names: set[str] | None = None) -> Hit | None:
+        """Fetch and verify the blobs of a remote result's outputs ``names`` (None: all) that the
+        local tier lacks, check that the others are on the server; keep them locally (the local
+        entry names the blobs it holds). None: a miss."""
         temp = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._temp_root()))
         self._temps.append(temp)
-        wanted = [(o.sha256, temp / o.sha256, o.size) for o in {o.sha256: o for o in result.outputs}.values()]
+        outputs = {o.sha256: o for o in result.outputs}
+        local = set(self._local_digests(result))
+        fetched = {o.sha256: o for o in result.outputs if (names is None or o.name in names) and o.sha256 not in local}
+        wanted = [(o.sha256, temp / o.sha256, o.size) for o in fetched.values()]
         failing = tier
         try:
+            for digest, output in outputs.items():
+                if digest not in fetched and digest not in local and not tier.blobs.has(digest, output.size):
+                    shutil.rmtree(temp, ignore_errors=True)
+                    return None  # a blob the entry names is gone from the server: a miss, not a broken hit
             fetch_many = getattr(tier.blobs, "fetch_many", None)
             if fetch_many is not None:
                 found = fetch_many(wanted)
@@ -201,8 +215,9 @@ class Cache:
                 failing = self.local
                 for digest, path, _ in wanted:
                     self.local.blobs.put_file(path, digest)
+                held = self._local_digests(result)
                 for name in {result.key, key}:
-                    self.local.actions.put(name, result.to_json(), result.digests)
+                    self.local.actions.put(name, result.to_json(), held)
                 shutil.rmtree(temp, ignore_errors=True)
                 return Hit(result, Source.REMOTE)
         except CorruptObject as exc:
@@ -233,16 +248,51 @@ class Cache:
                 if hash_file(dest)[0] != output.sha256:
                     raise CorruptObject(f"{name}: the fetched copy changed on disk")
                 continue
-            if self.local is None:
+            if self.local is None and not self._remotes():
                 raise StoreError("the local cache is disabled")
+            if self.local is not None:
+                try:
+                    if self.local.blobs.fetch(output.sha256, dest):
+                        continue
+                except CorruptObject:
+                    raise
+                except StoreError as exc:
+                    self._failed(self.local, exc)
+                    if not self._remotes():
+                        raise
+            # Not fetched when it was found (a lookup that wanted other outputs): from a remote now.
+            if not self._fetch_remote(output.sha256, dest, output.size):
+                raise CorruptObject(f"object {output.sha256} ({name}) is missing from the cache")
+
+    def _local_digests(self, result: ActionResult) -> list[str]:
+        """The blobs of ``result`` the local tier holds (what a local entry for it may name)."""
+        if self.local is None:
+            return []
+        try:
+            return sorted(d for d in {o.sha256 for o in result.outputs} if self.local.blobs.has(d))
+        except StoreError:
+            return []
+
+    def _fetch_remote(self, digest: str, dest: Path, size: int) -> bool:
+        """A blob the local tier lacks, from a remote tier, verified, and kept locally; False if
+        no remote tier has it whole."""
+        for tier in self._remotes():
             try:
-                if not self.local.blobs.fetch(output.sha256, dest):
-                    raise CorruptObject(f"object {output.sha256} ({name}) is missing from the cache")
-            except CorruptObject:
-                raise
+                if not tier.blobs.fetch(digest, dest, size):
+                    continue
+            except CorruptObject as exc:
+                self._report_once(f"{tier.name}: {exc}")
+                continue
             except StoreError as exc:
-                self._failed(self.local, exc)
-                raise
+                self._failed(tier, exc)
+                continue
+            if self.local is not None and self.local.writable:
+                try:
+                    self.local.blobs.put_file(dest, digest)
+                except (CorruptObject, StoreError) as exc:
+                    self._report_once(f"{self.local.name}: {exc}")
+            return True
+        return False
 
     def restore_result(self, result: ActionResult, into: dict[str, Path]) -> None:
         """:meth:`restore` for a result this build already holds (found or saved earlier): its

@@ -130,3 +130,36 @@ def test_a_500_is_retried_and_the_hit_used(space, proxy, tmp_path, saved_by_a):
     assert len(warnings) == 1 and "HTTP 500 Internal Server Error; succeeded after 1 retry" in warnings[0]
     entry, blobs = local_entries(tmp_path, "b")
     assert entry is not None and len(blobs) == 2
+
+
+def test_a_hit_fetches_only_the_outputs_wanted_and_the_rest_when_restored(space, tmp_path, saved_by_a):
+    """A shared-weights member needs its .pte: the .ptd is checked on the server, not downloaded,
+    and fetched (verified, kept locally) only if a restore asks for it later."""
+    result, files = saved_by_a
+    warnings: list[str] = []
+    b = runner(tmp_path, "b", space.url, warnings)
+    hit = b.lookup(KEY, wanted=lambda found: ["policy.pte"]).hit
+    assert hit is not None and hit.source is Source.REMOTE
+    assert b.stats()[f"remote cache {space.url}"]["downloads"] == 1
+    _, objects = local_entries(tmp_path, "b")
+    pte, ptd = (o.sha256 for o in result.outputs)
+    store = Store(tmp_path / "b" / "cache")
+    assert store.actions.read(KEY)["refs"] == [pte] and objects == [pte[2:]]  # the local entry names what it holds
+    store.close()
+    out = tmp_path / "b" / "out"
+    out.mkdir(parents=True)
+    b.restore_result(result, {"policy.ptd": out / "policy.ptd"})
+    assert (out / "policy.ptd").read_bytes() == files["policy.ptd"].read_bytes()
+    assert b.stats()[f"remote cache {space.url}"]["downloads"] == 2
+    assert sorted(local_entries(tmp_path, "b")[1]) == sorted([pte[2:], ptd[2:]])
+    b.close()
+    assert warnings == []
+
+
+def test_a_hit_whose_unfetched_blob_is_gone_from_the_server_is_a_miss(space, tmp_path, saved_by_a):
+    result, _ = saved_by_a
+    ptd = next(o.sha256 for o in result.outputs if o.name == "policy.ptd")
+    (space.dir / "cas" / ptd).unlink()  # evicted from the server
+    b = runner(tmp_path, "b", space.url, [])
+    assert b.lookup(KEY, wanted=lambda found: ["policy.pte"]).hit is None
+    b.close()

@@ -1,0 +1,141 @@
+"""XNNPACK 4-bit programs (``quantize = "8da4w"``): torchao's 8-bit dynamic activations and 4-bit
+grouped weights, lowered by to_edge_transform_and_lower, run in ExecuTorch's runtime against
+torchao's quantized eager model and the float model; reproducible bytes; linears that cannot be
+grouped refused with one located line, or kept float."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import build_json
+
+HERE = Path(__file__).resolve().parent
+
+MANIFEST = """
+[defaults]
+out = "out"
+
+[models.mlp]
+factory = "edgemodels.mlp:make_mlp"
+seed = 11
+dims = { batch = { min = 1, max = 4 } }
+
+[models.mlp.methods.forward]
+inputs = [{ name = "x", shape = ["batch", 64] }]
+
+[models.mlp48]
+factory = "edgemodels.mlp:make_mlp"
+kwargs = { features = 48 }
+seed = 11
+
+[models.mlp48.methods.forward]
+inputs = [{ name = "x", shape = [3, 48] }]
+
+[programs.mlp_8da4w]
+model = "mlp"
+backend = "xnnpack"
+data_name = "mlp_8da4w_weights"
+options = { quantize = "8da4w", group_size = 32 }
+
+[programs.mlp48_8da4w]
+model = "mlp48"
+backend = "xnnpack"
+options = { quantize = "8da4w", skip_ungroupable = true }
+"""
+
+
+def project(folder: Path, text: str = MANIFEST) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(HERE / "edgemodels", folder / "edgemodels", ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "edge.toml"
+    manifest.write_text(text)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> list[tuple[Path, dict]]:
+    """The 4-bit programs built cold twice, in two folders with two caches."""
+    builds = []
+    for run in ("first", "second"):
+        folder = tmp_path_factory.mktemp(f"xnnpack-8da4w-{run}")
+        manifest = project(folder)
+        code, document = build_json(manifest, "--cache", folder / "cache")
+        assert code == 0, document
+        builds.append((manifest, document))
+    return builds
+
+
+def programs(document: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in document["programs"]}
+
+
+def test_8da4w_is_checked_against_torchao_eager_within_its_tolerances(built):
+    _, document = built[0]
+    for program in programs(document).values():
+        assert program["status"] == "built"
+        assert program["check_kind"] == "executorch-runtime-vs-torchao-eager"
+        # The default 8da4w tolerances against torchao's eager model: atol 5e-2, cosine 0.9999.
+        assert program["check"] and all(f["max_abs_error"] <= 5e-2 and f["cosine"] >= 0.9999 for f in program["check"])
+    # Every check size of the dynamic batch: 2 (example), 1 and 4.
+    assert sorted(f["sizes"]["batch"] for f in programs(document)["mlp_8da4w"]["check"]) == [1, 2, 4]
+
+
+def test_the_program_runs_4_bit_weights_in_executorch_runtime(built):
+    """By hand: the .pte and its .ptd in ExecuTorch's runtime, against torchao's eager model
+    (tight) and the float model (direction), and weights a quarter of float's."""
+    import torch
+    from executorch.runtime import Runtime
+
+    from ptebuild.backends import get_backend
+    from ptebuild.backends.xnnpack import quantized_8da4w
+
+    manifest, _ = built[0]
+    out = manifest.parent / "out"
+    sys.path.insert(0, str(manifest.parent))
+    try:
+        from edgemodels.mlp import make_mlp
+    finally:
+        sys.path.remove(str(manifest.parent))
+    torch.manual_seed(11)
+    model = make_mlp().eval()
+    options = get_backend("xnnpack").options_model.model_validate({"quantize": "8da4w", "group_size": 32})
+    reference = quantized_8da4w(model, options, "mlp_8da4w")
+    assert isinstance(model.head.weight, torch.nn.Parameter) and type(model.head.weight.data) is torch.Tensor  # untouched
+    program = Runtime.get().load_program(out / "mlp_8da4w.pte", data_path=out / "mlp_8da4w_weights.ptd")
+    method = program.load_method("forward")
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(5))
+    got = method.execute([x])[0]
+    with torch.no_grad():
+        quantized, exact = reference(x), model(x)
+    assert float((got - quantized).abs().max()) <= 1e-3 * float(quantized.abs().max())
+    assert float(torch.nn.functional.cosine_similarity(got.flatten(), exact.flatten(), dim=0)) >= 0.95
+    assert float((got - exact).abs().max()) > 1e-4  # 4-bit weights: not the float program
+    float_weights = 4 * (64 * 64 * 2 + 64 * 8)
+    assert (out / "mlp_8da4w_weights.ptd").stat().st_size < float_weights / 3
+
+
+def test_two_cold_builds_give_the_same_bytes(built):
+    (_, first), (_, second) = built
+    for name, program in programs(first).items():
+        again = programs(second)[name]
+        assert [o["sha256"] for o in program["outputs"]] == [o["sha256"] for o in again["outputs"]]
+    assert [o["path"].rsplit("/", 1)[-1] for o in programs(first)["mlp_8da4w"]["outputs"]] == [
+        "mlp_8da4w.pte", "mlp_8da4w_weights.ptd"]
+
+
+def test_a_linear_that_cannot_be_grouped_is_refused_naming_it(tmp_path):
+    text = MANIFEST.replace('options = { quantize = "8da4w", skip_ungroupable = true }', 'options = { quantize = "8da4w", group_size = 64 }')
+    text = text.replace("kwargs = { features = 48 }", "kwargs = { features = 96 }").replace("[3, 48]", "[3, 96]")
+    manifest = project(tmp_path / "ungroupable", text)
+    code, document = build_json(manifest, "--cache", tmp_path / "cache", "--only", "mlp48_8da4w")
+    assert code == 1
+    program = programs(document)["mlp48_8da4w"]
+    assert program["status"] == "failed" and not program["outputs"]
+    assert program["error"].startswith(
+        f"{manifest}: programs.mlp48_8da4w: options.group_size: linear 'body.0' has 96 input features, not a multiple "
+        "of group_size 64; group_size = 32 divides every linear's, or set skip_ungroupable = true to keep such linears "
+        "float (full output: "
+    )

@@ -91,3 +91,31 @@ def test_max_autotune_keeps_inductor_as_executorch_sets_it():
     backend = get_backend("cuda")
     with backend.lowering_context(backend.options_model.model_validate({"max_autotune": True})):
         assert not inductor_config.deterministic
+
+
+def test_outputs_are_put_in_slot_order_by_the_values_the_pte_names():
+    """The compiled code returns ``c`` before ``h`` while the method returns ``{"h", "c"}``: seen
+    on the H200 (a hand-written recurrent cell), where comparing in the code's order failed a
+    correct program."""
+    from ptebuild.backends.cuda.check import slot_outputs
+    from ptebuild.errors import BuildError
+
+    # Delegate call: inputs are values 0 and 1, outputs values 7 then 5; the method's slots: 5, 7.
+    assert slot_outputs(["c", "h"], (0, 1, 7, 5), (5, 7), "method 'forward'", "p") == ["h", "c"]
+    assert slot_outputs(["y"], (0, 3), (3, 3), "method 'forward'", "p") == ["y", "y"]
+    with pytest.raises(BuildError, match=r"output slot 1 is not computed by the CUDA delegate \(value 0\)"):
+        slot_outputs(["y"], (0, 3), (3, 0), "method 'forward'", "p")
+
+
+def test_the_committed_program_names_its_delegate_outputs():
+    """On the GPU-built test program: one delegate call per method whose last arguments are the
+    method's outputs."""
+    from pathlib import Path
+
+    from ptebuild.backends.cuda.check import declared_outputs, delegate_calls
+
+    pte = Path(__file__).parent / "data" / "tiny_cuda_a.pte"
+    calls = delegate_calls(pte)
+    assert set(calls) == set(declared_outputs(pte))
+    for args, slots in calls.values():
+        assert set(slots) <= set(args[len(args) - len(slots):])

@@ -21,7 +21,7 @@ def built(tmp_path_factory):
     project = tmp_path_factory.mktemp("people-cuda")
     shutil.copy(HERE / "people_cuda.toml", project / "people_cuda.toml")
     shutil.copytree(HERE / "cudamodels", project / "cudamodels", ignore=shutil.ignore_patterns("__pycache__"))
-    done = build_cli(project / "people_cuda.toml", project / "out", project / "cache", "--keep-going")
+    done = build_cli(project / "people_cuda.toml", project / "out", project / "cache", "--keep-going", "--jobs", "4")
     programs = {p["name"]: p for p in done["report"]["programs"]}
     return project, done, programs
 
@@ -70,6 +70,8 @@ def test_a_missing_kernel_is_named(built):
     assert resize["status"] == "failed"
     assert "missing fallback kernels (1 total): " in resize["error"] and "upsample_bilinear2d_aa" in resize["error"]
     assert "(full output: " in resize["error"]
+    lstm = programs["lstm_cuda"]
+    assert lstm["status"] == "failed" and "_thnn_fused_lstm_cell" in lstm["error"]
 
 
 def test_doctor_says_what_the_gpu_machine_can_do(tmp_path):

@@ -115,11 +115,6 @@ def test_committed_gpu_data_names_a_cuda_build_of_torch(tmp_path, dist_torch):
     assert toolchain.toolchain_facts({}, torch_search_path=[search])["cuda.torch_build"] == local
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="data/MANIFEST.json was written on the H200 before issue 19: its cuda.torch_build and cuda.toolkit "
-    "read 'none'. Regenerate the data on the GPU machine (tests/cuda/make_data.py) and remove this mark.",
-)
 def test_committed_gpu_toolchain_facts_are_not_placeholders():
     manifest = _gpu_manifest()
     facts = manifest["toolchain"]

@@ -76,6 +76,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     check_program_shims(pte, program.name)
     slots = declared_outputs(pte)
+    calls = delegate_calls(pte)
     if not torch.cuda.is_available():
         raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
     _load_torch_shims()
@@ -122,7 +123,18 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 where = f"method {method.name!r} at {sizes}"
                 declared = slots.get(method.name)
                 expected, names = flatten_outputs(result), output_names(result)
-                if declared is not None and len(returned) != declared:
+                shared = shared_slots(returned)
+                if shared:
+                    raise BuildError(
+                        f"{where} returns one tensor in output slots {' and '.join(map(str, shared))}: ExecuTorch 1.5's "
+                        "CUDA runtime would delete it once per slot and crash; return a .clone() in all but one",
+                        location=f"programs.{program.name}",
+                    )
+                if method.name in calls:
+                    # The compiled code returns its outputs in the delegated graph's order; the
+                    # method's slots name them by value, as ExecuTorch's runtime maps them.
+                    returned = slot_outputs(returned, *calls[method.name], where, program.name)
+                elif declared is not None and len(returned) != declared:
                     raise BuildError(
                         f"{where}: the compiled code returned {len(returned)} outputs, the program declares "
                         f"{declared} output slots", location=f"programs.{program.name}",
@@ -131,13 +143,6 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                     raise BuildError(
                         f"{where}: eager PyTorch returns {len(expected)} outputs, the program declares "
                         f"{declared} output slots", location=f"programs.{program.name}",
-                    )
-                shared = shared_slots(returned)
-                if shared:
-                    raise BuildError(
-                        f"{where} returns one tensor in output slots {' and '.join(map(str, shared))}: ExecuTorch 1.5's "
-                        "CUDA runtime would delete it once per slot and crash; return a .clone() in all but one",
-                        location=f"programs.{program.name}",
                     )
                 figures += checked_figures(
                     program, method.name, sizes, expected, flatten_outputs(returned),
@@ -153,6 +158,71 @@ def declared_outputs(pte: Path) -> dict[str, int]:
 
     with open_pte(pte) as reader:
         return {plan.name(): len(plan.outputs()) for plan in reader.execution_plans()}
+
+
+# Kernels ExecuTorch emits around a device delegate to move a tensor between host and device
+# (out variants: ``(self, out, out)``); a method's output is traced back through them.
+_COPY_KERNELS = frozenset({"et_copy::_h2d_copy", "et_copy::_d2h_copy"})
+
+
+def delegate_calls(pte: Path) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Per method with one delegate call: ``(the call's argument value indexes, the value each
+    output slot comes from)``. A delegate call's arguments are its inputs, then its outputs, in the
+    order the compiled code takes and returns them (ExecuTorch's emitter); the method's output
+    slots name values, which need not come out of the delegate in slot order, and are often the
+    host copies (``et_copy::_d2h_copy``) of the delegate's device outputs."""
+    from ptebuild.runtime.pte_file import open_pte
+
+    found = {}
+    with open_pte(pte) as reader:
+        for plan in reader.execution_plans():
+            operators = plan.operators()
+            instructions = [i for chain in plan.chains() for i in chain.instructions]
+            calls = [i for i in instructions if i.kind == "DelegateCall"]
+            if len(calls) != 1:
+                continue
+            copied_from: dict[int, int] = {}
+            for instruction in instructions:
+                if instruction.kind != "KernelCall":
+                    continue
+                index, args = instruction.operands
+                if isinstance(index, int) and isinstance(args, tuple) and len(args) >= 2 and index < len(operators):
+                    if operators[index].name in _COPY_KERNELS:
+                        copied_from[args[-1]] = args[0]
+            sources = []
+            for value in plan.outputs():
+                seen = set()
+                while value in copied_from and value not in seen:
+                    seen.add(value)
+                    value = copied_from[value]
+                sources.append(value)
+            args = calls[0].operands[1]
+            found[plan.name()] = (tuple(args) if isinstance(args, tuple) else (), tuple(sources))
+    return found
+
+
+def slot_outputs(returned: list, call_args: tuple[int, ...], slots: tuple[int, ...], where: str, program: str) -> list:
+    """The compiled code's outputs (``returned``, in the delegate's order) in the method's slot
+    order: slot ``s`` holds value ``slots[s]``, the delegate wrote its outputs to the last
+    ``len(returned)`` values of ``call_args``."""
+    from ptebuild.errors import BuildError
+
+    produced = call_args[len(call_args) - len(returned):] if returned else ()
+    if len(produced) != len(returned):
+        raise BuildError(
+            f"{where}: the compiled code returned {len(returned)} outputs, the delegate call names {len(call_args)} values",
+            location=f"programs.{program}",
+        )
+    ordered = []
+    for slot, value in enumerate(slots):
+        if value not in produced:
+            raise BuildError(
+                f"{where}: output slot {slot} is not computed by the CUDA delegate (value {value}); the AOTInductor "
+                "runner check covers programs whose outputs all come out of the delegate",
+                location=f"programs.{program}",
+            )
+        ordered.append(returned[produced.index(value)])
+    return ordered
 
 
 def shared_slots(outputs: list) -> list[int]:

@@ -20,7 +20,25 @@ class Aliased(nn.Module):
 
 
 class Recurrent(nn.Module):
-    """A recurrent state ``(h, c)`` in and out, in a dict."""
+    """A recurrent state ``(h, c)`` in, a dict out: a cell written by hand (gates from two linears).
+    Its outputs come out of the compiled code in another order than the method returns them
+    (``c`` is computed first): the check maps them by the .pte's values, as the runtime does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ih = nn.Linear(8, 32)
+        self.hh = nn.Linear(16, 32)
+
+    def forward(self, x, state):
+        h, c = state
+        gates = self.ih(x) + self.hh(h)
+        keep, write = torch.sigmoid(gates[:, :16]), torch.sigmoid(gates[:, 16:])
+        c = keep * c + write * torch.tanh(gates[:, :16])
+        return {"h": torch.tanh(c), "c": c}
+
+
+class Lstm(nn.Module):
+    """``nn.LSTMCell``: "missing fallback kernels" (``_thnn_fused_lstm_cell``) at lowering."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,6 +69,10 @@ def aliased() -> Aliased:
 
 def recurrent() -> Recurrent:
     return Recurrent()
+
+
+def lstm() -> Lstm:
+    return Lstm()
 
 
 def scatter() -> Scatter:

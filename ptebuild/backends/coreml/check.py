@@ -1,0 +1,263 @@
+"""The Core ML build check (``coreml-structural``): the delegate's model read back, matched to the method.
+
+No Core ML runtime exists off Apple's systems, and ExecuTorch's pip runtime registers no
+``CoreMLBackend``: a Core ML program cannot run here. What decides whether it loads and binds
+its arguments on a device is checked instead (:mod:`ptebuild.lowering.structure` for the part
+every structural check shares):
+
+- the ``.pte`` against the manifest: every method present, its tensor inputs and outputs with
+  the declared dtypes and shapes (eager PyTorch's for outputs), every weight key it names found;
+- every method has a Core ML delegate, and each delegate call's model is read back **with
+  coremltools** (no Core ML runtime: ``MLModel(..., skip_model_load=True).get_spec()`` on the
+  payload's ``model.mlpackage``, written to a temporary folder): its specification version loads
+  on the program's ``minimum_deployment_target``; ``metadata.json`` binds the arguments by the
+  names the model has, in its order; the model has one input per argument the call passes and
+  one output per result, each a multi-array of a dtype the delegate converts from
+  (:func:`~ptebuild.lowering.structure.compatible`) and of a shape that takes the argument:
+  equal sizes, or a range holding them; for the method's own inputs, a range that also holds
+  every size the manifest's dynamic dims allow (a batch of 1 when ``min = 1``).
+
+It does not run the model: its figures (:class:`~ptebuild.lowering.structure.MethodStructure`)
+are what was matched, never error figures.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ptebuild.backends.base import CheckKind
+from ptebuild.backends.coreml import options as coreml_options
+from ptebuild.errors import CheckError, FormatError
+
+STRUCTURAL = CheckKind("coreml-structural", numeric=False)
+"""No Core ML runtime here: the delegate's model is read back with coremltools and its inputs and
+outputs matched to the method's; nothing is run."""
+
+
+def _features(features) -> tuple:
+    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.runtime.coreml_payload.Feature` values."""
+    from ptebuild.runtime.coreml_payload import ARRAY_DTYPES, Feature
+
+    out = []
+    for feature in features:
+        kind = feature.type.WhichOneof("Type")
+        array = feature.type.multiArrayType if kind == "multiArrayType" else (
+            feature.type.stateType.arrayType if kind == "stateType" else None)
+        if array is None:
+            out.append(Feature(feature.name, str(kind).removesuffix("Type")))
+            continue
+        flexibility = array.WhichOneof("ShapeFlexibility")
+        ranges = tuple((r.lowerBound, r.upperBound) for r in array.shapeRange.sizeRanges) if flexibility == "shapeRange" else None
+        enumerated = tuple(tuple(s.shape) for s in array.enumeratedShapes.shapes) if flexibility == "enumeratedShapes" else None
+        out.append(Feature(feature.name, "multiArray" if kind == "multiArrayType" else "state",
+                           ARRAY_DTYPES.get(array.dataType, f"type {array.dataType}"), tuple(array.shape), ranges, enumerated))
+    return tuple(out)
+
+
+class _ReadBack:
+    """The Core ML models of one ``.pte``, read back with coremltools once each (a multifunction
+    model is shared by every method)."""
+
+    def __init__(self, reader, folder: Path) -> None:
+        self.reader = reader
+        self.folder = folder
+        self._specs: dict[str, object] = {}
+
+    def model(self, delegate, where: str):
+        """``(pure-Python model, coremltools spec or None for a compiled model, function name or None)``."""
+        from ptebuild.runtime import coreml_payload
+
+        payload = self.reader.delegate_payload(delegate, where)
+        reference = coreml_payload.read_reference(payload.read(0, min(payload.size, 4096), "head"), where)
+        key, function = f"delegate-{where}", None
+        if reference is not None:
+            shared = self.reader.named_blob(reference.key)
+            if shared is None:
+                raise CheckError(f"{where}: refers to Core ML model {reference.key!r}, which the .pte does not hold")
+            payload, key, function = shared, reference.key, reference.function
+        model = coreml_payload.read_model(payload)
+        if key not in self._specs:
+            self._specs[key] = self._coremltools_spec(payload, model, len(self._specs))
+        return model, self._specs[key], function
+
+    def _coremltools_spec(self, payload, model, number: int):
+        from ptebuild.runtime.coreml_payload import list_files
+
+        if model.specification_version is None:
+            return None  # a compiled model keeps no specification to read back
+        import coremltools as ct
+
+        root = self.folder / f"model-{number}"
+        for relative, (offset, size) in list_files(payload).items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(payload.read(offset, size, relative))
+        return ct.models.MLModel(str(root / "model.mlpackage"), skip_model_load=True).get_spec()
+
+
+def _function_features(spec, function: str | None):
+    if function is None or not spec.description.functions:
+        return _features(spec.description.input), _features(spec.description.output)
+    for described in spec.description.functions:
+        if described.name == function:
+            return _features(described.input), _features(described.output)
+    raise CheckError(f"the multifunction Core ML model has no function {function!r}")
+
+
+def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]]) -> None:
+    """``feature`` takes ``arg``'s sizes, and every size in ``declared`` (axis -> the manifest's
+    ``(min, max)``) when the argument is an input of the method."""
+    sizes = arg.sizes
+    if feature.ranges is not None:
+        if len(feature.ranges) != len(sizes):
+            raise CheckError(f"{where}: Core ML takes rank {len(feature.ranges)} {feature.dims()}, the .pte passes {arg.describe()}")
+        for axis, ((low, high), size) in enumerate(zip(feature.ranges, sizes)):
+            want_low, want_high = declared.get(axis, (size, size))
+            if low > want_low or (high >= 0 and high < want_high):
+                span = f"{want_low}..{want_high}" if want_low != want_high else str(size)
+                raise CheckError(
+                    f"{where}: Core ML takes {feature.dims()}, which refuses size {span} of axis {axis} "
+                    f"(the .pte passes {arg.describe()})"
+                )
+        return
+    if feature.enumerated:
+        if sizes not in feature.enumerated:
+            raise CheckError(f"{where}: Core ML takes only {feature.dims()}, the .pte passes {arg.describe()}")
+        return
+    if not feature.shape:
+        return  # an output whose shape Core ML decides when it runs
+    if feature.shape != sizes:
+        raise CheckError(f"{where}: Core ML takes {feature.dims()}, the .pte passes {arg.describe()}")
+    dynamic = sorted(axis for axis, (low, high) in declared.items() if low != high)
+    if dynamic:
+        raise CheckError(
+            f"{where}: Core ML takes only {feature.dims()}, but axis {dynamic[0]} of the method's input is a "
+            f"dynamic dim ({declared[dynamic[0]][0]}..{declared[dynamic[0]][1]})"
+        )
+
+
+def check_program(model, program, pte: Path, ptd: Path | None) -> list:
+    """Check the Core ML program ``pte`` (module docstring); raise CheckError at the first
+    mismatch, naming the method, the delegate and the argument."""
+    from ptebuild.lowering.structure import (
+        MethodStructure,
+        check_method_io,
+        compatible,
+        delegate_calls,
+        method_plans,
+        tensor_arg,
+    )
+    from ptebuild.runtime import check as check_files
+    from ptebuild.runtime.coreml_payload import BACKEND_ID, SPEC_VERSION_TARGETS
+    from ptebuild.runtime.pte_file import open_pte
+
+    location = f"programs.{program.name}"
+    try:
+        check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    except FormatError as exc:
+        raise CheckError(f"the program does not parse: {exc}", location=location) from None
+    target = coreml_options.get(program.options, "minimum_deployment_target", coreml_options.DEFAULT_TARGET)
+    target_version = coreml_options.SPECIFICATION_OF_TARGET[target]
+    figures = []
+    with open_pte(pte) as reader, tempfile.TemporaryDirectory(prefix="ptebuild-coreml-check-") as tmp:
+        plans = method_plans(reader, program)
+        models = _ReadBack(reader, Path(tmp))
+        for method in program.methods:
+            plan = plans[method.name]
+            check_method_io(model, program, method, plan)
+            calls, kernels = delegate_calls(plan)
+            delegates = plan.delegates()
+            ours = [call for call in calls if 0 <= call.delegate < len(delegates) and delegates[call.delegate].backend() == BACKEND_ID]
+            if not ours:
+                raise CheckError(
+                    f"method {method.name!r} has no Core ML delegate: Core ML took none of its operators "
+                    f"({kernels} run on ExecuTorch's portable kernels)",
+                    location=location,
+                )
+            values = plan.values()
+            method_inputs = plan.inputs()
+            tensor_inputs = [i for i in method_inputs if tensor_arg(values, i) is not None]
+            declared_inputs = [leaf for spec in method.inputs for leaf in spec.leaves() if leaf.kind == "tensor"]
+            dims = {d.name: (d.min, d.max) for d in method.dims}
+            described_in: list[str] = []
+            described_out: list[str] = []
+            payloads = []
+            for call in ours:
+                where = f"method {method.name!r} delegate {call.delegate}"
+                try:
+                    pure, spec, function = models.model(delegates[call.delegate], where)
+                except CheckError as exc:
+                    raise CheckError(exc.message, location=location) from None
+                input_names, output_names = pure.argument_names(function)
+                if spec is None:
+                    inputs, outputs = (), ()
+                    if len(call.args) != len(input_names) + len(output_names):
+                        raise CheckError(
+                            f"{where}: the call passes {len(call.args)} arguments, the compiled model's metadata names "
+                            f"{len(input_names)} inputs and {len(output_names)} outputs", location=location)
+                    payloads.append("compiled Core ML model (its specification is not kept)")
+                    continue
+                version = spec.specificationVersion
+                if version > target_version:
+                    needs = SPEC_VERSION_TARGETS.get(version, f"specification {version}")
+                    raise CheckError(
+                        f"{where}: the Core ML model has specification {version} (loads on {needs} and later), "
+                        f"newer than minimum_deployment_target {target!r} (specification {target_version})",
+                        location=location,
+                    )
+                try:
+                    inputs, outputs = _function_features(spec, function)
+                except CheckError as exc:
+                    raise CheckError(f"{where}: {exc.message}", location=location) from None
+                if [f.name for f in inputs] != input_names or [f.name for f in outputs] != output_names:
+                    raise CheckError(
+                        f"{where}: metadata.json binds inputs {input_names} and outputs {output_names}, the model "
+                        f"has inputs {[f.name for f in inputs]} and outputs {[f.name for f in outputs]}",
+                        location=location,
+                    )
+                if len(call.args) != len(inputs) + len(outputs):
+                    raise CheckError(
+                        f"{where}: the call passes {len(call.args)} arguments, the Core ML model has "
+                        f"{len(inputs)} inputs and {len(outputs)} outputs",
+                        location=location,
+                    )
+                for role, features, args in (("input", inputs, call.args[: len(inputs)]), ("output", outputs, call.args[len(inputs):])):
+                    for feature, index in zip(features, args):
+                        at = f"{where} {role} {feature.name!r}"
+                        arg = tensor_arg(values, index)
+                        if arg is None or feature.kind != "multiArray":
+                            raise CheckError(
+                                f"{at}: Core ML has a {feature.kind}, the .pte passes "
+                                f"{'a ' + values[index].kind if arg is None else 'a tensor'}",
+                                location=location,
+                            )
+                        if feature.dtype is None or not compatible(arg.dtype, feature.dtype):
+                            raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}", location=location)
+                        declared: dict[int, tuple[int, int]] = {}
+                        if role == "input" and index in tensor_inputs:
+                            position = tensor_inputs.index(index)
+                            if position < len(declared_inputs):
+                                shape = declared_inputs[position].shape
+                                declared = {axis: dims[d] for axis, d in enumerate(shape) if isinstance(d, str) and d in dims}
+                        try:
+                            _check_shape(at, feature, arg, declared)
+                        except CheckError as exc:
+                            raise CheckError(exc.message, location=location) from None
+                prefix = f"delegate {call.delegate} " if len(ours) > 1 else ""
+                described_in += [prefix + f.describe() for f in inputs]
+                described_out += [prefix + f.describe() for f in outputs]
+                fn = pure.function(function)
+                operations = sum(fn.operations.values()) if fn else 0
+                payloads.append(f"Core ML specification {version} ({SPEC_VERSION_TARGETS.get(version, '?')}+), {operations} MIL operations")
+            figures.append(MethodStructure(
+                method=method.name,
+                delegate=BACKEND_ID,
+                delegates=len({call.delegate for call in ours}),
+                delegate_calls=len(calls),
+                kernel_calls=kernels,
+                inputs=tuple(described_in),
+                outputs=tuple(described_out),
+                payload="; ".join(dict.fromkeys(payloads)),
+            ))
+    return figures

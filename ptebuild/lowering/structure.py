@@ -1,0 +1,170 @@
+"""What a structural check verifies of every program, for backends whose programs cannot run here.
+
+Core ML and Vulkan programs need Apple's Core ML framework or a Vulkan driver and ExecuTorch's
+runtime built with that delegate: neither is on this machine (the pip runtime registers no
+such backend). Their check is structural: it proves what decides whether the program loads and
+binds its arguments, not what it computes (no error figures; the report says ``structural``).
+This module holds the part every such check shares, read from the built ``.pte``:
+
+- every method of the program is in the ``.pte``; its tensor inputs have the manifest's dtypes
+  and shapes, its tensor outputs eager PyTorch's (both at the dynamic dims' upper bounds, which
+  is how a ``.pte`` records a dynamic tensor's sizes);
+- the delegate calls of each method (:func:`delegate_calls`): each ``DelegateCall`` with its
+  arguments, the delegate's inputs then its outputs, as the runtime passes them.
+
+The backend's own check then reads each delegate's payload and matches its inputs and outputs
+to those arguments (:mod:`ptebuild.backends.coreml.check`, :mod:`ptebuild.backends.vulkan`).
+Runs in a worker (imports torch for the eager outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptebuild.errors import CheckError
+from ptebuild.plan import MethodPlan, ProgramPlan
+from ptebuild.runtime.pte_file import ExecutionPlan, PteReader, Value
+from ptebuild.runtime.pte_inspection import DTYPES
+
+FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+INTEGERS = frozenset({"int8", "uint8", "int16", "int32", "int64"})
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor of the plan: its value index, dtype and sizes (upper bounds when dynamic)."""
+
+    index: int
+    dtype: str
+    sizes: tuple[int, ...]
+    dynamic: bool
+
+    def describe(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.sizes))}]"
+
+
+@dataclass(frozen=True)
+class DelegateCall:
+    """One ``DelegateCall`` instruction: which delegate of the method, and its argument values."""
+
+    delegate: int
+    args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MethodStructure:
+    """What a structural check found in one method (the check's figures: no error figures)."""
+
+    method: str
+    delegate: str
+    delegates: int
+    delegate_calls: int
+    kernel_calls: int
+    """Instructions left to ExecuTorch's portable kernels."""
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    payload: str = ""
+    """What the delegate holds, in one line (``Core ML specification 7, 12 MIL operations``)."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "structural": True,
+            "delegate": self.delegate,
+            "delegates": self.delegates,
+            "delegate_calls": self.delegate_calls,
+            "kernel_calls": self.kernel_calls,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "payload": self.payload,
+            **self.details,
+        }
+
+
+def compatible(dtype: str, other: str) -> bool:
+    """Whether a delegate argument of ``other`` can take a tensor of ``dtype``: equal, or of one
+    kind (floating point, integer). Both delegates convert at their boundary within a kind: Core
+    ML's runtime copies a ``float32`` tensor into a ``float16`` model input (``ETCoreMLModel``'s
+    ``prepareArgs``), Vulkan's staging buffers hold the host dtype (``force_fp16``,
+    ``downcast_64_bit``)."""
+    return dtype == other or (dtype in FLOATS and other in FLOATS) or (dtype in INTEGERS and other in INTEGERS)
+
+
+def tensor_arg(values: list[Value], index: int) -> TensorArg | None:
+    """The plan's value ``index`` as a :class:`TensorArg`, None when it is not a tensor."""
+    if not 0 <= index < len(values):
+        return None
+    tensor = values[index].tensor
+    if tensor is None:
+        return None
+    return TensorArg(index, DTYPES.get(tensor.scalar_type, f"type {tensor.scalar_type}"), tuple(tensor.sizes), tensor.shape_dynamism != 0)
+
+
+def delegate_calls(plan: ExecutionPlan) -> tuple[list[DelegateCall], int]:
+    """The method's delegate calls, in order, and how many kernel (portable operator) calls it has."""
+    calls, kernels = [], 0
+    for chain in plan.chains():
+        for instruction in chain.instructions:
+            if instruction.kind == "DelegateCall" and len(instruction.operands) == 2:
+                delegate, args = instruction.operands
+                assert isinstance(delegate, int) and isinstance(args, tuple)
+                calls.append(DelegateCall(delegate, tuple(int(a) for a in args)))
+            elif instruction.kind == "KernelCall":
+                kernels += 1
+    return calls, kernels
+
+
+def upper_bounds(method: MethodPlan) -> dict[str, int]:
+    return {dim.name: dim.max for dim in method.dims}
+
+
+def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: ExecutionPlan) -> None:
+    """The method's tensor inputs and outputs in the ``.pte`` against the manifest's inputs and
+    eager PyTorch's outputs, at the dynamic dims' upper bounds; CheckError names the first that differs."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    from ptebuild.lowering.examples import flat_inputs, make_inputs
+
+    where = f"method {method.name!r}"
+    values = plan.values()
+    sizes = upper_bounds(method)
+    inputs = make_inputs(method, program.seed, sizes)
+
+    def expected(kind: str) -> list[Any]:
+        if kind == "input":
+            return [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
+        with torch.no_grad():  # only once the inputs match: the model runs on them
+            return [t for t in tree_leaves(getattr(model, method.function)(*inputs)) if isinstance(t, torch.Tensor)]
+
+    for kind, indexes in (("input", plan.inputs()), ("output", plan.outputs())):
+        tensors = expected(kind)
+        found = [arg for arg in (tensor_arg(values, i) for i in indexes) if arg is not None]
+        if len(found) != len(tensors):
+            raise CheckError(
+                f"{where} takes {len(found)} tensor {kind}s in the .pte, "
+                f"{'the manifest declares' if kind == 'input' else 'eager PyTorch returns'} {len(tensors)}",
+                location=f"programs.{program.name}",
+            )
+        for i, (arg, tensor) in enumerate(zip(found, tensors)):
+            want = str(tensor.dtype).removeprefix("torch.")
+            if arg.dtype != want or arg.sizes != tuple(tensor.shape):
+                raise CheckError(
+                    f"{where} {kind} {i} is {arg.describe()} in the .pte, expected {want}{list(tensor.shape)} "
+                    f"(at {sizes or 'the example sizes'})",
+                    location=f"programs.{program.name}",
+                )
+
+
+def method_plans(pte_reader: PteReader, program: ProgramPlan) -> dict[str, ExecutionPlan]:
+    """The ``.pte``'s plan of each of the program's methods; CheckError for one that is missing."""
+    plans = {plan.name(): plan for plan in pte_reader.execution_plans()}
+    for method in program.methods:
+        if method.name not in plans:
+            raise CheckError(
+                f"the .pte has no method {method.name!r} (it has {', '.join(sorted(plans)) or 'none'})",
+                location=f"programs.{program.name}",
+            )
+    return plans

@@ -197,7 +197,13 @@ def test_failed_program_keeps_its_last_good_artifacts(tmp_path):
         "RuntimeError: broken on purpose" in result.stderr
     assert (out / "tiny_portable.pte").read_bytes() == b"last good program"
     assert (out / "tiny_portable_weights.ptd").read_bytes() == b"last good weights"
-    assert sorted(p.name for p in out.iterdir()) == ["tiny_portable.pte", "tiny_portable_weights.ptd"]
+    # Nothing stray beside them: only the failure's own log, which the error line names.
+    log = out / ".ptebuild" / "logs" / "tiny_portable.log"
+    assert sorted(p.name for p in out.iterdir()) == [".ptebuild", "tiny_portable.pte", "tiny_portable_weights.ptd"]
+    assert sorted(p.relative_to(out).as_posix() for p in (out / ".ptebuild").rglob("*")) == [
+        ".ptebuild/logs", ".ptebuild/logs/tiny_portable.log"]
+    assert f"(full output: {log})" in result.stderr
+    assert "RuntimeError: broken on purpose" in log.read_text()
 
 
 def test_explain_names_the_changed_source(built, tmp_path):
@@ -355,6 +361,7 @@ backend = "portable"
     assert programs["broken"]["error"] == (
         f"{tiny_project}: programs.broken: cannot import factory 'tinymodels.broken:make' of model 'broken': "
         "ModuleNotFoundError: No module named 'not_a_real_dependency'"
+        f" (full output: {project / 'out' / '.ptebuild' / 'logs' / 'broken.log'})"
     )
     from executorch.runtime import Runtime
 
@@ -392,7 +399,10 @@ def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
     cache = tmp_path / "cache"
     out = manifest.parent / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--cache", str(cache), "--jobs", "1"],
+        # The local pool's promise (its workers are the builder's children); the warm server's
+        # clients are tested in tests/executors.
+        [sys.executable, "-m", "ptebuild", "build", str(manifest), "--cache", str(cache), "--jobs", "1",
+         "--executor", "local"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV,
     )
     seen = []

@@ -47,7 +47,7 @@ def test_schema_is_json_schema_of_the_manifest(capsys):
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "ptebuild manifest"
-    assert set(schema["properties"]) == {"defaults", "models", "programs", "shims"}
+    assert set(schema["properties"]) == {"bundles", "defaults", "models", "programs", "shims"}
     assert schema["additionalProperties"] is False
     backend = schema["$defs"]["ProgramSpec"]["properties"]["backend"]
     assert {"enum": ["portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"], "type": "string"} in backend["anyOf"]

@@ -388,6 +388,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
     """SIGKILL the builder after its first program is stored, while the second is lowering: its
     workers die with it, the cache verifies clean, nothing half-written is published, and the
@@ -493,6 +494,7 @@ data_name = "float_weights"
 """
 
 
+@pytest.mark.slow
 def test_quantized_xnnpack_programs(tiny_project):
     """int8 programs are smaller, checked against eager with their own tolerances, and their
     quantization scales in the .ptd are keyed by SHA-256 like every other weight."""
@@ -513,6 +515,7 @@ def test_quantized_xnnpack_programs(tiny_project):
     assert ptebuild("verify", str(out), "--bytes").returncode == 0
 
 
+@pytest.mark.slow
 def test_second_manifest_cannot_overwrite_the_first_ones_weights(tmp_path):
     """Two manifests exporting into one folder, same data name: the second is refused before
     lowering; renaming a program inside one manifest is not a conflict."""

@@ -39,12 +39,14 @@ def _lower(mobile_build, program, staging: Path):
     return model, lower(model, program, inputs, staging, lambda _: None)
 
 
+@pytest.mark.slow
 def test_two_cold_builds_in_different_folders_and_processes_give_equal_bytes(mobile_build, mobile_rebuild):
     first, second = mobile_build.digests("duo_coreml"), mobile_rebuild.digests("duo_coreml")
     assert first == second and list(first) == ["duo_coreml.pte"]
     assert mobile_build.out != mobile_rebuild.out
 
 
+@pytest.mark.slow
 def test_upstream_export_differs_between_two_exports(mobile_build):
     """Without ptebuild's normalisation, two exports of one model in one process already differ
     (the identifier is uuid4, the manifest's keys random): the reproducibility test above can fail."""

@@ -35,11 +35,13 @@ def _lower(program, staging: Path):
     return model, lower(model, program, inputs, staging, lambda _: None)
 
 
+@pytest.mark.slow
 def test_two_cold_builds_give_equal_bytes(mobile_build, mobile_rebuild):
     assert mobile_build.digests("duo_vulkan") == mobile_rebuild.digests("duo_vulkan")
     assert sorted(mobile_build.digests("duo_vulkan")) == ["duo_vulkan.pte", "duo_vulkan_weights.ptd"]
 
 
+@pytest.mark.slow
 def test_same_bytes_as_upstreams_export(mobile_build, tmp_path):
     """ptebuild's lowering context (pattern graphs made once) changes no byte of upstream's export."""
     from executorch.backends.vulkan import VulkanPartitioner

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers import ptebuild
 from project_copy import copy_project
 
@@ -68,6 +69,7 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
     assert "no backend 'xnnpak' (did you mean 'xnnpack'?)" in result.stderr
 
 
+@pytest.mark.slow
 def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
     manifest = copy_project(tmp_path / "project")
     cache = str(tmp_path / "cache")

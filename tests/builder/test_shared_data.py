@@ -72,6 +72,7 @@ def test_only_one_program_of_a_group_builds_the_whole_group(shared, tmp_path):
     assert sorted(p["name"] for p in document["programs"]) == ["tiny_portable", "tiny_xnnpack"]
 
 
+@pytest.mark.slow
 def test_a_member_that_bundles_its_test_cases_publishes_its_bpte(shared, tmp_path):
     """bundle_io on one program of a shared data name: its .bpte is published with its .pte, and
     ExecuTorch verifies it with the shared weights file."""

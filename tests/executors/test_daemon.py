@@ -179,6 +179,7 @@ def test_a_task_runs_in_the_builds_folder_and_environment(warm, tmp_path, monkey
     assert final.kind is EventKind.DONE, final.text
 
 
+@pytest.mark.slow
 def test_server_killed_mid_task_retries_once_then_fails_clearly(warm, tmp_path):
     manifest = copy_project(tmp_path / "project")
     marker = tmp_path / "first-attempt"
@@ -257,12 +258,14 @@ def test_a_client_killed_mid_task_has_its_child_killed(warm, tmp_path):
             client.wait()
 
 
+@pytest.mark.slow
 def test_the_cli_build_through_the_warm_server_equals_a_local_build(warm, tmp_path, tmp_path_factory):
     manifest, expected = local_reference(tmp_path_factory.getbasetemp())
     built = cli_build(manifest, tmp_path / "out", "--executor", "daemon", env={"PTEBUILD_CACHE": str(warm)})
     assert built == expected
 
 
+@pytest.mark.slow
 def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, capsys):
     # Another interpreter setup names another socket.
     other = subprocess.run(
@@ -383,6 +386,7 @@ def test_a_read_only_cache_folder_fails_the_task_with_one_line(tmp_path):
     assert "\n" not in final.text
 
 
+@pytest.mark.slow
 def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_path, monkeypatch):
     """CUDA tasks (and every task with PTEBUILD_DAEMON_FRESH=1) are not forked from the warm server."""
     from ptebuild.daemon.children import needs_fresh_interpreter
@@ -456,6 +460,7 @@ def _pip_install(wheel: Path, target: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_library_upgraded_under_a_running_server_is_never_lowered_with_its_old_code(tmp_path):
     """The server keeps every module it imported (tabulate, with executorch): after a ``pip install``
     of another version, a task must not run with the old copy while the record names the new one."""

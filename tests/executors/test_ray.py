@@ -158,6 +158,7 @@ def test_a_cuda_task_lands_only_on_the_node_that_declares_a_gpu(cluster, tmp_pat
     assert ray_options(replace(task, resources={"memory": "1GiB"}))["memory"] == 1 << 30
 
 
+@pytest.mark.slow
 def test_a_node_killed_mid_task_is_retried_elsewhere_and_fails_only_that_program(cluster, tmp_path):
     manifest = copy_project(tmp_path / "project")
     marker = tmp_path / "first-attempt"
@@ -236,6 +237,7 @@ def test_cancel_stops_a_running_task_at_once(cluster, tmp_path):
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), 15, "the worker process running it to be killed")
 
 
+@pytest.mark.slow
 def test_the_cli_build_on_the_cluster_equals_a_local_build(cluster, tmp_path, tmp_path_factory):
     manifest, expected = local_reference(tmp_path_factory.getbasetemp())
     built = cli_build(manifest, tmp_path / "out", "--executor", "ray", "--no-cache",
@@ -296,6 +298,7 @@ def test_ray_nodes_look_up_and_store_their_results_in_the_remote_cache(cluster, 
     assert {hashlib.sha256(d).hexdigest() for d in files_b.values()} <= gets
 
 
+@pytest.mark.slow
 def test_a_node_result_the_driver_cannot_fetch_is_lowered_again_inline(cluster, nginx, proxy, tmp_path):
     """Runner B's node finds the program, but B's driver cannot fetch its .pte (the server
     answers 500 for it alone): the task runs again without the cache, its bytes come back inline,

@@ -30,6 +30,7 @@ def verify(bpte: Path, ptd: Path | None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_every_bpte_verifies_with_executorchs_api(builds):
     checked = []
     for out in builds:

@@ -38,22 +38,59 @@ by :func:`ptebuild.store.signing.open_entry` alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ptebuild.errors import FormatError
+from ptebuild.errors import CorruptObject, FormatError
 from ptebuild.store import reapi
+from ptebuild.store.faults import Budget
 from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry, seal
 
 ENTRY_PATH = ".ptebuild/entry.json"
 """The output path of the entry document in an entry's ``ActionResult``."""
 
 _ACTION_PREFIX = b"ptebuild action "
+_KEY_RE = re.compile(r"[0-9a-f]{16,128}")
 
 
 def action_digest(key: str) -> reapi.Digest:
-    """The REAPI action digest an entry of ``key`` is stored under."""
+    """The REAPI action digest an entry of ``key`` is stored under; ValueError if ``key`` is not
+    an action key."""
+    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+        raise ValueError(f"not an action key (16-128 lowercase hex): {key!r}")
     return reapi.Digest.of(_ACTION_PREFIX + key.encode())
+
+
+def accept(budget: Budget, key: str, opened: Callable[[], tuple[str, dict[str, Any] | None]]) -> dict[str, Any] | None:
+    """What a tier's ``get`` answers for an entry it read, whatever carried it: the document
+    ``opened()`` gives, counted as a hit; or None, counted as a miss, and as refused with one
+    warning when ``opened`` names a problem (a corrupt envelope among them)."""
+    try:
+        problem, document = opened()
+    except CorruptObject as exc:
+        problem, document = f"its envelope: {exc}", None
+    if document is None:
+        budget.count("misses")
+        if problem:
+            budget.count("refused")
+            budget.warn(f"entry {key}: {problem}; refused")
+        return None
+    budget.count("hits")
+    return document
+
+
+def may_upload(budget: Budget, key: str, envelope: bytes, missing: list[str]) -> bool:
+    """Whether an entry may go up: not when a blob it names is not on the server (``missing``)
+    or its envelope is larger than an entry may be (one warning each): an entry never names a
+    missing blob."""
+    if missing:
+        budget.warn(f"entry {key} not uploaded: blob {missing[0][:12]} is not on the server")
+        return False
+    if len(envelope) > MAX_ENTRY_BYTES:
+        budget.warn(f"entry {key} not uploaded: larger than {MAX_ENTRY_BYTES >> 20} MiB")
+        return False
+    return True
 
 
 def outputs(document: dict[str, Any], refs: list[str]) -> tuple[reapi.OutputFile, ...]:

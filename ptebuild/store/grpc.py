@@ -80,7 +80,6 @@ _REQUEST_OVERHEAD = 1024
 
 _TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"})
 _AUTH = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
-_KEY_RE = re.compile(r"[0-9a-f]{16,128}")
 _METADATA_KEY_RE = re.compile(r"[0-9a-z_.-]+")
 EMPTY = hash_bytes(b"")
 
@@ -166,12 +165,6 @@ def _status_fault(status: reapi.Status) -> Fault:
 
 def _short(digest: str) -> str:
     return digest[:12]
-
-
-def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-        raise ValueError(f"not an action key (16-128 lowercase hex): {key!r}")
-    return key
 
 
 class Rpc(Budget):
@@ -784,7 +777,7 @@ class GrpcActionStore:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The document stored under ``key``, or None (absent, faulty, or refused with a warning)."""
-        action = entries.action_digest(_check_key(key))
+        action = entries.action_digest(key)
         request = reapi.get_action_result_request(self._rpc.instance, action)
 
         def attempt() -> bytes | None:
@@ -797,18 +790,9 @@ class GrpcActionStore:
         if not ok or raw is None:
             self._rpc.count("misses")
             return None
-        try:
-            problem, document = entries.read(key, raw, self._blobs.read_bytes, self._secret)
-        except CorruptObject as exc:
-            problem, document = f"its envelope: {exc}", None
-        if document is None:
-            self._rpc.count("misses")
-            if problem:
-                self._rpc.count("refused")
-                self._rpc.warn(f"entry {key}: {problem}; refused")
-            return None
-        self._blobs.learn(f.digest for f in entries.files(document))
-        self._rpc.count("hits")
+        document = entries.accept(self._rpc, key, lambda: entries.read(key, raw, self._blobs.read_bytes, self._secret))
+        if document is not None:
+            self._blobs.learn(f.digest for f in entries.files(document))
         return document
 
     def put(self, key: str, document: dict[str, Any], refs: list[str]) -> None:
@@ -818,7 +802,7 @@ class GrpcActionStore:
         server lacks, keeps the entry back (one warning). Raises StoreError if the tier is
         switched off, ValueError if ``refs`` are not the blobs of the document's outputs.
         """
-        action = entries.action_digest(_check_key(key))
+        action = entries.action_digest(key)
         refs = sorted(set(refs))
         if not self._upload or self._rpc.upload_off:
             return
@@ -828,13 +812,7 @@ class GrpcActionStore:
             return
         outputs = {f.digest for f in result.output_files if f.path != entries.ENTRY_PATH}
         missing = self._blobs.refs_missing(sorted(outputs, key=lambda d: d.hash))
-        if missing:
-            self._rpc.warn(f"entry {key} not uploaded: blob {_short(missing[0])} is not on the server")
-            return
-        if len(envelope) > MAX_ENTRY_BYTES:
-            self._rpc.warn(f"entry {key} not uploaded: larger than {MAX_ENTRY_BYTES >> 20} MiB")
-            return
-        if not self._blobs.put_bytes(envelope):
+        if not entries.may_upload(self._rpc, key, envelope, missing) or not self._blobs.put_bytes(envelope):
             return
         request = reapi.update_action_result_request(self._rpc.instance, action, result)
         ok, _ = self._rpc.call("UpdateActionResult", action.hash,

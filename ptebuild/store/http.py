@@ -34,7 +34,6 @@ failure budget are :mod:`ptebuild.store.http_client`'s.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +48,6 @@ from ptebuild.store.http_client import CHUNK, Client, Fault, describe, status_fa
 from ptebuild.store.reapi import Digest
 from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry
 
-_KEY_RE = re.compile(r"[0-9a-f]{16,128}")
 _T = TypeVar("_T")
 
 
@@ -61,12 +59,6 @@ def _check_digest(digest: str) -> str:
     if not is_digest(digest):
         raise ValueError(f"not a SHA-256 digest (64 lowercase hex): {digest!r}")
     return digest
-
-
-def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-        raise ValueError(f"not an action key (16-128 lowercase hex): {key!r}")
-    return key
 
 
 class HttpBlobStore:
@@ -334,30 +326,22 @@ class HttpActionStore:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The document stored under ``key``, or None (absent, faulty, or refused with a warning)."""
-        ok, found, raw = self._read(f"ac/{entries.action_digest(_check_key(key)).hash}")
+        ok, found, raw = self._read(f"ac/{entries.action_digest(key).hash}")
         earlier = ok and not found
         if earlier:
             ok, found, raw = self._read(f"ac/{key}")
         if not ok or not found:
             self._c.count("misses")
             return None
-        try:
+
+        def opened() -> tuple[str, dict[str, Any] | None]:
             if raw is None:
-                problem, document = f"larger than {MAX_ENTRY_BYTES >> 20} MiB", None
-            elif earlier:
-                problem, document = open_entry(key, raw, self._secret)
-            else:
-                problem, document = entries.read(key, raw, self._blobs.read_bytes, self._secret)
-        except CorruptObject as exc:
-            problem, document = f"its envelope: {exc}", None
-        if document is None:
-            self._c.count("misses")
-            if problem:
-                self._c.count("refused")
-                self._c.warn(f"entry {key}: {problem}; refused")
-            return None
-        self._c.count("hits")
-        return document
+                return f"larger than {MAX_ENTRY_BYTES >> 20} MiB", None
+            if earlier:
+                return open_entry(key, raw, self._secret)
+            return entries.read(key, raw, self._blobs.read_bytes, self._secret)
+
+        return entries.accept(self._c, key, opened)
 
     def put(self, key: str, document: dict[str, Any], refs: list[str]) -> None:
         """Upload ``document`` under ``key`` (signed if a secret is set), if every ref is on the server.
@@ -367,20 +351,13 @@ class HttpActionStore:
         Raises StoreError if the tier is switched off, ValueError if ``refs`` are not the blobs of
         the document's outputs.
         """
-        path = f"ac/{entries.action_digest(_check_key(key)).hash}"
+        path = f"ac/{entries.action_digest(key).hash}"
         refs = sorted({_check_digest(r) for r in refs})
         if not self._upload or self._c.upload_off:
             return
         self._c.check_on()
         envelope, result = entries.pack(key, document, refs, self._secret)
-        missing = self._blobs.refs_missing(refs)
-        if missing:
-            self._c.warn(f"entry {key} not uploaded: blob {_short(missing[0])} is not on the server")
-            return
-        if len(envelope) > MAX_ENTRY_BYTES:
-            self._c.warn(f"entry {key} not uploaded: larger than {MAX_ENTRY_BYTES >> 20} MiB")
-            return
-        if not self._blobs.put_bytes(envelope):
+        if not entries.may_upload(self._c, key, envelope, self._blobs.refs_missing(refs)) or not self._blobs.put_bytes(envelope):
             return
         body = result.encode()
 

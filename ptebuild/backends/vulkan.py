@@ -248,35 +248,25 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     from ptebuild.lowering.structure import (
         MethodStructure,
         check_method_io,
+        check_parses,
         compatible,
-        delegate_calls,
+        delegated,
         method_plans,
         tensor_arg,
     )
-    from ptebuild.runtime import check as check_files
     from ptebuild.runtime.pte_file import open_pte
     from ptebuild.runtime.vulkan_payload import BACKEND_ID, read_graph
 
     location = f"programs.{program.name}"
-    try:  # every constant key of every payload is in the .pte or the .ptd, with the bytes it names
-        check_files(pte, [ptd] if ptd else [], verify_bytes=True)
-    except FormatError as exc:
-        raise CheckError(f"the program does not parse: {exc}", location=location) from None
+    check_parses(pte, ptd, location)
     figures = []
     with open_pte(pte) as reader:
         plans = method_plans(reader, program)
         for method in program.methods:
             plan = plans[method.name]
             check_method_io(model, program, method, plan)
-            calls, kernels = delegate_calls(plan)
-            delegates = plan.delegates()
-            ours = [call for call in calls if 0 <= call.delegate < len(delegates) and delegates[call.delegate].backend() == BACKEND_ID]
-            if not ours:
-                raise CheckError(
-                    f"method {method.name!r} has no Vulkan delegate: the partitioner took none of its operators "
-                    f"({kernels} run on ExecuTorch's portable kernels)",
-                    location=location,
-                )
+            found = delegated(plan, BACKEND_ID, "Vulkan", method.name, location)
+            calls, kernels, delegates, ours = found.calls, found.kernels, found.delegates, found.ours
             values = plan.values()
             described_in: list[str] = []
             described_out: list[str] = []

@@ -20,6 +20,7 @@ Runs in a worker (imports torch for the eager outputs).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import CheckError
@@ -114,6 +115,44 @@ def delegate_calls(plan: ExecutionPlan) -> tuple[list[DelegateCall], int]:
             elif instruction.kind == "KernelCall":
                 kernels += 1
     return calls, kernels
+
+
+def check_parses(pte: Path, ptd: Path | None, location: str) -> None:
+    """The program and its weights file parse, and every constant key of every payload is in the
+    ``.pte`` or the ``.ptd`` with the bytes it names; CheckError (at ``location``) if not."""
+    from ptebuild.errors import FormatError
+    from ptebuild.runtime import check as check_files
+
+    try:
+        check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    except FormatError as exc:
+        raise CheckError(f"the program does not parse: {exc}", location=location) from None
+
+
+@dataclass(frozen=True)
+class Delegated:
+    """A method's delegate calls (:func:`delegated`): all of them, how many kernel calls it has,
+    its delegates, and the calls to the backend under check."""
+
+    calls: list[DelegateCall]
+    kernels: int
+    delegates: list[Any]
+    ours: list[DelegateCall]
+
+
+def delegated(plan: ExecutionPlan, backend_id: str, backend: str, method: str, location: str) -> Delegated:
+    """The calls of ``method`` to the delegate ``backend_id`` (``backend`` its name in messages);
+    CheckError if there is none: the partitioner took none of its operators."""
+    calls, kernels = delegate_calls(plan)
+    delegates = plan.delegates()
+    ours = [call for call in calls if 0 <= call.delegate < len(delegates) and delegates[call.delegate].backend() == backend_id]
+    if not ours:
+        raise CheckError(
+            f"method {method!r} has no {backend} delegate: the partitioner took none of its operators "
+            f"({kernels} run on ExecuTorch's portable kernels)",
+            location=location,
+        )
+    return Delegated(calls, kernels, delegates, ours)
 
 
 def upper_bounds(method: MethodPlan) -> dict[str, int]:

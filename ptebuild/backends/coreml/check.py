@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ptebuild.backends.base import CheckKind
 from ptebuild.backends.coreml import options as coreml_options
-from ptebuild.errors import CheckError, FormatError
+from ptebuild.errors import CheckError
 
 STRUCTURAL = CheckKind("coreml-structural", numeric=False)
 """No Core ML runtime here: the delegate's model is read back with coremltools and its inputs and
@@ -143,20 +143,17 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     from ptebuild.lowering.structure import (
         MethodStructure,
         check_method_io,
+        check_parses,
         compatible,
-        delegate_calls,
+        delegated,
         method_plans,
         tensor_arg,
     )
-    from ptebuild.runtime import check as check_files
     from ptebuild.runtime.coreml_payload import BACKEND_ID, SPEC_VERSION_TARGETS
     from ptebuild.runtime.pte_file import open_pte
 
     location = f"programs.{program.name}"
-    try:
-        check_files(pte, [ptd] if ptd else [], verify_bytes=True)
-    except FormatError as exc:
-        raise CheckError(f"the program does not parse: {exc}", location=location) from None
+    check_parses(pte, ptd, location)
     target = coreml_options.get(program.options, "minimum_deployment_target", coreml_options.DEFAULT_TARGET)
     target_version = coreml_options.SPECIFICATION_OF_TARGET[target]
     figures = []
@@ -166,15 +163,8 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
         for method in program.methods:
             plan = plans[method.name]
             check_method_io(model, program, method, plan)
-            calls, kernels = delegate_calls(plan)
-            delegates = plan.delegates()
-            ours = [call for call in calls if 0 <= call.delegate < len(delegates) and delegates[call.delegate].backend() == BACKEND_ID]
-            if not ours:
-                raise CheckError(
-                    f"method {method.name!r} has no Core ML delegate: Core ML took none of its operators "
-                    f"({kernels} run on ExecuTorch's portable kernels)",
-                    location=location,
-                )
+            found = delegated(plan, BACKEND_ID, "Core ML", method.name, location)
+            calls, kernels, delegates, ours = found.calls, found.kernels, found.delegates, found.ours
             values = plan.values()
             method_inputs = plan.inputs()
             tensor_inputs = [i for i in method_inputs if tensor_arg(values, i) is not None]

@@ -160,9 +160,10 @@ def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
             result = BuildReport.from_json(document, replayed=True)
             result.seconds = time.monotonic() - started
             return result
+    since = time.time_ns()  # what changed after (or just before) this cannot be stamped
     result, builder = _build(manifest, request, report)
     if stamp is not None and result.ok and noop.was_noop(result.targets, events):
-        noop.remember(stamp, builder.looked_at(), result.to_json(), events)
+        noop.remember(stamp, builder.looked_at(), since, result.to_json(), events)
     return result
 
 

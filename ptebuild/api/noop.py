@@ -1,7 +1,7 @@
 """When a build may be answered by its no-op stamp, and what the stamp keeps.
 
-The mechanism (stat every file, folder and cache entry a build looked at) is
-:mod:`ptebuild.builder.noop`; this module decides:
+The mechanism (stat every file, folder and cache entry a build looked at; check by content what
+moved) is :mod:`ptebuild.builder.noop`; this module decides:
 
 - a build has a stamp (:func:`stamp_for`) unless it has no local cache, is ``locked`` or ``check``
   (those must look at the lock and lower again); its identity covers the manifest path and the
@@ -72,8 +72,7 @@ def was_noop(targets: list[TargetResult], events: list[Event]) -> bool:
     )
 
 
-def remember(stamp: Path, looked_at: tuple[list[str], list[str], list[str]], report: dict[str, Any],
-             events: list[Event]) -> bool:
-    """Write the stamp of a no-op build; False if something it looked at changed just now."""
-    files, folders, entries = looked_at
-    return noop.write(stamp, files, folders, entries, {"report": report, "events": [list(e) for e in events]})
+def remember(stamp: Path, looked_at: noop.LookedAt, since: int, report: dict[str, Any], events: list[Event]) -> bool:
+    """Write the stamp of a no-op build that began at ``since`` (``time.time_ns()``); False if
+    something it looked at changed just before or while it ran."""
+    return noop.write(stamp, looked_at, {"report": report, "events": [list(e) for e in events]}, since)

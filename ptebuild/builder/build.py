@@ -33,6 +33,7 @@ from ptebuild.results import ActionResult, FailureKind, Source, Status, TargetRe
 if TYPE_CHECKING:
     from ptebuild.backends.base import Backend
     from ptebuild.builder.capabilities import Capabilities, Obstacle
+    from ptebuild.builder.noop import LookedAt
     from ptebuild.builder.schedule import Job
     from ptebuild.store.frontend import Cache, Hit
     from ptebuild.worker.tasks import Event, Task, TaskResult
@@ -85,11 +86,11 @@ class Builder:
         self.report = report
         self.cache = options.cache
         out_dir = options.out_dir or plan.out_dir()
-        self.folder = OutputFolder(plan, out_dir, self.digest_file)
+        self.folder = OutputFolder(plan, out_dir, self.digest_file, self.cache)
         self.deps = DependencyCheck(Path(plan.manifest_dir), self.digest_file)
         self.results: dict[str, TargetResult] = {}
-        self.touched: set[str] = set()
-        """Every file this build digested: what a no-op stamp (:mod:`.noop`) stats."""
+        self.touched: dict[str, str] = {}
+        """Every file this build digested, and its SHA-256: what a no-op stamp (:mod:`.noop`) keeps."""
         self.other_shards = 0
         self._manifest_path = str(Path(plan.manifest_dir, Path(plan.manifest).name))
         self._job_staging: dict[str, Path] = {}
@@ -105,12 +106,14 @@ class Builder:
         self.shared = SharedData(self)
 
     def digest_file(self, path: Path) -> tuple[str, int]:
-        self.touched.add(str(path))
         if self.cache is not None:
-            return self.cache.digest_file(path)
-        from ptebuild.hashing import hash_file
+            digest = self.cache.digest_file(path)
+        else:
+            from ptebuild.hashing import hash_file
 
-        return hash_file(path)
+            digest = hash_file(path)
+        self.touched[str(path)] = digest[0]
+        return digest
 
     def _histories(self, name: str) -> list[str]:
         """The --explain histories of a target, most precise first: per manifest (its path) and
@@ -511,9 +514,11 @@ class Builder:
                 found[name] = entry
         return found
 
-    def looked_at(self) -> tuple[list[str], list[str], list[str]]:
-        """Files, folders and cache entries whose stat stands for all this build read (:mod:`.noop`)."""
+    def looked_at(self) -> LookedAt:
+        """Files, folders and cache entries that stand for all this build read (:mod:`.noop`)."""
         import sys
+
+        from ptebuild.builder.noop import LookedAt
 
         files = set(self.touched) | {str(p) for p in own_code.files()}
         files.add(str(Path(self.plan.manifest_dir, Path(self.plan.manifest).name)))
@@ -524,7 +529,9 @@ class Builder:
             entries = [str(p) for p in self.cache.entry_files([r.key for r in self.results.values()])]
         folders = {str(Path(f).parent) for f in self.touched} | {p or "." for p in sys.path}
         folders |= {str(self.folder.path), self.plan.manifest_dir}
-        return sorted(files), sorted(folders), entries
+        for program in self.plan.programs:  # a new module in a folder of the model's package
+            folders |= keys.source_folders(program, Path(self.plan.manifest_dir))
+        return LookedAt(files, folders, entries, self.touched)
 
     # -- the whole build ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ Nothing here imports torch or executorch.
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from collections.abc import Callable
@@ -98,21 +99,17 @@ def _flatten_entry(prefix: str, value: object, out: dict[str, str]) -> None:
 def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
     """The files of a model's code: name (relative, '/'-separated) -> path."""
     module = program.factory.split(":", 1)[0]
-    search_path = module_search_path(manifest_dir)
-    module_file = find_module_file(module, search_path)
+    module_file = find_module_file(module, module_search_path(manifest_dir))
     if module_file is None:
         raise ManifestError(f"{display}: models.{program.model}.factory: no module named {module!r}")
-    top = module.split(".", 1)[0]
     sources: dict[str, Path] = {}
-    for entry in search_path:
-        package_dir = Path(entry or ".", top)
-        if (package_dir / "__init__.py").is_file() or package_dir.with_suffix(".py") == module_file:
-            base = Path(entry or ".")
-            files = [package_dir.with_suffix(".py")] if not package_dir.is_dir() else sorted(package_dir.rglob("*.py"))
-            for path in files:
-                if "__pycache__" not in path.parts:
-                    sources[path.relative_to(base).as_posix()] = path
-            break
+    found = _top_level(module, manifest_dir, module_file)
+    if found is not None:
+        base, package_dir = found
+        files = [package_dir.with_suffix(".py")] if not package_dir.is_dir() else sorted(package_dir.rglob("*.py"))
+        for path in files:
+            if "__pycache__" not in path.parts:
+                sources[path.relative_to(base).as_posix()] = path
     if not sources:  # a namespace package or a lone module
         sources[module_file.name] = module_file
     for pattern in program.sources:
@@ -122,6 +119,37 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
         for path in matches:
             sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources
+
+
+def _top_level(module: str, manifest_dir: Path, module_file: Path) -> tuple[Path, Path] | None:
+    """(the search path entry, the package folder or module less ``.py``) of the top-level
+    package (or module) ``module`` is imported from; None for a namespace package."""
+    top = module.split(".", 1)[0]
+    for entry in module_search_path(manifest_dir):
+        package_dir = Path(entry or ".", top)
+        if (package_dir / "__init__.py").is_file() or package_dir.with_suffix(".py") == module_file:
+            return Path(entry or "."), package_dir
+    return None
+
+
+def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
+    """The folders whose listings decide which files :func:`model_sources` finds, beyond the
+    folders of the files it found (a file added there changes the key): every folder of the
+    model's top-level package (its sources are all its ``*.py``, at any depth) and every folder
+    a ``sources`` pattern looks into. For the no-op stamp (:mod:`ptebuild.builder.noop`)."""
+    folders: set[str] = set()
+    module = program.factory.split(":", 1)[0]
+    module_file = find_module_file(module, module_search_path(manifest_dir))
+    found = _top_level(module, manifest_dir, module_file) if module_file is not None else None
+    if found is not None and found[1].is_dir():
+        for root, dirs, _ in os.walk(found[1]):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            folders.add(root)
+    for pattern in program.sources:
+        parts = Path(pattern).parts
+        for depth in range(1, len(parts)):  # the folders that each leading part of the pattern matches
+            folders.update(str(p) for p in manifest_dir.glob("/".join(parts[:depth])) if p.is_dir())
+    return folders
 
 
 def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend: Backend | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild import keyinputs
+from ptebuild.builder.runtime_support import Memo, RuntimeSupportReader
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.names import case_key
 from ptebuild.plan import BuildPlan, ProgramPlan
@@ -32,13 +33,16 @@ def manifest_id(plan: BuildPlan, out_dir: Path) -> str:
 
 
 class OutputFolder:
-    def __init__(self, plan: BuildPlan, path: Path, digest_file: Callable[[Path], tuple[str, int]]) -> None:
+    def __init__(self, plan: BuildPlan, path: Path, digest_file: Callable[[Path], tuple[str, int]],
+                 memo: Memo | None = None) -> None:
         self.plan = plan
         self.path = path
         self.digest_file = digest_file
         self.manifest_id = manifest_id(plan, path)
         self._staging: Path | None = None
         self.entries: dict[str, RecordEntry] = {}
+        self.runtime = RuntimeSupportReader(path, memo, digest_file)
+        """A program's ``runtime`` entry, read from its files once per content (``memo``: the cache)."""
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -143,11 +147,7 @@ class OutputFolder:
         files = outputs or result.outputs
         runtime = None
         if result.kind == "program":
-            from ptebuild.runtime.compat import support_of_outputs
-
-            writer = result.inputs.get(keyinputs.toolchain("executorch"))
-            support = support_of_outputs(self.path, [o.name for o in files], writer)
-            runtime = support.to_json() if support is not None else None
+            runtime = self.runtime.of(files, result.inputs.get(keyinputs.toolchain("executorch")))
         self.entries[name] = RecordEntry(
             kind=result.kind,
             manifest=self.manifest_id,

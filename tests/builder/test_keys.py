@@ -126,6 +126,26 @@ def test_extra_sources_glob(tiny_project):
     assert "source:data/vocab.txt" in breakdown(tiny_project, "tiny_portable")
 
 
+def test_source_folders_are_every_folder_where_a_new_file_would_change_the_key(tiny_project):
+    # What the no-op stamp lists: a file added in any of them may be a new source.
+    project = tiny_project.parent
+    for folder in ("tinymodels/assets/deeper", "tinymodels/__pycache__", "data/a", "data/b", "elsewhere"):
+        (project / folder).mkdir(parents=True)
+    (project / "data" / "a" / "vocab.txt").write_text("a b c")
+    tiny_project.write_text(tiny_project.read_text().replace("seed = 1", 'seed = 1\nsources = ["data/**/*.txt"]'))
+    plan = load_manifest(tiny_project)
+    program = next(p for p in plan.programs if p.name == "tiny_portable")
+    folders = {Path(f).resolve() for f in keys.source_folders(program, Path(plan.manifest_dir))}
+    expected = {"tinymodels", "tinymodels/assets", "tinymodels/assets/deeper", "data", "data/a", "data/b"}
+    assert folders == {(project / f).resolve() for f in expected}
+    # Each one would have changed the key: a module in the package's folders, a match of the glob.
+    before = breakdown(tiny_project, "tiny_portable")
+    (project / "tinymodels" / "assets" / "deeper" / "layer.py").write_text("")
+    (project / "data" / "b" / "more.txt").write_text("d")
+    added = set(breakdown(tiny_project, "tiny_portable")) - set(before)
+    assert added == {"source:tinymodels/assets/deeper/layer.py", "source:data/b/more.txt"}
+
+
 def test_a_glob_matching_nothing_is_an_error(tiny_project):
     from ptebuild.errors import ManifestError
 

@@ -213,6 +213,13 @@ class Backend:
 
         weightkeys.key_constants_by_sha256(manager, config)
 
+    def reference_model(self, model: Any, program: ProgramPlan) -> Any:
+        """The eager model whose outputs the check's ``atol`` and ``min_cosine`` bound (default:
+        ``model``): what :meth:`check` compares with, and whose outputs a ``.bpte`` bundles
+        (:mod:`ptebuild.lowering.bundled_io`), so that a device verifies the program against
+        what it was checked against."""
+        return model
+
     def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None) -> tuple[list[OutputFigures], str]:
         """Run the built program against eager PyTorch; return (figures, name of the check)."""
         from ptebuild.lowering.check import check_program

@@ -153,6 +153,14 @@ class XnnpackBackend(Backend):
 
         return [XnnpackPartitioner(per_op_mode=options.per_op_mode)]
 
+    def reference_model(self, model, program):
+        """``8da4w``: torchao's eager model quantized as the program was (:meth:`check_defaults`);
+        else ``model``."""
+        options = self.options_model.model_validate(program.options)
+        if options.quantize != "8da4w":
+            return model
+        return quantized_8da4w(model, options, program.name)
+
     def check(self, model, program, pte, ptd):
         """``8da4w``: against torchao's eager model quantized as the program was, within the
         check's tolerances, and against ``model`` (float) in direction (``min_float_cosine``)."""
@@ -167,7 +175,7 @@ class XnnpackBackend(Backend):
             f"4-bit weights change this model too much: use quantize = 'int8-dynamic', a smaller group_size, or "
             f"lower programs.{program.name}.options.min_float_cosine",
         )
-        reference = quantized_8da4w(model, options, program.name)
+        reference = self.reference_model(model, program)
         figures = check_program(reference, program, pte, ptd, how=" (torchao's 8da4w eager model)", direction=float_model)
         return figures, TORCHAO_REFERENCE.name
 

@@ -3,7 +3,10 @@
 Runs in a worker: imports torch and executorch (``executorch.devtools.bundled_program``). The
 test cases are the check's (:func:`~ptebuild.lowering.examples.check_sizes`): for every method,
 its example inputs at the example size and at each dynamic dim's min and max, with eager
-PyTorch's outputs for them. A device loads the ``.bpte`` and verifies the program with
+PyTorch's outputs for them: those of the model the check compares with
+(:meth:`~ptebuild.backends.base.Backend.reference_model`; for an XNNPACK 8da4w program torchao's
+quantized eager model, as the float model's outputs are 4-bit weights' error away), so that a
+device verifies the program at the check's tolerance. A device loads the ``.bpte`` and verifies the program with
 ExecuTorch's own C++ API (``load_bundled_input``, ``verify_method_outputs``) before trusting it.
 
 The ``.bpte`` is built from the ``.pte`` file as written (``BundledProgram(None, suites,

@@ -148,8 +148,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             from ptebuild.lowering.bundled_io import write_bpte
 
             progress("bundling the test cases")
+            reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
             lowered.files[program.bpte_name] = write_bpte(
-                model, program, lowered.files[program.pte_name], staging / program.bpte_name
+                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
             )
         deps = discover(manifest_dir, hash_file)
         for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?

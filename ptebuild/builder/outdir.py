@@ -20,7 +20,14 @@ from ptebuild.names import case_key
 from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.processes import pid_alive
 from ptebuild.results import ActionResult, OutputFile
-from ptebuild.runtime.record import RECORD_NAME, RecordEntry, file_matches, read_build_record, update_record
+from ptebuild.runtime.record import (
+    RECORD_NAME,
+    RecordEntry,
+    bundled_io_entry,
+    file_matches,
+    read_build_record,
+    update_record,
+)
 
 STAGING_DIR = ".ptebuild-staging"
 
@@ -161,6 +168,7 @@ class OutputFolder:
             methods=tuple(m.name for m in program.methods) if program else (),
             shared_data=shared_data,
             runtime=runtime,
+            bundled_io=bundled_io_entry(program.atol) if program and any(o.name.endswith(".bpte") for o in files) else None,
         )
 
     def write_record(self) -> None:

@@ -64,7 +64,7 @@ from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, proven
 from ptebuild.runtime.compat import RuntimeSupport, support_of_outputs
 from ptebuild.runtime.oplist import OPLIST_NAME, merge, program_operators, selected_operators_yaml
 from ptebuild.runtime.record import FORMAT as RECORD_FORMAT
-from ptebuild.runtime.record import RECORD_NAME, read_build_record
+from ptebuild.runtime.record import RECORD_NAME, bundled_io_entry, read_build_record
 from ptebuild.runtime.record import VERSION as RECORD_VERSION
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def pack(
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
     return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
-                         _included(plan, chosen, files))
+                         _included(plan, chosen, files), bpte_tolerances(plan))
 
 
 def pack_from_cache(
@@ -183,13 +183,11 @@ def pack_from_cache(
     if not isinstance(lock, Lock):
         lock = read_lock(lock)
     manifest_path = Path(manifest_path) if manifest_path is not None else _lock_manifest(lock)
-    chosen = None
-    plan = None
-    if bundle is not None or dest is None:
-        from ptebuild.manifest import load_manifest
+    from ptebuild.manifest import load_manifest
 
-        plan = load_manifest(manifest_path)
-        chosen = _bundle_of(plan, bundle)
+    # The plan: the bundle, where it goes, and the .bpte tolerances (the same bundle as `pack`'s).
+    plan = load_manifest(manifest_path)
+    chosen = _bundle_of(plan, bundle)
     dest = _destination(plan, chosen, dest)
     archive_format(dest)
     if not lock.entries:
@@ -239,7 +237,8 @@ def pack_from_cache(
                     raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
                 except StoreError as exc:
                     raise PackError(f"{name}: {exc}; nothing packed") from None
-        targets = _record_targets(entries, manifest_path.name)
+        tolerances = bpte_tolerances(plan)
+        targets = _record_targets(entries, manifest_path.name, tolerances)
         record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "manifest": manifest_path.name, "targets": targets}
         (folder / RECORD_NAME).write_text(json.dumps(record, sort_keys=True, indent=1) + "\n", encoding="utf-8")
         report = verify_folder(folder, verify_bytes=True)
@@ -247,8 +246,9 @@ def pack_from_cache(
             first = report.failed[0]
             raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed")
         files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
-        extras = _included(plan, chosen, files) if plan is not None else {}
-        return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras)
+        extras = _included(plan, chosen, files)
+        return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras,
+                             tolerances)
 
 
 def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:
@@ -327,8 +327,20 @@ def _lock_manifest(lock: Lock) -> Path:
     return path
 
 
-def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dict[str, dict[str, Any]]:
-    """Record entries (``ptebuild.json`` shape) for lock entries."""
+def bpte_tolerances(plan: BuildPlan | None) -> dict[str, float]:
+    """Program -> the ``atol`` its check held it to, for each program that writes a ``.bpte``:
+    what a device passes ExecuTorch's ``verify_method_outputs`` (with ``rtol`` 0), as the
+    ``.bpte``'s expected outputs are those of the model the check compared with."""
+    if plan is None:
+        return {}
+    return {program.name: program.atol for program in plan.programs if program.bpte_name}
+
+
+def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str,
+                    tolerances: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
+    """Record entries (``ptebuild.json`` shape) for lock entries; ``tolerances``: those of
+    :func:`bpte_tolerances`, kept for the programs whose ``.bpte`` is among their outputs."""
+    tolerances = tolerances or {}
     targets = {}
     for name, entry in sorted(entries.items()):
         target: dict[str, Any] = {
@@ -344,6 +356,8 @@ def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str) -> dic
             target["deps"] = entry.deps.to_json()
         if entry.runtime is not None:
             target["runtime"] = entry.runtime.to_json()
+        if name in tolerances and any(o.name.endswith(".bpte") for o in entry.outputs or ()):
+            target["bundled_io"] = bundled_io_entry(tolerances[name])
         targets[name] = target
     return targets
 
@@ -356,6 +370,7 @@ def _write_bundle(
     lock_bytes: bytes | None,
     bundle: BundlePlan | None = None,
     extras: Mapping[str, Path] | None = None,
+    tolerances: Mapping[str, float] | None = None,
 ) -> PackResult:
     extras = dict(extras or {})
     manifest_name = manifest_path.name
@@ -378,7 +393,7 @@ def _write_bundle(
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "manifest": manifest_name,
-        "targets": _record_targets(entries, manifest_name),
+        "targets": _record_targets(entries, manifest_name, tolerances),
     }
     in_memory = {
         RECORD_NAME: (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8"),

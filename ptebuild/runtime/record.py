@@ -19,7 +19,10 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
 
 A program's ``runtime`` (:class:`~ptebuild.runtime.compat.RuntimeSupport`) names each of its
 files' format and schema version and the ExecuTorch runtimes that load it; a ``.bpte``
-(``bundle_io``) is one more output. Both were added within version 1: fields that a reader of
+(``bundle_io``) is one more output, and the program's ``bundled_io`` says how a device verifies
+it with ExecuTorch's ``verify_method_outputs``: ``{"atol": <the check's>, "rtol": 0.0}`` (the
+``.bpte``'s expected outputs are those of the eager model the check compared with, within its
+``atol``). All three were added within version 1: fields that a reader of
 version 1 may ignore keep the version (its readers ignore unknown fields); a change it would
 misread bumps it.
 
@@ -45,6 +48,11 @@ from ptebuild.errors import FormatError
 RECORD_NAME = "ptebuild.json"
 FORMAT = "ptebuild-record"
 VERSION = 1
+
+
+def bundled_io_entry(atol: float) -> dict[str, float]:
+    """A program's ``bundled_io``: the tolerances of ``verify_method_outputs`` for its ``.bpte``."""
+    return {"atol": float(atol), "rtol": 0.0}
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class RecordEntry:
     shared_data: str | None = None
     runtime: dict[str, Any] | None = None
     """The runtimes that load the program (``RuntimeSupport.to_json()``, :mod:`ptebuild.runtime.compat`)."""
+    bundled_io: dict[str, float] | None = None
+    """How a device verifies the program's ``.bpte`` (:func:`bundled_io_entry`), if it has one."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -95,6 +105,8 @@ class RecordEntry:
             data["shared_data"] = self.shared_data
         if self.runtime is not None:
             data["runtime"] = dict(self.runtime)
+        if self.bundled_io is not None:
+            data["bundled_io"] = dict(self.bundled_io)
         return data
 
     @classmethod
@@ -112,6 +124,7 @@ class RecordEntry:
             methods=tuple(data.get("methods") or ()),
             shared_data=data.get("shared_data"),
             runtime=data.get("runtime") if isinstance(data.get("runtime"), dict) else None,
+            bundled_io=data.get("bundled_io") if isinstance(data.get("bundled_io"), dict) else None,
         )
 
 

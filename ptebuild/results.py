@@ -220,6 +220,9 @@ class TargetResult:
     """Which machine built it (executors that run elsewhere)."""
     rebuild: str = ""
     """``--check``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
+    brought_along: str = ""
+    """Why a target that the request did not name was built too (``only=``): it shares a weights
+    file with one it named, and a shared ``.ptd`` is built whole. Empty: it was asked for."""
 
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
@@ -228,6 +231,8 @@ class TargetResult:
         self.check = result.check
 
     def to_json(self) -> dict[str, Any]:
+        """The entry of ``ptebuild build --json``'s ``targets``: the fields of this class by their
+        names (``figures``, ``check``, ``message``...), outputs as paths."""
         data: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
@@ -239,8 +244,8 @@ class TargetResult:
                 {"path": str(_join(self.out_dir, o.name)), "sha256": o.sha256, "bytes": o.size}
                 for o in self.outputs
             ],
-            "check": list(self.figures),
-            "check_kind": self.check,
+            "figures": list(self.figures),
+            "check": self.check,
             "key": self.key,
         }
         if self.source is not None:
@@ -248,9 +253,11 @@ class TargetResult:
         if self.node:
             data["node"] = self.node
         if self.rebuild:
-            data["rebuild_check"] = self.rebuild
+            data["rebuild"] = self.rebuild
+        if self.brought_along:
+            data["brought_along"] = self.brought_along
         if self.message:
-            data["error"] = self.message
+            data["message"] = self.message
         if self.explain:
             data["explain"] = list(self.explain)
         return data
@@ -270,15 +277,16 @@ class TargetResult:
             status=Status(data["status"]),
             seconds=float(data.get("seconds") or 0.0),
             outputs=outputs,
-            figures=tuple(data.get("check") or ()),
-            check=str(data.get("check_kind") or ""),
+            figures=tuple(data.get("figures") or ()),
+            check=str(data.get("check") or ""),
             methods=tuple(data.get("methods") or ()),
-            message=str(data.get("error") or ""),
+            message=str(data.get("message") or ""),
             explain=list(data.get("explain") or ()),
             key=str(data.get("key") or ""),
             source=Source(data["source"]) if data.get("source") else None,
             node=str(data.get("node") or ""),
-            rebuild=str(data.get("rebuild_check") or ""),
+            rebuild=str(data.get("rebuild") or ""),
+            brought_along=str(data.get("brought_along") or ""),
         )
 
 

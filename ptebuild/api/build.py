@@ -65,18 +65,20 @@ class BuildReport:
         return any(t.status is Status.SKIPPED for t in self.targets)
 
     def to_json(self) -> dict[str, Any]:
-        """The document ``ptebuild build --json`` prints."""
+        """The document ``ptebuild build --json`` prints: this report's fields by their names
+        (``targets``, each a :meth:`TargetResult.to_json`), so the library and the command line
+        speak one vocabulary."""
         document: dict[str, Any] = {
             "manifest": self.manifest,
-            "out": str(self.out_dir),
+            "out_dir": str(self.out_dir),
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            "programs": [t.to_json() for t in self.targets],
+            "targets": [t.to_json() for t in self.targets],
         }
         if self.shard:
             document["shard"] = f"{self.shard[0]}/{self.shard[1]}"
         if self.locked:
-            document["lock"] = list(self.lock_problems)
+            document["lock_problems"] = list(self.lock_problems)
         return document
 
     @classmethod
@@ -84,11 +86,11 @@ class BuildReport:
         shard = document.get("shard")
         return cls(
             manifest=document["manifest"],
-            out_dir=Path(document["out"]),
+            out_dir=Path(document["out_dir"]),
             seconds=float(document.get("seconds") or 0.0),
-            targets=[TargetResult.from_json(p) for p in document.get("programs", ())],
-            lock_problems=list(document.get("lock") or ()),
-            locked="lock" in document,
+            targets=[TargetResult.from_json(p) for p in document["targets"]],
+            lock_problems=list(document.get("lock_problems") or ()),
+            locked="lock_problems" in document,
             shard=_shard(shard) if shard else None,
             replayed=replayed,
         )
@@ -196,6 +198,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
                 done.seconds = time.monotonic() - started
                 return done, builder
         done.targets = builder.run()
+        brought_along(done.targets, plan, request)
         if request.locked:
             done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder.path, done.targets),
                                                request.partial)
@@ -239,6 +242,20 @@ def select(plan: BuildPlan, request: BuildRequest, manifest: str) -> BuildPlan:
             [p.name for p in plan.programs if p.backend not in request.skip_backends] + [s.name for s in plan.shims]
         )
     return plan
+
+
+def brought_along(targets: list[TargetResult], plan: BuildPlan, request: BuildRequest) -> None:
+    """Say why each target that ``request.only`` did not name is in the build: it shares a data
+    name with one that it named, and a shared ``.ptd`` is lowered, checked and published whole."""
+    if not request.only:
+        return
+    asked = set(request.only)
+    for name, users in plan.shared_data().items():
+        named = [user for user in users if user in asked]
+        for target in targets:
+            if target.name in users and target.name not in asked and named:
+                target.brought_along = (f"shares {name}.ptd with {', '.join(named)}; a shared weights file is "
+                                        "built whole (give the programs other data names to build one alone)")
 
 
 def _executor_options(request: BuildRequest, cache: Cache | None) -> dict[str, Any]:

@@ -122,38 +122,54 @@ def _size(n: int) -> str:
 
 
 def summary(document: dict[str, Any]) -> str:
-    """The table a build prints, from its report's JSON (the same for a replayed no-op)."""
-    rows = [("target", "backend", "status", "seconds", "check", "outputs")]
-    programs = document["programs"]
-    for p in programs:
-        figures = p.get("check") or []
+    """The table a build prints, from its report's JSON (the same for a replayed no-op).
+
+    With ``--check`` (targets with a ``rebuild`` verdict) a ``reproducible`` column says whether
+    lowering again gave the same bytes; a target built only because it shares a weights file
+    with one that ``--only`` named gets a line below the table saying so.
+    """
+    targets = document["targets"]
+    checked = any(t.get("rebuild") for t in targets)
+    header = ["target", "backend", "status", "seconds", "check", *(["reproducible"] if checked else []), "outputs"]
+    rows = [header]
+    for p in targets:
+        figures = p.get("figures") or []
         if figures and all("max_abs_error" in f for f in figures):
             worst = max(f["max_abs_error"] for f in figures)
             cosine = min(f["cosine"] for f in figures)
             check = f"err {worst:.1e} cos {cosine:.6f}"
         else:  # a check without numbers (a Windows program's imports): its name
-            check = p.get("check_kind") or "-"
+            check = p.get("check") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
                             for o in p["outputs"]) or "-"
         status = p["status"] + (" (remote)" if p.get("source") == "remote" else "")
-        rows.append((p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, outputs))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5] for row in rows]
+        reproducible = [_REPRODUCIBLE.get(p.get("rebuild", ""), "-")] if checked else []
+        rows.append([p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, *reproducible, outputs])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in rows]
+    lines += [f"{p['name']}: brought along: {p['brought_along']}" for p in targets if p.get("brought_along")]
     counts: dict[str, int] = {}
-    for p in programs:
+    for p in targets:
         counts[p["status"]] = counts.get(p["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-    lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out']}")
+    if checked:
+        same = sum(1 for p in targets if p.get("rebuild") == "same")
+        tally += f"; {same} of {sum(1 for p in targets if p.get('rebuild'))} reproducible"
+    lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out_dir']}")
     return "\n".join(lines)
+
+
+_REPRODUCIBLE = {"same": "yes", "differs": "NO"}
+"""``--check``'s verdict (a target's ``rebuild``) as the table's ``reproducible`` column says it."""
 
 
 def render(args: argparse.Namespace, document: dict[str, Any]) -> None:
     """Print a build's report: JSON, or the --explain lines and the table."""
     if args.json:
         print(json.dumps(document, indent=2))
-    elif document["programs"]:
+    elif document["targets"]:
         if args.explain:
-            for p in document["programs"]:
+            for p in document["targets"]:
                 for line in p.get("explain", ()):
                     print(f"{p['name']}: {line}")
         print(summary(document))

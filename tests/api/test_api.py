@@ -39,7 +39,7 @@ def test_a_build_returns_a_typed_report(project):
     assert [o.name for o in target.outputs] == ["tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"]
     assert target.check == "executorch-runtime" and all(f["cosine"] > 0.999 for f in target.figures)
     assert report.out_dir == manifest.parent / "out"
-    assert report.to_json()["programs"][0]["status"] == "cached"
+    assert report.to_json()["targets"][0]["status"] == "cached"
 
 
 def test_bad_requests_and_manifests_raise_library_errors(project, tmp_path):

@@ -96,9 +96,9 @@ def test_weights_go_to_one_ptd_keyed_by_sha256(mobile_build):
 
 def test_check_kind_is_structural_in_the_report_and_the_summary(mobile_build):
     program = mobile_build.program("duo_vulkan")
-    assert program["check_kind"] == "vulkan-structural"
-    assert all(f["structural"] and "max_abs_error" not in f for f in program["check"])
-    decode = next(f for f in program["check"] if f["method"] == "decode")
+    assert program["check"] == "vulkan-structural"
+    assert all(f["structural"] and "max_abs_error" not in f for f in program["figures"])
+    decode = next(f for f in program["figures"] if f["method"] == "decode")
     assert decode == {
         "method": "decode", "structural": True, "delegate": "VulkanBackend", "delegates": 1, "delegate_calls": 1,
         "kernel_calls": 0, "inputs": ["float32[4, 16]"], "outputs": ["float32[4, 4]"], "payload": "Vulkan graph, 9 operator calls",

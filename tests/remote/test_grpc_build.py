@@ -23,7 +23,7 @@ def grpc_runner_a(buildgrid, tmp_path_factory):
     salt = f"run {uuid.uuid4().hex}"
     runner = Runner(tmp_path_factory.mktemp("grpc-runner-a"), buildgrid.url, salt)
     document, result = runner.build()
-    assert {p["status"] for p in document["programs"]} == {"built"}
+    assert {p["status"] for p in document["targets"]} == {"built"}
     assert warnings(result) == []
     stats = runner.remote_stats()
     assert stats["uploads"] == 8 and stats["errors"] == 0, stats  # 4 files, 4 entries (each key, and without the toolchain)
@@ -34,8 +34,8 @@ def test_runner_a_builds_through_buildgrid_and_runner_b_restores_without_lowerin
     a, salt = grpc_runner_a
     b = Runner(tmp_path / "b", a.remote, salt)
     document, result = b.build("--explain", trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2, (
-        warnings(result), [(p["key"], p.get("explain")) for p in document["programs"]])
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2, (
+        warnings(result), [(p["key"], p.get("explain")) for p in document["targets"]])
     assert heavy_imports(result) == set()  # no worker, no torch: nothing lowered
     assert warnings(result) == []
     assert b.files() == a.files() and len(b.files()) == 4
@@ -44,7 +44,7 @@ def test_runner_a_builds_through_buildgrid_and_runner_b_restores_without_lowerin
     assert remote["bytes_down"] >= sum(len(d) for d in b.files().values())
     # The remote hit was copied into B's local cache: the next build is local.
     again, _ = b.build("--remote-cache", "grpc://127.0.0.1:9")
-    assert [(p["status"], p.get("source")) for p in again["programs"]] == [("cached", "local")] * 2
+    assert [(p["status"], p.get("source")) for p in again["targets"]] == [("cached", "local")] * 2
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_faults_never_fail_the_build_nor_poison_the_local_cache(grpc_runner_a, g
     b = Runner(tmp_path / "b", grpc_proxy.url, salt)
     arm(grpc_proxy)
     document, result = b.build(*ONE)
-    program = document["programs"][0]
+    program = document["targets"][0]
     assert program["status"] in ("built", "cached"), fault
     assert len(warnings(result)) >= 1, fault
     assert all(w.startswith(f"warning: remote cache {grpc_proxy.url}") for w in warnings(result)), warnings(result)

@@ -25,7 +25,7 @@ def runner_a(nginx, tmp_path_factory):
     url = f"{nginx.url}/build-{uuid.uuid4().hex[:8]}"
     runner = Runner(tmp_path_factory.mktemp("runner-a"), url)
     document, result = runner.build()
-    assert {p["status"] for p in document["programs"]} == {"built"}
+    assert {p["status"] for p in document["targets"]} == {"built"}
     assert warnings(result) == []
     return runner
 
@@ -33,7 +33,7 @@ def runner_a(nginx, tmp_path_factory):
 def test_runner_b_restores_every_program_from_the_remote_without_lowering(runner_a, tmp_path):
     b = Runner(tmp_path / "b", runner_a.remote)
     document, result = b.build(trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2
     assert heavy_imports(result) == set()  # no worker, no torch
     assert b.files() == runner_a.files()
     stats = ptebuild("cache", "stats", "--cache", str(b.cache), "--json")
@@ -41,7 +41,7 @@ def test_runner_b_restores_every_program_from_the_remote_without_lowering(runner
     assert remote["hits"] == 2 and remote["bytes_down"] >= sum(len(d) for d in b.files().values())
     # The remote hit was copied into B's local cache: the next build is local.
     again, _ = b.build("--remote-cache", "http://127.0.0.1:9/unused")
-    assert [(p["status"], p.get("source")) for p in again["programs"]] == [("cached", "local")] * 2
+    assert [(p["status"], p.get("source")) for p in again["targets"]] == [("cached", "local")] * 2
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_faults_never_fail_the_build_nor_poison_the_local_cache(runner_a, proxy,
     b = Runner(tmp_path / "b", f"{proxy.origin}/{path}")
     arm(proxy)
     document, result = b.build(*ONE)
-    program = document["programs"][0]
+    program = document["targets"][0]
     assert program["status"] in ("built", "cached"), fault
     assert len(warnings(result)) >= 1, fault
     # Whatever happened, the output is A's exact bytes (lowering is deterministic) ...
@@ -74,18 +74,18 @@ def test_shards_then_a_final_build_lower_each_program_once(nginx, tmp_path):
     for index, shard in enumerate(("1/2", "2/2")):
         runner = Runner(tmp_path / f"shard{index}", url)
         document, _ = runner.build("--shard", shard)
-        lowered += [p["name"] for p in document["programs"] if p["status"] == "built"]
+        lowered += [p["name"] for p in document["targets"] if p["status"] == "built"]
     assert sorted(lowered) == ["tiny_portable", "tiny_xnnpack"]
     final = Runner(tmp_path / "final", url)
     document, result = final.build(trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2
     assert heavy_imports(result) == set()
 
 
 def test_remote_upload_no_reads_but_never_writes(runner_a, space, tmp_path):
     runner = Runner(tmp_path / "pr", space.url)
     document, _ = runner.build(*ONE, "--remote-upload=no")
-    assert document["programs"][0]["status"] == "built"
+    assert document["targets"][0]["status"] == "built"
     assert space.files() == []
 
 
@@ -106,7 +106,7 @@ def test_a_shared_weights_group_fetches_only_what_the_folder_needs(nginx, tmp_pa
     a.build()
     b = shared_runner("b")
     document, _ = b.build()
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2
     assert b.files() == a.files()
     stats = ptebuild("cache", "stats", "--cache", str(b.cache), "--json")
     (remote,) = json.loads(stats.stdout)["last_build_remote"].values()

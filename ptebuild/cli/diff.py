@@ -22,8 +22,10 @@ def register(subparsers: Subparsers) -> None:
         description=(
             "Compare A and B part by part and print one line per part that differs. Given two bundles "
             "(.tar.gz, .tgz, .zip written by `ptebuild pack`), read without unpacking: one line per "
-            "program (same bytes, new weights only, changed, new program, removed) with its size before "
-            "and after, then the operators added or dropped and the other files that differ. Exit 0 if "
+            "program (same bytes; new weights only: its .pte is byte-identical; new program and weights: "
+            "the same plan with other weights, whose SHA-256 keys change the .pte too; changed; new program; "
+            "removed) with its size before and after and, where it changed, the files a device must "
+            "replace and why; then the operators added or dropped and the other files that differ. Exit 0 if "
             "they are the same, 1 if they differ, 2 if either cannot be read."
         ),
     )
@@ -56,8 +58,10 @@ def _print_bundles(report: BundleDiff) -> None:
     words = max((len(p.change.words) for p in report.programs), default=0)
     for program in report.programs:
         sizes = f"{_size(program.size_before)} -> {_size(program.size_after)}"
-        detail = f"  ({program.detail})" if program.detail and program.change.value == "changed" else ""
-        print(f"{program.name.ljust(width)}  {program.change.words.ljust(words)}  {sizes}{detail}")
+        ship = ""
+        if program.change.value not in ("same", "added", "removed"):
+            ship = f"  ship {', '.join(program.ship) or 'nothing'}" + (f"  ({program.why})" if program.why else "")
+        print(f"{program.name.ljust(width)}  {program.change.words.ljust(words)}  {sizes}{ship}")
     if report.operators_added or report.operators_removed:
         changes = [f"+{op}" for op in report.operators_added] + [f"-{op}" for op in report.operators_removed]
         print(f"operators: {', '.join(changes)}")

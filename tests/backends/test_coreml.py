@@ -172,7 +172,7 @@ def test_structural_check_catches_a_batch_range_core_ml_would_refuse(mobile_buil
 
 def test_inspect_shows_the_delegate_its_share_and_the_models_io_without_torch(mobile_build):
     pte = mobile_build.out / "duo_coreml.pte"
-    done = ptebuild("inspect", pte, trace_imports=True)
+    done = ptebuild("inspect", pte, "--full", trace_imports=True)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"torch", "executorch", "coremltools"}

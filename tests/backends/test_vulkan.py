@@ -185,7 +185,7 @@ def test_structural_check_catches_a_method_vulkan_did_not_take(mobile_build, tmp
 
 def test_inspect_shows_the_graph_and_the_share_of_each_method_without_torch(mobile_build):
     pte = mobile_build.out / "duo_vulkan.pte"
-    done = ptebuild("inspect", pte, trace_imports=True)
+    done = ptebuild("inspect", pte, "--full", trace_imports=True)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"torch", "executorch"}

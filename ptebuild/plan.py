@@ -94,6 +94,8 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    weights_key: str | None = None
+    """The checkpoint entry holding the state dict (a key or a dotted path); None: the file is one."""
 
     @property
     def pte_name(self) -> str:

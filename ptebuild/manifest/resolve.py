@@ -172,10 +172,20 @@ def _resolve_program(
         atol=atol if atol is not None else backend.check_defaults(options).atol,
         min_cosine=min_cosine if min_cosine is not None else backend.check_defaults(options).min_cosine,
         check_enabled=check.enabled and defaults.enabled,
-        model_entry=model.model_dump(mode="json"),
+        weights_key=model.weights_key,
+        model_entry=_model_entry(model),
         program_entry=program_entry,
         bundle_io=bundle_io,
     )
+
+
+def _model_entry(model: ModelSpec) -> dict[str, Any]:
+    """The model's entry as its programs' keys hash it; ``weights_key`` only where it is set, so that
+    models without one keep their keys."""
+    entry = model.model_dump(mode="json")
+    if entry.get("weights_key") is None:
+        entry.pop("weights_key", None)
+    return entry
 
 
 def _resolve_options(

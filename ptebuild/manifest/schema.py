@@ -28,6 +28,7 @@ DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uin
 DTYPES = get_args(DType)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WEIGHTS_KEY = re.compile(r"[^.\s]+(\.[^.\s]+)*")
 _FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*")
 
 
@@ -143,7 +144,12 @@ class ModelSpec(_Strict):
     """``"package.module:callable"``, importable from the manifest's folder or the environment."""
     kwargs: dict[str, Any] = {}
     weights: str | None = None
-    """A state dict (``torch.save``), path relative to the manifest; loaded with weights_only=True."""
+    """The model's weights, path relative to the manifest: a state dict saved with ``torch.save``
+    (loaded with weights_only=True), a checkpoint holding one (see ``weights_key``), or a
+    ``.safetensors`` file."""
+    weights_key: Annotated[str, Field(pattern=_WEIGHTS_KEY.pattern)] | None = None
+    """The entry of a checkpoint that holds the state dict: ``"model"`` for ``{"model": state_dict,
+    "epoch": 3}``, ``"state_dict"`` for Lightning's, or a dotted path (``"state.model"``)."""
     seed: int = 0
     sources: list[str] = []
     """Extra files (globs relative to the manifest) whose content the build depends on."""
@@ -169,6 +175,12 @@ class ModelSpec(_Strict):
         if not _FACTORY.fullmatch(value):
             raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'")
         return value
+
+    @model_validator(mode="after")
+    def _key_needs_weights(self) -> Self:
+        if self.weights_key is not None and self.weights is None:
+            raise ValueError("weights_key names an entry of the weights file: set weights too, or drop weights_key")
+        return self
 
 
 class CheckSpec(_Strict):

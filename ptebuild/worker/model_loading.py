@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.plan import ProgramPlan
+from ptebuild.worker.checkpoints import load_state_dict
 
 if TYPE_CHECKING:
     import torch
@@ -71,7 +72,9 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
     if program.weights:
         path = manifest_dir / program.weights
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_state_dict(path, program.weights_key, manifest=display, model=program.model, weights=program.weights)
+        except ManifestError:
+            raise
         except FileNotFoundError:
             raise ManifestError(
                 f"no such file {program.weights!r}", manifest=display, location=f"models.{program.model}.weights"

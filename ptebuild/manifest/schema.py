@@ -28,7 +28,7 @@ DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uin
 DTYPES = get_args(DType)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WEIGHTS_KEY = re.compile(r"[^.\s]+(\.[^.\s]+)*")
+_WEIGHTS_KEY = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 _FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*")
 
 
@@ -298,6 +298,70 @@ def json_schema() -> dict[str, Any]:
         }
         for name, ref in refs.items()
     ]
+    _refine(schema, defs)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ptebuild manifest"
     return schema
+
+
+CLI_ONLY_CHECKS = (
+    "dims: min <= max, and example within [min, max]",
+    "programs.NAME.model names a declared model",
+    "a shape names a declared dynamic dim",
+    "programs.NAME.methods name methods of the model",
+    "bundles.NAME.programs match declared programs",
+    "what the backend needs when only [defaults] names it (data_name, fixed shapes)",
+    "names that differ only in case (one file on macOS and Windows)",
+    "files the manifest names exist (weights, sources, shim lists, include globs)",
+    "the factory's module can be imported",
+    "a key given in both options and compile_specs",
+)
+"""What ``ptebuild`` checks that the JSON Schema cannot (the docs list them: docs/manifest.md).
+
+JSON Schema (2020-12) validates each value against fixed rules: it cannot compare two values of
+the document (``min <= max``: the ``$data`` proposal was never adopted), nor check that a value
+names a key declared elsewhere in it (an enum built from the manifest's own ``models`` is not a
+static schema), nor look at files or the Python environment."""
+
+
+def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
+    """Add what pydantic's validators check but its schema does not say, where JSON Schema can say it."""
+    from ptebuild.backends import backend_names, get_backend
+    from ptebuild.names import name_json_schema
+
+    identifier = {"type": "string", "pattern": f"^{_IDENTIFIER.pattern}$"}
+    method_name = {**identifier, "not": {"pattern": "^__"}}
+    schema["properties"]["programs"]["propertyNames"] = name_json_schema(".pte")
+    schema["properties"]["shims"]["propertyNames"] = name_json_schema(".lib")
+    schema["properties"]["bundles"]["propertyNames"] = name_json_schema(".tar.gz")
+    schema["anyOf"] = [
+        {"required": ["programs"], "properties": {"programs": {"minProperties": 1}}},
+        {"required": ["shims"], "properties": {"shims": {"minProperties": 1}}},
+    ]
+    # Without a default backend, every program names its own.
+    schema["if"] = {"required": ["defaults"], "properties": {"defaults": {"required": ["backend"]}}}
+    schema["else"] = {"properties": {"programs": {"additionalProperties": {"required": ["backend"]}}}}
+    model = defs["ModelSpec"]
+    model["properties"]["factory"]["pattern"] = f"^{_FACTORY.pattern}$"
+    model["properties"]["methods"]["propertyNames"] = method_name
+    model["dependentRequired"] = {"weights_key": ["weights"]}
+    defs["MethodSpec"]["properties"]["function"]["anyOf"][0].update(method_name)
+    spec = defs["InputSpec"]
+    spec["properties"]["name"].update(identifier)
+    spec["oneOf"] = [{"required": [kind]} for kind in ("shape", "items", "value")]
+    spec["dependentRequired"] = {"container": ["items"], "dtype": ["shape"], "low": ["shape"], "high": ["shape"]}
+    program = defs["ProgramSpec"]
+    program["properties"]["data_name"]["anyOf"][0] = name_json_schema(".ptd")
+    program["properties"]["methods"]["anyOf"][0].update(minItems=1, uniqueItems=True)
+    bundle = defs["BundleSpec"]["properties"]
+    bundle["output"]["anyOf"][0]["pattern"] = "(\\.[Tt][Aa][Rr]\\.[Gg][Zz]|\\.[Tt][Gg][Zz]|\\.[Zz][Ii][Pp])$"
+    bundle["include"]["items"]["not"] = {"pattern": "^/|(^|/)\\.\\.(/|$)"}  # inside the manifest's folder
+    for name in backend_names():  # what a backend needs of a program that names it
+        backend = get_backend(name)
+        needs: dict[str, Any] = {}
+        if backend.requires_data_name:
+            needs = {"required": ["data_name"]}
+        elif backend.keeps_data_in_pte:
+            needs = {"not": {"required": ["data_name"]}}
+        if needs:
+            program["allOf"].append({"if": {"properties": {"backend": {"const": name}}, "required": ["backend"]}, "then": needs})

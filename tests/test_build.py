@@ -148,7 +148,8 @@ def test_only_and_unknown_only(built, tmp_path):
     result = ptebuild("build", str(built.manifest), "--cache", str(built.cache), "--only", "tiny_portble")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: --only: {built.manifest} has no program 'tiny_portble' (did you mean 'tiny_portable'?)"
+        f"error: --only: {built.manifest} has no program 'tiny_portble' (did you mean 'tiny_portable'?); "
+        "name one of tiny_portable, tiny_xnnpack"
     ]
     code, document = build_json(
         str(built.manifest), "--cache", str(built.cache), "--only", "tiny_xnnpack", "--out", str(tmp_path)

@@ -232,12 +232,14 @@ def select(plan: BuildPlan, request: BuildRequest, manifest: str) -> BuildPlan:
     if request.only:
         for name in request.only:
             if name not in known:
-                raise UsageError(f"--only: {manifest} has no program {name!r}{did_you_mean(name, known)}")
+                raise UsageError(f"--only: {manifest} has no program {name!r}{did_you_mean(name, known)}; "
+                                 f"name one of {', '.join(known)}")
         plan = plan.select(list(request.only))
     if request.skip_backends:
         for name in request.skip_backends:
             if name not in backend_names():
-                raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, backend_names())}")
+                raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, backend_names())}; "
+                                 f"name one of {', '.join(backend_names())}")
         plan = plan.select(
             [p.name for p in plan.programs if p.backend not in request.skip_backends] + [s.name for s in plan.shims]
         )
@@ -298,4 +300,5 @@ def lock_problems(manifest: str, entries: dict[str, LockEntry], partial: bool) -
     """How ``entries`` differ from ``ptebuild.lock`` beside ``manifest`` (one line each)."""
     from ptebuild.release.lock import LOCK_NAME, check_locked
 
-    return [str(m) for m in check_locked(Path(manifest).parent / LOCK_NAME, entries, subset=partial)]
+    return [f"{m}; {m.fix(manifest)}" if m.fix(manifest) else str(m)
+            for m in check_locked(Path(manifest).parent / LOCK_NAME, entries, subset=partial)]

@@ -98,7 +98,7 @@ def pack_release(manifest: str | os.PathLike[str], output: str | os.PathLike[str
 
             declared = [b.name for b in plan.bundles]
             raise UsageError(f"--bundle: {manifest} has no bundle {name!r}{did_you_mean(name, declared)}; "
-                             f"it declares {', '.join(declared)}")
+                             f"name one of {', '.join(declared)}")
     if output is not None and _names_an_archive(output):
         if len(names) != 1:
             raise _one_archive_many_bundles(output, len(names))

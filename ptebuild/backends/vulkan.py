@@ -224,18 +224,18 @@ class VulkanBackend(Backend):
 
     def data_files(self, manager, data_name, program_name) -> dict[str, Any]:
         """:data:`DATA_TAG` published as ``<data_name>``."""
-        from ptebuild.errors import BuildError
+        from ptebuild.errors import REPORT, BuildError
 
         data = dict(manager._tensor_data or {})
         unexpected = sorted(set(data) - {DATA_TAG})
         if unexpected:
-            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}; {REPORT}", location=f"programs.{program_name}")
         if data_name is None:
             if data:
-                raise BuildError(f"lowering wrote data files {sorted(data)} with no data_name", location=f"programs.{program_name}")
+                raise BuildError(f"lowering wrote data files {sorted(data)} with no data_name; set data_name", location=f"programs.{program_name}")
             return {}
         if DATA_TAG not in data:
-            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'; {REPORT}", location=f"programs.{program_name}")
         return {data_name: data[DATA_TAG]}
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
@@ -244,7 +244,7 @@ class VulkanBackend(Backend):
 
 def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     """The structural check (module docstring); CheckError at the first mismatch."""
-    from ptebuild.errors import CheckError, FormatError
+    from ptebuild.errors import REPORT, CheckError, FormatError
     from ptebuild.lowering.structure import (
         MethodStructure,
         check_method_io,
@@ -276,11 +276,11 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
                 try:
                     graph = read_graph(reader.delegate_payload(delegates[call.delegate], where))
                 except FormatError as exc:
-                    raise CheckError(f"the Vulkan payload does not parse: {exc}", location=location) from None
+                    raise CheckError(f"the Vulkan payload does not parse: {exc}; {REPORT}", location=location) from None
                 if len(call.args) != len(graph.input_ids) + len(graph.output_ids):
                     raise CheckError(
                         f"{where}: the call passes {len(call.args)} arguments, the Vulkan graph has "
-                        f"{len(graph.input_ids)} inputs and {len(graph.output_ids)} outputs",
+                        f"{len(graph.input_ids)} inputs and {len(graph.output_ids)} outputs; {REPORT}",
                         location=location,
                     )
                 roles = [("input", v) for v in graph.inputs] + [("output", v) for v in graph.outputs]
@@ -289,14 +289,14 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
                     arg = tensor_arg(values, index)
                     if (arg is None) != (value.kind != "VkTensor"):
                         raise CheckError(
-                            f"{at}: the graph has a {value.kind}, the .pte passes {'a tensor' if arg else values[index].kind}",
+                            f"{at}: the graph has a {value.kind}, the .pte passes {'a tensor' if arg else values[index].kind}; {REPORT}",
                             location=location,
                         )
                     if arg is None:
                         continue
                     host = value.host_dtype or "?"
                     if not compatible(arg.dtype, host) or value.dims != arg.sizes:
-                        raise CheckError(f"{at}: the graph has {value.describe()}, the .pte passes {arg.describe()}", location=location)
+                        raise CheckError(f"{at}: the graph has {value.describe()}, the .pte passes {arg.describe()}; {REPORT}", location=location)
                 prefix = f"delegate {call.delegate} " if len(ours) > 1 else ""
                 described_in += [prefix + v.describe() for v in graph.inputs]
                 described_out += [prefix + v.describe() for v in graph.outputs]

@@ -245,7 +245,8 @@ def quantized_8da4w(model, options, program_name: str):
         )
     if len(ungroupable) == len(linears):
         what = "no nn.Linear" if not linears else f"no linear whose input features group_size {group} divides"
-        raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}", location=where)
+        raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}; use quantize = 'int8-dynamic'",
+                         location=where)
     quantized = copy.deepcopy(model)
     quantize_(quantized, eight_da_four_w_config(group), filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and fqn not in ungroupable)
     return quantized

@@ -101,7 +101,8 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
     module = program.factory.split(":", 1)[0]
     module_file = find_module_file(module, module_search_path(manifest_dir))
     if module_file is None:
-        raise ManifestError(f"{display}: models.{program.model}.factory: no module named {module!r}")
+        raise ManifestError(f"{display}: models.{program.model}.factory: no module named {module!r}; put it beside the "
+                            "manifest or install it")
     sources: dict[str, Path] = {}
     found = _top_level(module, manifest_dir, module_file)
     if found is not None:
@@ -115,7 +116,8 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
     for pattern in program.sources:
         matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
         if not matches:
-            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
+            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file; "
+                                "give globs relative to the manifest")
         for path in matches:
             sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ptebuild.backends import get_backend
 from ptebuild.builder import keys
-from ptebuild.errors import StoreError
+from ptebuild.errors import REPORT, StoreError
 from ptebuild.results import FailureKind, Status
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def _member_file(builder: Builder, name: str, file_name: str, folder: Path) -> P
     dest = folder / "own" / file_name
     dest.parent.mkdir(parents=True, exist_ok=True)
     if data is None or builder.cache is None:  # never: called for a member of a group, kept in the cache
-        raise StoreError(f"{name}: its own {file_name} is not in the cache")
+        raise StoreError(f"{name}: its own {file_name} is not in the cache; {REPORT}")
     builder.cache.restore_result(builder.shared.members[data][name].result, {file_name: dest})
     return dest
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
-from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
+from ptebuild.errors import REPORT, CorruptObject, FormatError, LoadError, StoreError
 from ptebuild.results import ActionResult, OutputFile, Status
 
 if TYPE_CHECKING:
@@ -41,7 +41,8 @@ def _output(result: ActionResult, name: str) -> OutputFile:
     """The output ``name`` of a member's result (each member writes its weights into the group's file)."""
     output = result.output(name)
     if output is None:
-        raise CorruptObject(f"the result of {result.target} has no {name}")
+        raise CorruptObject(f"the result of {result.target} has no {name}; build again (ptebuild cache verify removes "
+                            "broken entries)")
     return output
 
 
@@ -162,7 +163,7 @@ class SharedData:
     def _restore_file(self, result: ActionResult, name: str, dest: Path) -> None:
         cache = self.builder.cache
         if cache is None:  # never: a result without its files came from the cache
-            raise StoreError("the cache is disabled")
+            raise StoreError(f"the cache is disabled; {REPORT}")
         cache.restore_result(result, {name: dest})
 
     def _merge(self, key: str, inputs: dict[str, str], data: str, programs: list[str], folder: Path) -> ActionResult | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import BuildError, CheckError
+from ptebuild.errors import REPORT, BuildError, CheckError
 from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
 from ptebuild.plan import ProgramPlan
 
@@ -162,14 +162,15 @@ def compare_outputs(program_name: str, where: str, expected: list[Any], actual: 
     """
     if len(expected) != len(actual):
         raise CheckError(
-            f"{where} returned {len(actual)} outputs, eager PyTorch {len(expected)}",
+            f"{where} returned {len(actual)} outputs, eager PyTorch {len(expected)}; {REPORT}",
             location=f"programs.{program_name}",
         )
     figures = []
     for index, (e, a) in enumerate(zip(expected, actual)):
         if tuple(e.shape) != tuple(a.shape):
             raise CheckError(
-                f"{where} output {_slot(index, names)}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}",
+                f"{where} output {_slot(index, names)}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}; "
+                "the program computes something else than the model: check the model for this backend",
                 location=f"programs.{program_name}",
             )
         figures.append((index, *compare(e, a)))

@@ -72,7 +72,8 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
                 if isinstance(dim, str):
                     if dim not in dims:
                         hint = did_you_mean(dim, dims) or (
-                            f"; declare it under models.{model_name}.dims" if not dims else ""
+                            f"; declare it under models.{model_name}.dims" if not dims
+                            else f"; use one of {', '.join(dims)}, or declare it under models.{model_name}.dims"
                         )
                         raise ManifestError(f"{display}: {where}.shape: unknown dynamic dim {dim!r}{hint}")
                     used.add(dim)
@@ -117,10 +118,10 @@ def _resolve_program(
         if method not in methods:
             raise ManifestError(
                 f"{display}: {where}.methods: model {program.model!r} has no method {method!r}"
-                f"{did_you_mean(method, methods)}"
+                f"{did_you_mean(method, methods)}; name one of {', '.join(methods)}"
             )
     if len(set(chosen)) != len(chosen):
-        raise ManifestError(f"{display}: {where}.methods: lists a method twice")
+        raise ManifestError(f"{display}: {where}.methods: lists a method twice; list each once")
     options = _resolve_options(display, manifest, name, program, backend_name, backend)
     if backend.static_shapes:
         dynamic = next((methods[m] for m in chosen if methods[m].dims), None)
@@ -257,7 +258,7 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
                 if other_name == file_name and file_name in shared and other_owner.startswith("program "):
                     continue  # a shared weights file
                 if other_name == file_name:
-                    what = f"both write {file_name!r}"
+                    what = f"both write {file_name!r}; give one of them another name"
                 else:
                     what = (
                         f"write {other_name!r} and {file_name!r}, one file on macOS and Windows; "
@@ -277,7 +278,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
                 f"{display}: models.{model_name}.factory: cannot import {module!r}{for_whom}: "
-                f"no module named {module!r} in {manifest_dir} or the environment"
+                f"no module named {module!r} in {manifest_dir} or the environment; put it beside the manifest or install it"
             )
         model_methods[model_name] = _resolve_methods(display, model_name, model)
     members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
@@ -324,7 +325,7 @@ def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list
             matches = [p for p in programs if fnmatch.fnmatchcase(p, pattern)]
             if not matches:
                 raise ManifestError(
-                    f"{display}: {where}: {pattern!r} matches no program; the programs are {', '.join(sorted(programs))}"
+                    f"{display}: {where}: {pattern!r} matches no program; name one of {', '.join(sorted(programs))}"
                 )
             found.update(matches)
         elif pattern in programs:

@@ -47,9 +47,9 @@ class DynamicDim(_Strict):
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         if self.min > self.max:
-            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max}); give min <= max")
         if self.example is not None and not self.min <= self.example <= self.max:
-            raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]")
+            raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]; give one inside")
         return self
 
     def example_size(self) -> int:
@@ -83,7 +83,7 @@ class InputSpec(_Strict):
     @classmethod
     def _identifier(cls, value: str) -> str:
         if not _IDENTIFIER.fullmatch(value):
-            raise ValueError(f"input name {value!r} is not a Python identifier")
+            raise ValueError(f"input name {value!r} is not a Python identifier; use the name of the forward's parameter")
         return value
 
     @model_validator(mode="after")
@@ -95,16 +95,16 @@ class InputSpec(_Strict):
                 f"or value (a scalar){', not ' + ' and '.join(given) if given else ''}"
             )
         if self.items is None and self.container is not None:
-            raise ValueError(f"input {self.name!r}: container needs items")
+            raise ValueError(f"input {self.name!r}: container needs items; add items = [...]")
         if self.shape is None:
             extra = sorted({"dtype", "low", "high"} & self.model_fields_set)
             if extra:
-                raise ValueError(f"input {self.name!r}: {', '.join(extra)} apply to a tensor (an input with a shape)")
+                raise ValueError(f"input {self.name!r}: {', '.join(extra)} apply to a tensor (an input with a shape); remove them")
         if self.items is not None:
             names = [item.name for item in self.items]
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
-                raise ValueError(f"input {self.name!r}: items name {twice[0]!r} twice")
+                raise ValueError(f"input {self.name!r}: items name {twice[0]!r} twice; give each item its own name")
         return self
 
     @model_serializer(mode="wrap")
@@ -164,7 +164,7 @@ class ModelSpec(_Strict):
                 if candidate is None:
                     continue
                 if not _IDENTIFIER.fullmatch(candidate):
-                    raise ValueError(f"{what} {candidate!r} is not a Python identifier")
+                    raise ValueError(f"{what} {candidate!r} is not a Python identifier; name a method of the model")
                 if candidate.startswith("__"):
                     raise ValueError(f"{what} {candidate!r} is a special method; name a method of the model")
         return value
@@ -173,7 +173,7 @@ class ModelSpec(_Strict):
     @classmethod
     def _factory_form(cls, value: str) -> str:
         if not _FACTORY.fullmatch(value):
-            raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'")
+            raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'; separate the module and the callable with a colon")
         return value
 
     @model_validator(mode="after")

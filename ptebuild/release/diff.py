@@ -185,7 +185,7 @@ def _read(path: Path) -> Iterator[_Side]:
     with bundle_files(path) as (folder, files, read), tempfile.TemporaryDirectory(prefix="ptebuild-diff-") as scratch:
         record = files.get(RECORD_NAME)
         if record is None or record.size > _METADATA_LIMIT:
-            raise FormatError(f"{path}: {folder}/{RECORD_NAME}: missing or too large (not a bundle written by `ptebuild pack`?)")
+            raise FormatError(f"{path}: {folder}/{RECORD_NAME}: missing or too large; give a bundle written by `ptebuild pack`")
         with read(record) as f:
             try:
                 document = json.loads(f.read())
@@ -193,7 +193,7 @@ def _read(path: Path) -> Iterator[_Side]:
                 programs = {name: tuple(sorted(entry["outputs"])) for name, entry in targets.items()
                             if entry.get("kind", "program") == "program"}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise FormatError(f"{path}: {folder}/{RECORD_NAME}: not a build record ({exc})") from None
+                raise FormatError(f"{path}: {folder}/{RECORD_NAME}: not a build record ({exc}); give a bundle written by `ptebuild pack`") from None
         digests = {}
         oplist = None
         for name, member in files.items():  # archive order: a .tar.gz is read front to back once

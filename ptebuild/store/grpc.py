@@ -91,16 +91,16 @@ def split_url(url: str) -> tuple[str, str, str, bool, tuple[str, str] | None]:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise UsageError("--remote-cache: not a valid URL (expected grpc[s]://host[:port][/instance])") from None
+        raise UsageError("--remote-cache: not a valid URL; give grpc[s]://host[:port][/instance]") from None
     safe = sanitize_url(url)
     if parts.scheme not in ("grpc", "grpcs") or not parts.hostname:
-        raise UsageError(f"--remote-cache: {safe!r} is not a grpc:// or grpcs:// URL with a host")
+        raise UsageError(f"--remote-cache: {safe!r} is not a grpc:// or grpcs:// URL with a host; give grpc[s]://host[:port][/instance]")
     if parts.query or parts.fragment:
         raise UsageError(f"--remote-cache {safe}: a query string or fragment is not supported; "
                          "pass a token with --remote-cache-header NAME=VALUE")
     secure = parts.scheme == "grpcs"
     if port is None and not secure:
-        raise UsageError(f"--remote-cache {safe}: a grpc:// URL needs a port (grpc://host:port)")
+        raise UsageError(f"--remote-cache {safe}: a grpc:// URL needs a port; give grpc://host:port")
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     userinfo = None
     if "@" in parts.netloc:
@@ -118,8 +118,8 @@ def metadata_of(headers: Mapping[str, str], userinfo: tuple[str, str] | None) ->
     for name, value in headers.items():
         key = name.lower()
         if not _METADATA_KEY_RE.fullmatch(key) or key.endswith("-bin") or key.startswith("grpc-"):
-            raise UsageError(f"remote cache header {name}: not a gRPC metadata key (letters, digits, '-', '_' and '.'; "
-                             "not grpc-* nor *-bin)")
+            raise UsageError(f"remote cache header {name}: not a gRPC metadata key; use letters, digits, '-', '_' and '.', "
+                             "not grpc-* nor *-bin")
         pairs[key] = value
     if userinfo is not None and "authorization" not in pairs:
         pairs["authorization"] = "Basic " + base64.b64encode(f"{userinfo[0]}:{userinfo[1]}".encode()).decode()

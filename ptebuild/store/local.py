@@ -37,7 +37,7 @@ class _LocalBlobs:
         stored, size = self.cas.put_file(path)
         if digest is not None and stored != digest:
             self.cas.remove(stored)
-            raise CorruptObject(f"{path}: its bytes hash to {stored}, not {digest}; not stored")
+            raise CorruptObject(f"{path}: its bytes hash to {stored}, not {digest}; not stored: it changed while stored, build again")
         return stored, size
 
 

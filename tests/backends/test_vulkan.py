@@ -179,7 +179,8 @@ def test_structural_check_catches_a_method_vulkan_did_not_take(mobile_build, tmp
         vulkan.check_program(model, program, lowered.files[program.pte_name], None)
     assert str(info.value) == (
         "programs.duo_vulkan: method 'decode' has no Vulkan delegate: the partitioner took none of its operators "
-        "(1 run on ExecuTorch's portable kernels)"
+        "(1 run on ExecuTorch's portable kernels): build it for the portable backend, or change the model to operators "
+        "this backend takes"
     )
 
 

@@ -16,7 +16,7 @@ USAGE_ERRORS = [
     ([], "error: ptebuild: the following arguments are required: COMMAND"),
     (["bild"], "error: ptebuild: argument COMMAND: invalid choice: 'bild'"),
     (["build"], "error: ptebuild build: the following arguments are required: manifest"),
-    (["build", "x.toml", "--jobs", "0"], "error: --jobs must be at least 1"),
+    (["build", "x.toml", "--jobs", "0"], "error: --jobs 0: give at least 1"),
     (["build", "x.toml", "--bogus"], "error: ptebuild: unrecognized arguments: --bogus"),
     (["build", "x.toml", "--cache", "c", "--no-cache"], "error: ptebuild build: argument --no-cache: not allowed with argument --cache"),
     (["build", "does-not-exist.toml", "--no-cache"], "error: does-not-exist.toml: no such file"),

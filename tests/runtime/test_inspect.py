@@ -96,7 +96,7 @@ def test_not_a_pte_or_ptd_is_one_line_exit_2(out, run, tmp_path):
     assert code == 2 and text == ""
     assert err.startswith(f"error: {out / 'ptebuild.json'}: neither a .pte nor a .ptd: identifier ") and err.count("\n") == 1
     code, _, err = run("inspect", tmp_path / "gone.pte")
-    assert (code, err) == (2, f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory\n")
+    assert (code, err) == (2, f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory; give the path of a .pte or .ptd\n")
 
 
 @pytest.mark.parametrize("name", ["tiny_xnnpack.pte", "tiny_portable.pte", "tiny_xnnpack_weights.ptd"])

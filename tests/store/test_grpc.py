@@ -47,8 +47,8 @@ def test_registered_as_the_grpc_tier_and_picked_by_the_url_scheme(buildgrid):
     t.close()
     assert [tiers.remote_kind(u) for u in ("http://h", "https://h/p", "grpc://h:1", "grpcs://h", "GRPC://h:1")] == [
         "http", "http", "grpc", "grpc", "grpc"]
-    with pytest.raises(UsageError, match=r"^--remote-cache: 'ftp://h/x' is not a URL of a remote cache "
-                                         r"\(http://, https://, grpc://, grpcs://host\[:port\]\.\.\.\)$"):
+    with pytest.raises(UsageError, match=r"^--remote-cache: 'ftp://h/x' is not a URL of a remote cache; "
+                                         r"give http://, https://, grpc://, grpcs://host\[:port\]\.\.\.$"):
         tiers.remote_kind("ftp://user:pw@h/x")
     opened = tiers.open_remote(tiers.RemoteSettings.of(buildgrid.url, {"X-Token": "tok-1"}), print)
     assert isinstance(opened, GrpcTier)
@@ -67,10 +67,10 @@ def test_urls(url, parts):
 
 
 @pytest.mark.parametrize(("url", "message"), [
-    ("grpc://h", "--remote-cache grpc://h: a grpc:// URL needs a port (grpc://host:port)"),
+    ("grpc://h", "--remote-cache grpc://h: a grpc:// URL needs a port; give grpc://host:port"),
     ("grpc://h:1/?token=x", "--remote-cache grpc://h:1: a query string or fragment is not supported; pass a token with "
                             "--remote-cache-header NAME=VALUE"),
-    ("grpc://h:99999", "--remote-cache: not a valid URL (expected grpc[s]://host[:port][/instance])"),
+    ("grpc://h:99999", "--remote-cache: not a valid URL; give grpc[s]://host[:port][/instance]"),
 ], ids=["no-port", "query", "bad-port"])
 def test_bad_urls(url, message):
     with pytest.raises(UsageError) as err:
@@ -91,8 +91,8 @@ def test_headers_and_userinfo_travel_as_metadata_and_are_never_shown(grpc_proxy)
     t.close()
     with pytest.raises(UsageError) as err:
         grpc_tier(grpc_proxy.url, headers={"X~Token": "tok-5e3c7a91"})
-    assert str(err.value) == ("remote cache header X~Token: not a gRPC metadata key (letters, digits, '-', '_' and '.'; "
-                              "not grpc-* nor *-bin)")
+    assert str(err.value) == ("remote cache header X~Token: not a gRPC metadata key; use letters, digits, '-', '_' and '.', "
+                              "not grpc-* nor *-bin")
 
 
 # --- round trips -------------------------------------------------------------------------------

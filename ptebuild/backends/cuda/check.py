@@ -64,7 +64,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     from torch.utils._pytree import tree_map
 
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
     from ptebuild.lowering.check import checked_figures, flatten_outputs, output_names
     from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
     from ptebuild.runtime import check as check_files
@@ -78,14 +78,15 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     slots = declared_outputs(pte)
     calls = delegate_calls(pte)
     if not torch.cuda.is_available():
-        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
+        raise BuildError("the CUDA check needs a GPU and torch sees none; build CUDA programs on a machine with one",
+                         location=f"programs.{program.name}")
     _load_torch_shims()
     delegates = {}
     for found in read_cuda_delegates(pte):
         if found.method in delegates:
             raise BuildError(
-                f"method {found.method!r} has several CUDA delegates; the AOTInductor runner check needs "
-                "one per method",
+                f"method {found.method!r} has several CUDA delegates, and the AOTInductor runner check needs "
+                f"one per method; {REPORT}",
                 location=f"programs.{program.name}",
             )
         delegates[found.method] = found
@@ -96,7 +97,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
         for method in program.methods:
             delegate = delegates.get(method.name)
             if delegate is None:
-                raise BuildError(f"method {method.name!r} has no CUDA delegate", location=f"programs.{program.name}")
+                raise BuildError(f"method {method.name!r} has no CUDA delegate; {REPORT}", location=f"programs.{program.name}")
             payload = delegate.payload
             so_path = Path(tmp, f"{method.name}.so")
             so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
@@ -108,7 +109,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 if weight is None:
                     continue  # folded into the .so by AOTInductor
                 if data is None:
-                    raise BuildError("weights but no .ptd", location=f"programs.{program.name}")
+                    raise BuildError(f"the CUDA delegate names weights but the program has no .ptd; {REPORT}", location=f"programs.{program.name}")
                 constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
             if constants:
                 runner.update_constant_buffer(constants, False, False)
@@ -137,12 +138,12 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 elif declared is not None and len(returned) != declared:
                     raise BuildError(
                         f"{where}: the compiled code returned {len(returned)} outputs, the program declares "
-                        f"{declared} output slots", location=f"programs.{program.name}",
+                        f"{declared} output slots; {REPORT}", location=f"programs.{program.name}",
                     )
                 if declared is not None and len(expected) != declared:
                     raise BuildError(
                         f"{where}: eager PyTorch returns {len(expected)} outputs, the program declares "
-                        f"{declared} output slots", location=f"programs.{program.name}",
+                        f"{declared} output slots; {REPORT}", location=f"programs.{program.name}",
                     )
                 figures += checked_figures(
                     program, method.name, sizes, expected, flatten_outputs(returned),
@@ -205,12 +206,12 @@ def slot_outputs(returned: list, call_args: tuple[int, ...], slots: tuple[int, .
     """The compiled code's outputs (``returned``, in the delegate's order) in the method's slot
     order: slot ``s`` holds value ``slots[s]``, the delegate wrote its outputs to the last
     ``len(returned)`` values of ``call_args``."""
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
 
     produced = call_args[len(call_args) - len(returned):] if returned else ()
     if len(produced) != len(returned):
         raise BuildError(
-            f"{where}: the compiled code returned {len(returned)} outputs, the delegate call names {len(call_args)} values",
+            f"{where}: the compiled code returned {len(returned)} outputs, the delegate call names {len(call_args)} values; {REPORT}",
             location=f"programs.{program}",
         )
     ordered = []
@@ -218,7 +219,7 @@ def slot_outputs(returned: list, call_args: tuple[int, ...], slots: tuple[int, .
         if value not in produced:
             raise BuildError(
                 f"{where}: output slot {slot} is not computed by the CUDA delegate (value {value}); the AOTInductor "
-                "runner check covers programs whose outputs all come out of the delegate",
+                "runner check covers programs whose outputs all come out of the delegate: return only tensors the model computes",
                 location=f"programs.{program}",
             )
         ordered.append(returned[produced.index(value)])

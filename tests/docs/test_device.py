@@ -1,6 +1,6 @@
 """docs/device.md's examples on a real build: the Python example verifies every test case of each
 program with its .ptd (the page's own run, on the robot, is slow: this is its fast sibling on
-the tiny project), and the C++ example compiles against the executorch wheel's headers and
+the session's bundle project, which the release tests build anyway), and the C++ example compiles against the executorch wheel's headers and
 libraries, passes a program's cases with its own .ptd and refuses another program's at load."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from doc_blocks import block_by_id, blocks
-from helpers import ptebuild, unavailable
-from project_copy import copy_project
+from helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,15 +40,11 @@ namespace bundled_program {
 
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory) -> Path:
-    """The tiny project built with test cases for both programs: its output folder."""
-    root = tmp_path_factory.mktemp("device")
-    manifest = copy_project(root / "project")
-    manifest.write_text(manifest.read_text().replace('data_name = "tiny_xnnpack_weights"\n',
-                                                     'data_name = "tiny_xnnpack_weights"\nbundle_io = true\n')
-                        .replace('data_name = "tiny_portable_weights"\n', 'data_name = "tiny_portable_weights"\nbundle_io = true\n'))
-    done = ptebuild("build", manifest, "--cache", root / "cache")
-    assert done.returncode == 0, done.stderr
-    return manifest.parent / "out"
+    """The output folder of the session's bundle project (tests/release/release_build.py): test cases
+    for tiny_inside (weights inside its .pte) and tiny_xnnpack (weights in its .ptd)."""
+    from release_build import built_bundles
+
+    return built_bundles(tmp_path_factory).parent / "out"
 
 
 def test_the_python_example_verifies_each_program_with_its_ptd(bundled, tmp_path):
@@ -59,7 +54,7 @@ def test_the_python_example_verifies_each_program_with_its_ptd(bundled, tmp_path
     script.write_text(code.replace('folder = Path("out/robot")', f"folder = Path({str(bundled)!r})"))
     done = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == ["tiny_portable: ok (atol 0.0001)", "tiny_xnnpack: ok (atol 0.001)"]
+    assert done.stdout.splitlines() == ["tiny_inside: ok (atol 0.0001)", "tiny_xnnpack: ok (atol 0.001)"]
 
 
 def test_the_cpp_example_verifies_a_bpte_with_its_ptd(bundled, tmp_path):
@@ -96,6 +91,6 @@ def test_the_cpp_example_verifies_a_bpte_with_its_ptd(bundled, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert own.returncode == 0, own.stdout + own.stderr
     assert own.stdout.splitlines() == [f"{m}[{i}]: ok" for m in ("forward", "score") for i in range(3)]
-    other = subprocess.run([*run, str(bundled / "tiny_portable_weights.ptd"), "0.001", "forward"],
+    other = subprocess.run([*run, str(bundled / "tiny_portable_weights.ptd"), "0.001", "forward"],  # another program's
                            capture_output=True, text=True, timeout=120)
     assert other.returncode == 1 and "cannot load method forward" in other.stderr

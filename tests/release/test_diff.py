@@ -129,6 +129,7 @@ def shared_releases(tmp_path_factory) -> tuple[Path, Path]:
     return found[0], found[1]
 
 
+@pytest.mark.slow
 def test_new_weights_say_what_a_device_must_replace_and_why(shared_releases, capsys):
     old, new = shared_releases
     changes = {p.name: p for p in diff_bundles(old, new).programs}

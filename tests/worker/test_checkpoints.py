@@ -98,6 +98,27 @@ backend = "portable"
 """
 
 
+def test_weights_key_is_in_the_programs_key_only_where_set(tmp_path):
+    """The fast sibling of the build below: a model's weights_key is one of its programs' key inputs
+    (another key rebuilds), and a model without one keeps the key it had."""
+    from ptebuild.builder.keys import program_inputs
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+
+    manifest = copy_project(tmp_path / "project")
+    torch.save({"model": state()}, manifest.parent / "ckpt.pt")
+    base = manifest.read_text()
+    keyed = {}
+    for key in ("", 'weights_key = "model"', 'weights_key = "ema"'):
+        manifest.write_text(base + MODEL.format(key=key))
+        [program] = [p for p in load_manifest(manifest).programs if p.name == "saved"]
+        keyed[key] = program_inputs(program, load_manifest(manifest), hash_file)
+    assert "manifest.model.weights_key" not in keyed[""]
+    assert (keyed['weights_key = "model"']["manifest.model.weights_key"], keyed['weights_key = "ema"']["manifest.model.weights_key"]) == (
+        '"model"', '"ema"')
+
+
+@pytest.mark.slow
 def test_a_build_from_a_checkpoint_runs_with_its_weights_and_keys_on_weights_key(tmp_path):
     """End to end: the program holds the checkpoint's weights; the key covers weights_key (a changed
     key rebuilds); without a key, the build stops with the located line, exit 2."""

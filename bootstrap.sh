@@ -14,10 +14,11 @@
 # so it installs what pip would. Where uv cannot be had, plain pip does it all, as it always did;
 # PTEBUILD_INSTALLER=pip asks for pip, PTEBUILD_INSTALLER=uv for uv or a failure.
 #
-# Bytecode: pip compiles every module it installs; uv leaves that to the first import, which caches
-# nothing where PYTHONDONTWRITEBYTECODE is set (as on these machines and in CI: every start would
-# compile torch again). So after uv, every installed module but the packages' own test suites is
-# compiled here, on every core.
+# Bytecode: pip compiles every module it installs (some 15,000 files, half a minute of a core); uv
+# leaves it to the first import, which compiles only what is imported (a build imports a third of
+# it) and caches it. Where PYTHONDONTWRITEBYTECODE is set (these machines and CI) nothing would be
+# cached and every start would compile torch again: there, after uv, every installed module but the
+# packages' own test suites is compiled here, on every core.
 #
 # The Debian packages (--test, where a tool is missing) and BuildGrid's venv are installed in the
 # background while the main venv is: they wait on the network and dpkg, not on each other.
@@ -117,10 +118,11 @@ uv_install() {  # PYTHON ARGS...: uv pip install ARGS into PYTHON's venv, from p
   shift
   "$uv" pip install --quiet --python "$target" "${sources[@]}" "$@"
 }
-compile_bytecode() {  # VENV: every installed module but the packages' test suites (some of their files are not Python 3)
+compile_bytecode() {  # VENV: where Python caches no bytecode itself, every installed module but the packages' test suites
+  [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || return 0
   local site
   site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-  "$1/bin/python" -m compileall -qq -j0 -x '/tests?/' "$site" || true
+  "$1/bin/python" -m compileall -qq -j0 -x '/tests?/' "$site" || true  # a few files of some packages are not Python 3
 }
 buildgrid_venv() {
   if [ -n "$uv" ]; then

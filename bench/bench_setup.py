@@ -1,7 +1,8 @@
 """Benchmark (not a test): set-up on a fresh clone with uv against plain pip, side by side.
 
-Run: ``.venv/bin/python bench/bench_setup.py [--runs 3] [--cache cold|warm|both] [--build] [--ci]``
-(under ``flock /work/wt/heavy.lock`` on a shared machine). Each run clones this repository's HEAD
+Run: ``.venv/bin/python bench/bench_setup.py [--runs 3] [--cache cold|warm|both] [--build] [--ci]
+[--bytecode uncached|cached] [--installers both|uv]`` (under ``flock /work/wt/heavy.lock`` on a
+shared machine). Each run clones this repository's HEAD
 (``git clone``: committed work only, nothing installed) once per installer and times, in each
 clone, one step after the other:
 
@@ -19,6 +20,12 @@ The installers: ``PTEBUILD_INSTALLER=pip`` (``old``: pip, as bootstrap.sh always
 from round to round (the machine is shared: only medians taken side by side mean anything).
 ``cold``: every run with empty installer caches (``PIP_CACHE_DIR``, ``UV_CACHE_DIR``; uv's own
 wheel is fetched too), as on CI's fresh machine; ``warm``: caches that an untimed run filled first.
+Each step's CPU seconds (user and system, of everything it ran) are printed beside its wall time:
+on a machine that others load, they tell what the step costs where it has the cores to itself.
+``--bytecode uncached`` (the default): ``PYTHONDONTWRITEBYTECODE=1``, as on these machines and in
+CI, where bootstrap.sh compiles the bytecode after uv; ``cached``: unset, as on most users'
+machines, where the first imports compile what they import (the build pays for it: ``--build``).
+pip compiles everything either way: ``--installers uv`` leaves its baseline out.
 
 Checked once per installer: both venvs hold the same distributions at the same versions (but for
 pip and setuptools: :data:`EXPECTED_DIFFERENCES`), torch is the CPU build that lies on this
@@ -32,6 +39,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,13 +62,16 @@ BuildGrid's venv neither (nothing there needs them)."""
 DEBIAN_TOOLS = ("clang", "lld-link", "llvm-dlltool", "llvm-dlltool-19", "llvm-readobj", "gcc", "git", "x86_64-w64-mingw32-g++")
 
 
-def timed(command: list, cwd: Path, env: dict) -> float:
+def timed(command: list, cwd: Path, env: dict) -> tuple[float, float]:
+    """Seconds of wall time and of CPU (user and system, of the command and all it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"bench: {' '.join(map(str, command))} in {cwd} exited {done.returncode}:\n{done.stderr.strip()[-3000:]}")
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def distributions(python: Path) -> dict[str, str]:
@@ -68,8 +79,8 @@ def distributions(python: Path) -> dict[str, str]:
 
 
 class Bench:
-    def __init__(self, tmp: Path, build: bool, ci: bool) -> None:
-        self.tmp, self.build, self.ci = tmp, build, ci
+    def __init__(self, tmp: Path, build: bool, ci: bool, bytecode_cached: bool) -> None:
+        self.tmp, self.build, self.ci, self.bytecode_cached = tmp, build, ci, bytecode_cached
         self.count = 0
         self.installed: dict[str, dict[str, dict[str, str]]] = {}
 
@@ -81,18 +92,22 @@ class Bench:
         """One run of the steps with ``installer``: seconds per step. ``warm``: the installers'
         caches to use, else empty ones for each clone; ``fill``: the set-ups alone."""
         seconds: dict[str, float] = {}
+
+        def step(name: str, command: list, clone: Path, env: dict) -> None:
+            seconds[name], seconds[f"{name} (cpu)"] = timed(command, clone, env)
+
         with self.clone(installer, warm) as (clone, env):
-            seconds["set-up"] = timed(["./bootstrap.sh"], clone, env)
+            step("set-up", ["./bootstrap.sh"], clone, env)
             if self.build and not fill:
-                seconds["build"] = timed([clone / ".venv/bin/ptebuild", "build", "manifests/robot.toml",
-                                          "--cache", self.folder("cache"), "--out", self.folder("out")], clone, env)
+                step("build", [clone / ".venv/bin/ptebuild", "build", "manifests/robot.toml",
+                               "--cache", self.folder("cache"), "--out", self.folder("out")], clone, env)
                 seconds["command 1"] = seconds["set-up"] + seconds["build"]
-            seconds["test set-up"] = timed(["./bootstrap.sh", "--test"], clone, env)
+            step("test set-up", ["./bootstrap.sh", "--test"], clone, env)
             if installer not in self.installed:
                 self.installed[installer] = {venv: distributions(clone / venv / "bin" / "python") for venv in (".venv", ".venv-buildgrid")}
         if self.ci and not fill:
             with self.clone(installer, warm) as (clone, env):
-                seconds["ci set-up"] = timed(["./bootstrap.sh", "--test"], clone, env)
+                step("ci set-up", ["./bootstrap.sh", "--test"], clone, env)
         return seconds
 
     @contextlib.contextmanager
@@ -101,7 +116,10 @@ class Bench:
         empty caches made for it)."""
         clone, caches = self.folder("clone"), warm or self.folder("caches")
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        env = {**os.environ, "PTEBUILD_INSTALLER": installer, "PIP_CACHE_DIR": str(caches / "pip"), "UV_CACHE_DIR": str(caches / "uv")}
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        if not self.bytecode_cached:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.update(PTEBUILD_INSTALLER=installer, PIP_CACHE_DIR=str(caches / "pip"), UV_CACHE_DIR=str(caches / "uv"))
         try:
             yield clone, env
         finally:
@@ -133,6 +151,11 @@ def main() -> int:
     parser.add_argument("--cache", choices=("cold", "warm", "both"), default="both")
     parser.add_argument("--build", action="store_true", help="also README command 1's build (about a minute a run)")
     parser.add_argument("--ci", action="store_true", help="also ./bootstrap.sh --test from nothing, as CI runs it")
+    parser.add_argument("--bytecode", choices=("uncached", "cached"), default="uncached",
+                        help="uncached: PYTHONDONTWRITEBYTECODE=1, as on these machines and in CI (bootstrap.sh compiles ahead); "
+                             "cached: unset, as on most users' machines (the first imports compile)")
+    parser.add_argument("--installers", choices=("both", "uv"), default="both",
+                        help="uv: no pip baseline (its figures do not depend on --bytecode: pip always compiles)")
     args = parser.parse_args()
     missing = [tool for tool in DEBIAN_TOOLS if not shutil.which(tool)]
     uv_on_path = shutil.which("uv")
@@ -140,32 +163,38 @@ def main() -> int:
           f"(--test installs them{' in the first run' if missing else ': not timed here'}); uv on PATH: {uv_on_path or 'none'}", flush=True)
     ok = True
     states = ("cold", "warm") if args.cache == "both" else (args.cache,)
+    installers = INSTALLERS if args.installers == "both" else ("uv",)
     with tempfile.TemporaryDirectory(prefix="ptebuild-bench-setup-") as tmp:
-        bench = Bench(Path(tmp), args.build, args.ci)
+        bench = Bench(Path(tmp), args.build, args.ci, args.bytecode == "cached")
         for state in states:
-            caches: dict[str, Path | None] = dict.fromkeys(INSTALLERS)
+            caches: dict[str, Path | None] = dict.fromkeys(installers)
             if state == "warm":
-                for installer in INSTALLERS:
+                for installer in installers:
                     caches[installer] = bench.folder(f"caches-{installer}")
                     bench.run(installer, caches[installer], fill=True)  # untimed: fills the caches
-            times: dict[str, dict[str, list[float]]] = {installer: {} for installer in INSTALLERS}
+            times: dict[str, dict[str, list[float]]] = {installer: {} for installer in installers}
             for i in range(args.runs):
-                for installer in INSTALLERS if i % 2 == 0 else reversed(INSTALLERS):
+                for installer in installers if i % 2 == 0 else reversed(installers):
                     for step, seconds in bench.run(installer, caches[installer]).items():
                         times[installer].setdefault(step, []).append(seconds)
                     print(f"{state} run {i + 1} {installer}: "
                           + ", ".join(f"{step} {s[-1]:.1f} s" for step, s in times[installer].items()), flush=True)
             print(f"\n{state} caches, medians of {args.runs} (load average now {os.getloadavg()[0]:.1f}):")
-            for step, old_times in times["pip"].items():
-                old, new = statistics.median(old_times), statistics.median(times["uv"][step])
+            for step, new_times in times["uv"].items():
+                new = statistics.median(new_times)
                 target = TARGETS.get(step)
                 verdict = ""
                 if target is not None:
                     verdict = f"; target <= {target:.0f} s: {'ok' if new <= target else 'MISSED'}"
                     ok &= new <= target
-                print(f"  {step:>11}: pip {old:6.1f} s, uv {new:6.1f} s -> {new / old:.2f}x the time ({old / new:.1f}x faster){verdict}")
+                if "pip" not in times:
+                    print(f"  {step:>17}: uv {new:6.1f} s{verdict}")
+                    continue
+                old = statistics.median(times["pip"][step])
+                print(f"  {step:>17}: pip {old:6.1f} s, uv {new:6.1f} s -> {new / old:.2f}x the time ({old / new:.1f}x faster){verdict}")
             print()
-        ok &= check_installed(bench.installed)
+        if len(installers) == 2:
+            ok &= check_installed(bench.installed)
     return 0 if ok else 1
 
 

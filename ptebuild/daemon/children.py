@@ -73,10 +73,10 @@ def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
     """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
     if env_flag("PTEBUILD_DAEMON_FRESH"):
         return True
-    from ptebuild.backends import BACKEND_MODULES, get_backend
+    from ptebuild.backends import backend_names, get_backend
 
     name = task.get("backend")
-    return name in BACKEND_MODULES and not get_backend(name).forks_safely
+    return name in backend_names() and not get_backend(name).forks_safely
 
 
 def spawn_fresh(submit: dict[str, Any], pipe: int, log_fd: int, folder: Path) -> subprocess.Popen[bytes]:

@@ -16,7 +16,8 @@ What gen_oplist (executorch 1.5.1) derives from the ``Program`` flatbuffer:
   ``is_used_for_training: true``, ``include_all_overloads: false`` and ``debug_info``: the
   ``--model_file_path`` string as given (ptebuild passes the file name, never a path, so the
   YAML does not depend on where the file lies). Delegated calls are not operators: a program
-  that XNNPACK runs whole lists none (what it needs is the backend's library).
+  that a delegate runs whole lists none (what it needs is the backend's library; what the
+  delegate runs, its payload reader says: :func:`delegated_operators`).
 - ``et_kernel_metadata``: for every ``KernelCall`` instruction, the kernel key of the call:
   ``v1/`` followed by ``<ScalarType code>;<dim order joined by ','>`` of each of its tensor
   arguments (in argument order; the out tensor is an argument twice, as ``out`` and as the

@@ -36,8 +36,8 @@ outputs matched to the method's; nothing is run."""
 
 
 def _features(features) -> tuple:
-    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.runtime.coreml_payload.Feature` values."""
-    from ptebuild.runtime.coreml_payload import ARRAY_DTYPES, Feature
+    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.backends.coreml.payload.Feature` values."""
+    from ptebuild.backends.coreml.payload import ARRAY_DTYPES, Feature
 
     out = []
     for feature in features:
@@ -66,7 +66,7 @@ class _ReadBack:
 
     def model(self, delegate, where: str):
         """``(pure-Python model, coremltools spec or None for a compiled model, function name or None)``."""
-        from ptebuild.runtime import coreml_payload
+        from ptebuild.backends.coreml import payload as coreml_payload
 
         payload = self.reader.delegate_payload(delegate, where)
         reference = coreml_payload.read_reference(payload.read(0, min(payload.size, 4096), "head"), where)
@@ -82,7 +82,7 @@ class _ReadBack:
         return model, self._specs[key], function
 
     def _coremltools_spec(self, payload, model, number: int):
-        from ptebuild.runtime.coreml_payload import list_files
+        from ptebuild.backends.coreml.payload import list_files
 
         if model.specification_version is None:
             return None  # a compiled model keeps no specification to read back
@@ -140,6 +140,7 @@ def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]])
 def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     """Check the Core ML program ``pte`` (module docstring); raise CheckError at the first
     mismatch, naming the method, the delegate and the argument."""
+    from ptebuild.backends.coreml.payload import BACKEND_ID, SPEC_VERSION_TARGETS
     from ptebuild.lowering.structure import (
         MethodStructure,
         check_method_io,
@@ -149,7 +150,6 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
         method_plans,
         tensor_arg,
     )
-    from ptebuild.runtime.coreml_payload import BACKEND_ID, SPEC_VERSION_TARGETS
     from ptebuild.runtime.pte_file import open_pte
 
     location = f"programs.{program.name}"

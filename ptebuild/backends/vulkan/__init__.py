@@ -2,7 +2,7 @@
 
 Lowering needs no Vulkan SDK and no GPU: the partitioner tags the operators ExecuTorch's Vulkan
 delegate implements, and ``VulkanBackend.preprocess`` serializes each partition as a ``VkGraph``
-(:mod:`ptebuild.runtime.vulkan_payload` reads it). Running one needs a Vulkan driver and an
+(:mod:`ptebuild.backends.vulkan.payload` reads it). Running one needs a Vulkan driver and an
 ExecuTorch runtime built with the Vulkan delegate; the pip runtime has none.
 
 **Compile specs** (``compile_specs = { force_fp16 = true }``), ExecuTorch's compile options,
@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
+from ptebuild.backends.vulkan.payload import VulkanReader
 
 STRUCTURAL = CheckKind("vulkan-structural", numeric=False)
 """No Vulkan runtime here: the payloads are parsed and matched to the method; nothing is run."""
@@ -244,6 +245,7 @@ class VulkanBackend(Backend):
 
 def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     """The structural check (module docstring); CheckError at the first mismatch."""
+    from ptebuild.backends.vulkan.payload import BACKEND_ID, read_graph
     from ptebuild.errors import CheckError, FormatError
     from ptebuild.lowering.structure import (
         MethodStructure,
@@ -255,7 +257,6 @@ def check_program(model, program, pte: Path, ptd: Path | None) -> list:
         tensor_arg,
     )
     from ptebuild.runtime.pte_file import open_pte
-    from ptebuild.runtime.vulkan_payload import BACKEND_ID, read_graph
 
     location = f"programs.{program.name}"
     check_parses(pte, ptd, location)
@@ -318,4 +319,5 @@ BACKEND = VulkanBackend(
     name="vulkan",
     options_factory=options_model,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+    payload_readers=(VulkanReader(),),
 )

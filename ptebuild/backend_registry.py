@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import PluginError
@@ -159,6 +161,52 @@ def refuse(entry: BackendEntry, why: str) -> PluginError:
     error = PluginError(f"{entry.describe()}: {why}")
     _failed[entry.name] = error
     return error
+
+
+def code_files(entry: BackendEntry) -> tuple[Path, list[Path]]:
+    """``(root, files)``: the ``.py`` files of the top-level package (or module) ``entry``'s object
+    lives in, and the folder they are named relative to; found without importing it (none if it
+    cannot be found)."""
+    import importlib.util
+
+    top = entry.target.partition(":")[0].strip().split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return Path(), []
+    if spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations)))
+        return root, sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    origin = Path(spec.origin or "")
+    return origin.parent, [origin] if origin.is_file() else []
+
+
+def plugin_facts(name: str, digest_file: Callable[[Path], tuple[str, int]] | None = None) -> dict[str, str]:
+    """What of the plug-in backend ``name`` decides a program's bytes besides ptebuild: its
+    distribution and version (``backend-plugin``) and a digest of its package's code
+    (``backend-code``, :func:`code_files`). Empty for ptebuild's own backends (their code is
+    ptebuild's) and unknown names. ``digest_file``: how a file is hashed (the store's stat cache)."""
+    from ptebuild import own_code
+
+    entry = entries().get(name)
+    if entry is None or not entry.plugin:
+        return {}
+    root, files = code_files(entry)
+    return {
+        "backend-plugin": f"{entry.distribution} {entry.version}",
+        "backend-code": own_code.digest(files, digest_file, root=root) if files else "not found",
+    }
+
+
+def fingerprint(digest_file: Callable[[Path], tuple[str, int]] | None = None) -> str:
+    """Every installed plug-in backend, its version and code digest, in one line ("" for none):
+    for identities that must change when one is installed, removed or edited."""
+    return "; ".join(
+        f"{name}={facts['backend-plugin']}:{facts['backend-code']}"
+        for name in entries() if (facts := plugin_facts(name, digest_file))
+    )
 
 
 def one_line(exc: BaseException) -> str:

@@ -20,8 +20,6 @@ else names a backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptebuild import backend_registry
@@ -71,30 +69,6 @@ def is_plugin(name: str) -> bool:
     return entry is not None and entry.plugin
 
 
-def plugin_facts(name: str, digest_file: Callable[[Path], tuple[str, int]]) -> dict[str, str]:
-    """What of a plug-in backend decides a program's bytes besides ptebuild: its distribution and
-    version (``backend-plugin``), and a digest of its package's code (``backend-code``: every
-    ``.py`` of the top-level package its entry point names, relative to it). Empty for ptebuild's
-    own backends (their code is ptebuild's). The backend must have loaded (:func:`get_backend`)."""
-    import sys
-
-    from ptebuild import own_code
-
-    entry = backend_registry.entries().get(name)
-    if entry is None or not entry.plugin:
-        return {}
-    top = entry.target.partition(":")[0].strip().split(".")[0]
-    module = sys.modules.get(top)
-    origin = Path(getattr(module, "__file__", None) or "")
-    root = origin.parent if origin.name == "__init__.py" else origin
-    files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts) if root.is_dir() else (
-        [root] if root.is_file() else [])
-    return {
-        "backend-plugin": f"{entry.distribution} {entry.version}",
-        "backend-code": own_code.digest(files, digest_file, root=root if root.is_dir() else root.parent),
-    }
-
-
 def plugin_problems() -> list[str]:
     """One line for each installed plug-in that is left out or cannot be loaded (loads them all)."""
     from ptebuild.errors import PluginError
@@ -109,4 +83,4 @@ def plugin_problems() -> list[str]:
     return lines
 
 
-__all__ = ["backend_names", "get_backend", "is_plugin", "plugin_facts", "plugin_problems"]
+__all__ = ["backend_names", "get_backend", "is_plugin", "plugin_problems"]

@@ -160,6 +160,25 @@ def _describe(value: Value) -> str:
     return f"{value.tensor.scalar_type};{','.join(map(str, value.tensor.dim_order))}"
 
 
+def delegated_operators(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """What the delegates of the ``.pte`` at ``path`` run, beside the kernels above: delegate id ->
+    operator -> count, summed over its delegates, as each delegate's payload reader says
+    (:meth:`~ptebuild.runtime.payloads.PayloadReader.operators`; ids whose reader does not say are
+    left out). The operator names are the delegate's own (``XNNFullyConnected``, a MIL ``linear``).
+
+    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read.
+    """
+    from ptebuild.runtime.payloads import delegates
+
+    found: dict[str, dict[str, int]] = {}
+    for delegate in delegates(path):
+        if delegate.operators:
+            counts = found.setdefault(delegate.delegate_id, {})
+            for name, count in delegate.operators.items():
+                counts[name] = counts.get(name, 0) + count
+    return {key: dict(sorted(counts.items())) for key, counts in sorted(found.items())}
+
+
 def merge(lists: Iterable[OperatorList]) -> OperatorList:
     """One list for several programs: operators, kernel keys and debug info united, each sorted."""
     operators: set[str] = set()

@@ -33,6 +33,7 @@ A payload a reader cannot parse raises :class:`~ptebuild.errors.FormatError` nam
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,14 +221,14 @@ class DelegateFacts:
     """True if a backend declares a reader of its id."""
 
 
-def delegates(path: str | Path) -> list[DelegateFacts]:
+def delegates(path: str | os.PathLike[str]) -> list[DelegateFacts]:
     """Each delegate of the ``.pte`` at ``path``, in method and delegate order.
 
     Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read."""
     from ptebuild.runtime.pte_file import open_pte
 
     out = []
-    with open_pte(path) as pte:
+    with open_pte(Path(path)) as pte:
         for plan in pte.execution_plans():
             method = plan.name()
             for delegate in plan.delegates():

@@ -18,7 +18,8 @@ from http_helpers import KEY, OTHER_KEY, blob, document, grpc_tier, leftovers
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import CorruptObject, StoreError, UsageError
 from ptebuild.store import entries, reapi, tiers
-from ptebuild.store.grpc import GrpcTier, split_url
+from ptebuild.store.grpc import GrpcTier
+from ptebuild.store.grpc_url import split_url
 
 grpc = require_module("grpc", "pip install 'ptebuild[grpc]' (./bootstrap.sh --test installs it)")
 

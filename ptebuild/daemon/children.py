@@ -31,18 +31,6 @@ def default_max_rss() -> int:
         return 16 << 30
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-
-
-
 def fork_is_safe() -> str | None:
     """None if this process may fork task children, else why not."""
     if threading.active_count() > 1:

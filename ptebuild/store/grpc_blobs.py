@@ -26,7 +26,7 @@ from ptebuild.store import reapi
 from ptebuild.store.faults import Fault
 from ptebuild.store.grpc_channel import BLOB_OVERHEAD, Rpc, status_fault
 from ptebuild.store.reapi import Digest
-from ptebuild.store.remote import check_digest, parallel, part_path, short, unlink
+from ptebuild.store.remote import Sink, check_digest, download, parallel, part_path, short, unlink
 from ptebuild.store.signing import MAX_ENTRY_BYTES
 
 EMPTY = hash_bytes(b"")
@@ -241,28 +241,17 @@ class GrpcBlobStore:
 
         def attempt() -> tuple[str, int] | None:
             broken[0] = ""
-            tmp = part_path(dest)
-            try:
-                with open(tmp, "xb") as out:
-                    try:
-                        found, got, size, why = self._rpc.read(d, out.write)
-                    finally:
-                        self._rpc.count("bytes_down", out.tell())
-            except BaseException:
-                unlink(tmp)
-                raise
-            if not found or why or got != d.hash:
-                unlink(tmp)
-                if why:
-                    broken[0] = why
-                    raise Fault(why)
-                return (got, size) if found else None
-            try:
-                os.replace(tmp, dest)
-            except BaseException:
-                unlink(tmp)
-                raise
-            return got, size
+            found = [False]
+
+            def fill(write: Sink) -> tuple[str, int, str]:
+                found[0], got, size, why = self._rpc.read(d, write)
+                return got, size, why
+
+            got, size, why = download(dest, d.hash, fill, lambda n: self._rpc.count("bytes_down", n))
+            if why:
+                broken[0] = why
+                raise Fault(why)
+            return (got, size) if found[0] else None
 
         ok, result = self._rpc.call("ByteStream.Read", what, attempt, warn_give_up=False)
         if not ok:

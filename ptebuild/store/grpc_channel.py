@@ -266,16 +266,6 @@ class Rpc(Transport):
         return min(server, MAX_BATCH) - _REQUEST_OVERHEAD if server > 0 else MAX_BATCH - _REQUEST_OVERHEAD
 
 
-def _chunks(source: Path | bytes) -> Iterator[bytes]:
-    if isinstance(source, bytes):
-        for at in range(0, len(source), CHUNK):
-            yield source[at:at + CHUNK]
-        return
-    with open(source, "rb") as f:
-        while chunk := f.read(CHUNK):
-            yield chunk
-
-
 def chunks(source: Path | bytes) -> Iterator[bytes]:
     if isinstance(source, bytes):
         for at in range(0, len(source), CHUNK):

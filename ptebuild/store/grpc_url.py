@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from ptebuild.errors import UsageError
-from ptebuild.store.headers import sanitize_url
+from ptebuild.store.headers import read_url
 
 _METADATA_KEY_RE = re.compile(r"[0-9a-z_.-]+")
 
@@ -23,26 +23,13 @@ _METADATA_KEY_RE = re.compile(r"[0-9a-z_.-]+")
 def split_url(url: str) -> tuple[str, str, str, bool, tuple[str, str] | None]:
     """``(printable URL, host:port target, instance name, TLS?, (user, password) or None)``;
     raise UsageError if the URL is unusable."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise UsageError("--remote-cache: not a valid URL (expected grpc[s]://host[:port][/instance])") from None
-    safe = sanitize_url(url)
-    if parts.scheme not in ("grpc", "grpcs") or not parts.hostname:
-        raise UsageError(f"--remote-cache: {safe!r} is not a grpc:// or grpcs:// URL with a host")
-    if parts.query or parts.fragment:
-        raise UsageError(f"--remote-cache {safe}: a query string or fragment is not supported; "
-                         "pass a token with --remote-cache-header NAME=VALUE")
+    parts, safe, userinfo = read_url(url, ("grpc", "grpcs"), "grpc[s]://host[:port][/instance]", "a grpc:// or grpcs://")
     secure = parts.scheme == "grpcs"
-    if port is None and not secure:
+    if parts.port is None and not secure:
         raise UsageError(f"--remote-cache {safe}: a grpc:// URL needs a port (grpc://host:port)")
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    userinfo = None
-    if "@" in parts.netloc:
-        user, _, password = parts.netloc.rpartition("@")[0].partition(":")
-        userinfo = (unquote(user), unquote(password))
-    return safe, f"{host}:{port or 443}", unquote(parts.path.strip("/")), secure, userinfo
+    hostname = parts.hostname or ""  # read_url checked there is one
+    host = hostname if ":" not in hostname else f"[{hostname}]"
+    return safe, f"{host}:{parts.port or 443}", unquote(parts.path.strip("/")), secure, userinfo
 
 
 def metadata_of(headers: Mapping[str, str], userinfo: tuple[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -50,14 +50,14 @@ from ptebuild.store.remote import (
     Opened,
     RemoteActionStore,
     RemoteTier,
+    Sink,
     Transport,
     Tuning,
     check_digest,
+    download,
     parallel,
-    part_path,
     short,
     tier_name,
-    unlink,
 )
 from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry
 
@@ -125,33 +125,18 @@ class HttpBlobStore:
                     return None
                 if resp.status_code != 200:
                     raise status_fault(resp)
-                tmp = part_path(dest)
-                try:
-                    with open(tmp, "xb") as out:
-                        try:
-                            got, size = hash_chunks(resp.iter_content(CHUNK), out.write)
-                        except requests.RequestException as exc:
-                            why = describe(exc, self._c.timeout)
-                        else:
-                            why = ""
-                        finally:
-                            self._c.count("bytes_down", out.tell())
-                except BaseException:
-                    unlink(tmp)
-                    raise
+
+                def fill(write: Sink) -> tuple[str, int, str]:
+                    try:
+                        return (*hash_chunks(resp.iter_content(CHUNK), write), "")
+                    except requests.RequestException as exc:
+                        return "", 0, describe(exc, self._c.timeout)
+
+                got, size, why = download(dest, digest, fill, lambda n: self._c.count("bytes_down", n))
                 if why:
-                    unlink(tmp)
                     body_fault[0] = True
                     raise Fault(why)
-                if got != digest:
-                    unlink(tmp)
-                    return got, size
-                try:
-                    os.replace(tmp, dest)
-                except BaseException:
-                    unlink(tmp)
-                    raise
-                return digest, size
+                return got, size
 
         ok, result = self._c.call("GET", path, attempt, warn_give_up=False)
         if not ok:

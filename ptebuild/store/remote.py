@@ -13,8 +13,8 @@ move. What is the same is here:
   with one warning, an entry never uploaded before every blob it names is on the server, its
   envelope last; the protocol reads and writes the ``ActionResult`` itself;
 - :func:`parallel`: transfers on ``jobs`` threads, the first error raised once all are done;
-  :func:`part_path` and :func:`unlink`: a download goes to a temporary file beside its
-  destination, renamed into place only when whole and right.
+  :func:`download`: a blob streams into a temporary file beside its destination, hashed as it
+  goes, renamed into place only when whole and right.
 """
 
 from __future__ import annotations
@@ -245,6 +245,38 @@ def unlink(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+Sink = Callable[[bytes | bytearray | memoryview], object]
+"""Where a download's bytes go (a file's ``write``)."""
+
+
+def download(dest: Path, expected: str, fill: Callable[[Sink], tuple[str, int, str]],
+             counted: Callable[[int], None]) -> tuple[str, int, str]:
+    """Stream a blob into the new file ``dest``, verified: ``fill(write)`` passes its bytes to
+    ``write`` and returns ``(their SHA-256, their size, why it broke off or "")``. They go to a
+    temporary file beside ``dest`` (``counted(bytes written)`` either way), renamed into place only
+    when whole and hashing to ``expected``, else removed (also when ``fill`` raises). Returns what
+    ``fill`` returned."""
+    tmp = part_path(dest)
+    try:
+        with open(tmp, "xb") as out:
+            try:
+                got, size, why = fill(out.write)
+            finally:
+                counted(out.tell())
+    except BaseException:
+        unlink(tmp)
+        raise
+    if why or got != expected:
+        unlink(tmp)
+        return got, size, why
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        unlink(tmp)
+        raise
+    return got, size, ""
 
 
 def parallel(jobs: int, calls: Sequence[Callable[[], _T]], thread_name: str) -> list[_T]:

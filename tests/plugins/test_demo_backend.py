@@ -21,7 +21,7 @@ DELEGATE = "PtebuildDemoBackend"
 
 @pytest.fixture(scope="module")
 def demo_build(demo_env, tmp_path_factory):
-    """``tests/plugins/demo.toml`` (two demo programs, one portable) built once: (project, report)."""
+    """``tests/plugins/demo.toml`` (two demo programs) built once: (project, report)."""
     project = tmp_path_factory.mktemp("demo")
     shutil.copy(HERE / "demo.toml", project / "demo.toml")
     shutil.copytree(MANIFESTS / "tinymodels", project / "tinymodels", ignore=shutil.ignore_patterns("__pycache__"))
@@ -85,8 +85,7 @@ def test_builds_with_a_delegate_of_its_own_checked_structurally(demo_build):
     _, report = demo_build
     programs = {p["name"]: p for p in report["programs"]}
     assert {name: (p["status"], p["check_kind"]) for name, p in programs.items()} == {
-        "tiny_demo": ("built", "demo-structural"), "tiny_demo_inline": ("built", "demo-structural"),
-        "tiny_portable": ("built", "executorch-runtime")}
+        "tiny_demo": ("built", "demo-structural"), "tiny_demo_inline": ("built", "demo-structural")}
     forward = next(m for m in programs["tiny_demo"]["check"] if m["method"] == "forward")
     assert forward["structural"] and forward["delegate"] == DELEGATE and forward["kernel_calls"] == 0
     assert forward["inputs"] == ["float32[2, 6]"] and forward["outputs"] == ["float32[2, 3]"]
@@ -109,18 +108,16 @@ def test_inspect_shows_what_its_reader_reads(demo_build, demo_env):
     assert set(document["needs"]) == {k["key"] for k in ptd_keys} and document["notes"] == []
 
 
-def test_verify_checks_the_keys_its_payloads_name(demo_build, demo_env, tmp_path):
+def test_verify_checks_the_keys_its_payloads_name(demo_build, demo_env):
     project, _ = demo_build
     ok = ptebuild("verify", project / "out", "--bytes", env=demo_env)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "3 targets: all ok" in ok.stdout
-    # The payloads name their weights: another program's .ptd, of the same keys' forms, is refused.
-    copy = tmp_path / "out"
-    shutil.copytree(project / "out", copy)
-    shutil.copy(copy / "tiny_portable_weights.ptd", copy / "tiny_demo_weights.ptd")
-    code = f"from ptebuild.runtime import check; check({str(copy / 'tiny_demo.pte')!r}, [{str(copy / 'tiny_demo_weights.ptd')!r}])"
+    assert "2 targets: all ok" in ok.stdout
+    # The payloads name their weights: without the .ptd that holds them, the program is refused.
+    code = f"from ptebuild.runtime import check; check({str(project / 'out' / 'tiny_demo.pte')!r}, [])"
     refused = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with(demo_env))
-    assert refused.returncode == 1 and "ptebuild.errors.LoadError" in refused.stderr and "needs key" in refused.stderr
+    assert refused.returncode == 1 and "ptebuild.errors.LoadError" in refused.stderr, refused.stderr
+    assert "needs key" in refused.stderr and "no .ptd given" in refused.stderr
 
 
 def test_without_the_plug_in_its_delegates_are_opaque(demo_build):
@@ -139,7 +136,7 @@ def test_packs(demo_build, demo_env, tmp_path):
 
     with tarfile.open(tmp_path / "dist" / "demo.tar.gz") as archive:
         names = {Path(n).name for n in archive.getnames()}
-    assert {"tiny_demo.pte", "tiny_demo_weights.ptd", "tiny_portable.pte", "SHA256SUMS", "ptebuild.json"} <= names
+    assert {"tiny_demo.pte", "tiny_demo_weights.ptd", "SHA256SUMS", "ptebuild.json", "selected_operators.yaml"} <= names
 
 
 # --- its code decides its programs' keys -------------------------------------------------------
@@ -156,7 +153,8 @@ print(json.dumps({p.name: keys.program_inputs(p, plan, hash_file, get_backend(p.
 
 
 def test_its_code_and_version_are_in_the_key(demo_env, tmp_path):
-    shutil.copy(HERE / "demo.toml", tmp_path / "demo.toml")
+    portable = '\n[programs.tiny_portable]\nmodel = "tiny"\nbackend = "portable"\ndata_name = "tiny_portable_weights"\n'
+    (tmp_path / "demo.toml").write_text((HERE / "demo.toml").read_text() + portable)
     shutil.copytree(MANIFESTS / "tinymodels", tmp_path / "tinymodels", ignore=shutil.ignore_patterns("__pycache__"))
 
     def inputs(env: dict[str, str]) -> dict:
@@ -167,7 +165,7 @@ def test_its_code_and_version_are_in_the_key(demo_env, tmp_path):
 
     before = inputs(demo_env)
     assert before["tiny_demo"]["toolchain.backend-plugin"] == "ptebuild-demo-backend 0.1.0"
-    assert "toolchain.backend-plugin" not in before["tiny_portable"]
+    assert "toolchain.backend-plugin" not in before["tiny_portable"]  # a built-in backend's: ptebuild's code
     edited = tmp_path / "edited"
     shutil.copytree(HERE / "ptebuild_demo_backend", edited, ignore=shutil.ignore_patterns("__pycache__"))
     payload = edited / "src" / "ptebuild_demo_backend" / "lowering.py"

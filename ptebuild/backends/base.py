@@ -2,7 +2,8 @@
 
 A backend is a :class:`Backend` (or a subclass overriding some hooks). The builder never tests a
 backend's name: it asks what the backend declares (does it need a GPU, which check does it run,
-where do its weights live, are its bytes reproducible, can this machine lower and check it).
+where do its weights live, are its bytes reproducible, can this machine lower and check it), and
+the readers of ``.pte`` files ask its payload readers what its delegates' payloads hold.
 
 Hooks that run in a worker (``transform_model``, ``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
 ``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ptebuild.backends.options import BackendOptions as BackendOptions
     from ptebuild.lowering.check import OutputFigures
     from ptebuild.plan import ProgramPlan
+    from ptebuild.runtime.payloads import PayloadReader
 
 Options = Mapping[str, Any]
 """A program's ``options`` as the plan holds them (the validated model, dumped): what the
@@ -96,6 +98,16 @@ class Backend:
     """True if a program's bytes do not depend on the platform it is lowered on (the key's
     ``toolchain.platform``): a lock written on one platform then holds on another. The cache
     still keys by platform: what is shared across platforms is the lock, not the entries."""
+    payload_readers: tuple[PayloadReader, ...] = ()
+    """What ptebuild reads of the payloads of the delegates it writes: one
+    :class:`~ptebuild.runtime.payloads.PayloadReader` per delegate id (``XnnpackBackend``), found
+    by ``inspect``, ``verify``, the loader and the structural checks through the registry (no
+    reader: its delegates are opaque, their keys cannot be listed). Pure Python, cheap to import."""
+
+    @property
+    def delegate_ids(self) -> tuple[str, ...]:
+        """The ids its delegates carry in a ``.pte`` (``BackendDelegate.id``)."""
+        return tuple(reader.delegate_id for reader in self.payload_readers)
 
     @property
     def options_model(self) -> type[BackendOptions]:

@@ -9,7 +9,8 @@ A key hashes (xxh3-128) the canonical JSON of the program's *inputs*:
   the manifest's folder (or to the ``sys.path`` entry a module was found in), never absolutely;
 - ``weights:<name>``: the SHA-256 of the weights file;
 - ``toolchain.*``: Python, torch, executorch and ptebuild versions, the platform, and the
-  digest of ptebuild's own lowering code.
+  digest of ptebuild's own lowering code; for a backend of an installed plug-in, its
+  distribution and version (``backend-plugin``) and a digest of its code (``backend-code``).
 
 The same breakdown is kept in the action record, so ``--explain`` can name what changed. The
 input names are typed in :mod:`ptebuild.keyinputs`, the one module that parses or writes them.
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptebuild import keyinputs, own_code
+from ptebuild import backend_registry, keyinputs, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.modules import find_module_file, module_search_path
@@ -172,6 +173,8 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     if backend is not None:
         for name, value in backend.toolchain_facts(program.options).items():
             inputs[keyinputs.toolchain(name)] = str(value)
+    for name, value in backend_registry.plugin_facts(program.backend, digest_file).items():
+        inputs[keyinputs.toolchain(name)] = value  # a plug-in backend's own code and version
     return inputs
 
 
@@ -207,7 +210,8 @@ def action_key(inputs: dict[str, str]) -> str:
 
 
 ELSEWHERE_SCHEMA = "ptebuild-built-elsewhere 1"
-_SAME_EVERYWHERE = (keyinputs.toolchain("ptebuild"), keyinputs.toolchain("ptebuild-code"))
+_SAME_EVERYWHERE = (keyinputs.toolchain("ptebuild"), keyinputs.toolchain("ptebuild-code"),
+                    keyinputs.toolchain("backend-plugin"), keyinputs.toolchain("backend-code"))
 
 
 def elsewhere_key(inputs: dict[str, str]) -> str:

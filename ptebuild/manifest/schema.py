@@ -259,15 +259,21 @@ def json_schema() -> dict[str, Any]:
     the program's backend); here each backend's options model fills them in: under
     ``defaults.options.<backend>`` and ``defaults.compile_specs.<backend>``, and, for a program
     that names its backend, under its own ``options`` and ``compile_specs``. Both tables feed the
-    one options model, so both accept its keys; unknown keys are flagged.
+    one options model, so both accept its keys; unknown keys are flagged. Installed plug-in
+    backends are there too; one that cannot be loaded has no options here
+    (:func:`ptebuild.backends.plugin_problems` says why).
     """
     from ptebuild.backends import backend_names, get_backend
+    from ptebuild.errors import PluginError
 
     schema = Manifest.model_json_schema()
     defs = schema.setdefault("$defs", {})
     refs = {}
     for name in backend_names():
-        model = get_backend(name).options_model
+        try:
+            model = get_backend(name).options_model
+        except PluginError:  # a plug-in that cannot be loaded: no options to show (ptebuild schema says why)
+            continue
         own = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(own.pop("$defs", {}))
         title = f"{model.__name__}"

@@ -6,16 +6,16 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
 
     {"format": "ptebuild-record", "version": 1,
      "manifest": "manifests/robot.toml",
-     "targets": {"policy_xnnpack": {"kind": "program", "backend": "xnnpack", "key": "...",
-                                    "manifest": "../../manifests/robot.toml",
-                                    "data_name": "policy_xnnpack_weights",
-                                    "methods": ["encode_observation", "predict_actions"],
-                                    "outputs": {"policy_xnnpack.pte": {"sha256": "...", "bytes": 75040},
-                                                "policy_xnnpack_weights.ptd": {...}},
-                                    "runtime": {"files": {"policy_xnnpack.pte": {"format": "ET12", "schema_version": 0}, ...},
-                                                "writer": "1.5.1", "minimum": "0.7.0", "guaranteed": ">=1.5.1,<1.7.0",
-                                                "requires": {"external-data": "0.7.0", ...}, "backends": ["XnnpackBackend"]}},
-                 "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
+     "targets": {"policy": {"kind": "program", "backend": "portable", "key": "...",
+                            "manifest": "../../manifests/robot.toml",
+                            "data_name": "policy_weights",
+                            "methods": ["encode_observation", "predict_actions"],
+                            "outputs": {"policy.pte": {"sha256": "...", "bytes": 75040},
+                                        "policy_weights.ptd": {...}},
+                            "runtime": {"files": {"policy.pte": {"format": "ET12", "schema_version": 0}, ...},
+                                        "writer": "1.5.1", "minimum": "0.7.0", "guaranteed": ">=1.5.1,<1.7.0",
+                                        "requires": {"external-data": "0.7.0", ...}, "backends": ["<delegate id>", ...]}},
+                 "shims_lib": {"kind": "shims", "key": "...", "outputs": {...}}}}
 
 A program's ``runtime`` (:class:`~ptebuild.runtime.compat.RuntimeSupport`) names each of its
 files' format and schema version and the ExecuTorch runtimes that load it; a ``.bpte``

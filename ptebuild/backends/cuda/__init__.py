@@ -34,6 +34,7 @@ from typing import Any
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.cuda import inductor, toolchain, windows
 from ptebuild.backends.cuda import options as cuda_options
+from ptebuild.backends.cuda.payload import CudaReader
 from ptebuild.backends.cuda.windows import SHIM_LIBRARY_NAME
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"
@@ -198,4 +199,5 @@ BACKEND = CudaBackend(
     name="cuda",
     options_factory=cuda_options.options_model,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+    payload_readers=(CudaReader(),),
 )

@@ -63,12 +63,12 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     import torch
     from torch.utils._pytree import tree_map
 
+    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
     from ptebuild.lowering.check import checked_figures, flatten_outputs, output_names
     from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
     from ptebuild.runtime import check as check_files
-    from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd
 
     # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it, and

@@ -2,7 +2,7 @@
 
 Lowering needs no Vulkan SDK and no GPU: the partitioner tags the operators ExecuTorch's Vulkan
 delegate implements, and ``VulkanBackend.preprocess`` serializes each partition as a ``VkGraph``
-(:mod:`ptebuild.runtime.vulkan_payload` reads it). Running one needs a Vulkan driver and an
+(:mod:`ptebuild.backends.vulkan.payload` reads it). Running one needs a Vulkan driver and an
 ExecuTorch runtime built with the Vulkan delegate; the pip runtime has none.
 
 **Compile specs** (``compile_specs = { force_fp16 = true }``), ExecuTorch's compile options,
@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
+from ptebuild.backends.vulkan.payload import VulkanReader
 
 STRUCTURAL = CheckKind("vulkan-structural", numeric=False)
 """No Vulkan runtime here: the payloads are parsed and matched to the method; nothing is run."""
@@ -239,83 +240,15 @@ class VulkanBackend(Backend):
         return {data_name: data[DATA_TAG]}
 
     def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+        from ptebuild.backends.vulkan.check import check_program
+
         return check_program(model, program, pte, ptd), STRUCTURAL.name
 
-
-def check_program(model, program, pte: Path, ptd: Path | None) -> list:
-    """The structural check (module docstring); CheckError at the first mismatch."""
-    from ptebuild.errors import CheckError, FormatError
-    from ptebuild.lowering.structure import (
-        MethodStructure,
-        check_method_io,
-        check_parses,
-        compatible,
-        delegated,
-        method_plans,
-        tensor_arg,
-    )
-    from ptebuild.runtime.pte_file import open_pte
-    from ptebuild.runtime.vulkan_payload import BACKEND_ID, read_graph
-
-    location = f"programs.{program.name}"
-    check_parses(pte, ptd, location)
-    figures = []
-    with open_pte(pte) as reader:
-        plans = method_plans(reader, program)
-        for method in program.methods:
-            plan = plans[method.name]
-            check_method_io(model, program, method, plan)
-            found = delegated(plan, BACKEND_ID, "Vulkan", method.name, location)
-            calls, kernels, delegates, ours = found.calls, found.kernels, found.delegates, found.ours
-            values = plan.values()
-            described_in: list[str] = []
-            described_out: list[str] = []
-            operators = 0
-            for call in ours:
-                where = f"method {method.name!r} delegate {call.delegate}"
-                try:
-                    graph = read_graph(reader.delegate_payload(delegates[call.delegate], where))
-                except FormatError as exc:
-                    raise CheckError(f"the Vulkan payload does not parse: {exc}", location=location) from None
-                if len(call.args) != len(graph.input_ids) + len(graph.output_ids):
-                    raise CheckError(
-                        f"{where}: the call passes {len(call.args)} arguments, the Vulkan graph has "
-                        f"{len(graph.input_ids)} inputs and {len(graph.output_ids)} outputs",
-                        location=location,
-                    )
-                roles = [("input", v) for v in graph.inputs] + [("output", v) for v in graph.outputs]
-                for position, ((role, value), index) in enumerate(zip(roles, call.args)):
-                    at = f"{where} {role} {position if role == 'input' else position - len(graph.input_ids)}"
-                    arg = tensor_arg(values, index)
-                    if (arg is None) != (value.kind != "VkTensor"):
-                        raise CheckError(
-                            f"{at}: the graph has a {value.kind}, the .pte passes {'a tensor' if arg else values[index].kind}",
-                            location=location,
-                        )
-                    if arg is None:
-                        continue
-                    host = value.host_dtype or "?"
-                    if not compatible(arg.dtype, host) or value.dims != arg.sizes:
-                        raise CheckError(f"{at}: the graph has {value.describe()}, the .pte passes {arg.describe()}", location=location)
-                prefix = f"delegate {call.delegate} " if len(ours) > 1 else ""
-                described_in += [prefix + v.describe() for v in graph.inputs]
-                described_out += [prefix + v.describe() for v in graph.outputs]
-                operators += len(graph.operators)
-            figures.append(MethodStructure(
-                method=method.name,
-                delegate=BACKEND_ID,
-                delegates=len({call.delegate for call in ours}),
-                delegate_calls=len(calls),
-                kernel_calls=kernels,
-                inputs=tuple(described_in),
-                outputs=tuple(described_out),
-                payload=f"Vulkan graph{'s' if len(ours) > 1 else ''}, {operators} operator calls",
-            ))
-    return figures
 
 
 BACKEND = VulkanBackend(
     name="vulkan",
     options_factory=options_model,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+    payload_readers=(VulkanReader(),),
 )

@@ -4,7 +4,7 @@ Installed with the extra ``pip install 'ptebuild[openvino]'`` (the ``openvino`` 
 ``nncf``, which ``executorch.backends.openvino`` imports). Lowering is ExecuTorch's: the
 partitioner tags what OpenVINO's PyTorch frontend supports, and the delegate's ``preprocess``
 converts each partition to an OpenVINO model, compiles it for the device and keeps the compiled
-model's ``export_model()`` stream as the payload (:mod:`ptebuild.runtime.openvino_blob`).
+model's ``export_model()`` stream as the payload (:mod:`ptebuild.backends.openvino.payload`).
 
 **Compile specs** (``compile_specs = { device = "CPU" }``), only what ExecuTorch 1.5.1 honours:
 ``preprocess`` passes every spec to ``openvino_compile`` as a string, and its runtime
@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Literal
 
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
+from ptebuild.backends.openvino.payload import OpenvinoReader
 
 DEVICES = ("CPU", "GPU", "NPU")
 Device = Literal["CPU", "GPU", "NPU"]
@@ -292,6 +293,7 @@ BACKEND = OpenvinoBackend(
     name="openvino",
     options_factory=options_model,
     default_check=OPENVINO_CHECK,
+    payload_readers=(OpenvinoReader(),),
     static_shapes="compiles each partition at fixed shapes in ExecuTorch 1.5.1 (a dynamic batch of 1 "
                   "ran at the upper bound and returned its rows)",
 )

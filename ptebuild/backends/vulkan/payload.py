@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import Blob
-from ptebuild.runtime._flatbuffer import U8, U32, U64, FlatbufferView, Table
+from ptebuild.runtime.file_region import Blob
+from ptebuild.runtime.flatbuffer import U8, U32, U64, FlatbufferView, Table
+from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader
 
 BACKEND_ID = "VulkanBackend"
 HEADER_MAGIC = b"VH00"
@@ -141,6 +142,27 @@ class VulkanGraph:
             "named_keys": sorted(self.named_keys),
             "constant_bytes": self.constant_bytes,
         }
+
+
+class VulkanReader(PayloadReader):
+    """The Vulkan delegate's payloads (:mod:`ptebuild.runtime.payloads`)."""
+
+    delegate_id = BACKEND_ID
+    name = "Vulkan"
+    describes_contents = True
+
+    def keys(self, payload: DelegatePayload) -> frozenset[str]:
+        return read_graph(payload.blob).named_keys
+
+    def describe(self, payload: DelegatePayload) -> PayloadInfo:
+        graph = read_graph(payload.blob)
+        return PayloadInfo(tuple(sorted(graph.named_keys)), graph.to_json(), graph.summary())
+
+    def operators(self, payload: DelegatePayload) -> dict[str, int]:
+        return dict(read_graph(payload.blob).operator_counts)
+
+    def weights_bytes(self, payload: DelegatePayload) -> int:
+        return read_graph(payload.blob).constant_bytes
 
 
 def is_vulkan_payload(head: bytes) -> bool:

@@ -1,6 +1,6 @@
 """A minimal, bounds-checked reader for FlatBuffers tables, in pure Python.
 
-ptebuild reads ``.pte``, ``.ptd`` and XNNPACK delegate blobs without importing torch or
+ptebuild reads ``.pte``, ``.ptd`` and delegate payloads without importing torch or
 executorch, so it cannot use the generated readers. It needs only a handful of fields, and
 this reader gives every malformed offset a :class:`~ptebuild.errors.FormatError` that says
 which field was being read and where, instead of an ``IndexError`` or ``struct.error``.

@@ -1,8 +1,7 @@
 """A minimal, bounds-checked reader for Protocol Buffers messages, in pure Python.
 
-ptebuild reads the Core ML model inside a Core ML delegate's payload (``model.mlmodel``, a
-``CoreML.Specification.Model`` message) without importing coremltools, whose import pulls in
-torch. It needs a handful of fields, and this reader gives every malformed byte a
+ptebuild reads protobuf messages inside delegate payloads (a model a payload holds) without
+importing the library that defines them, whose import may pull in torch. It needs a handful of fields, and this reader gives every malformed byte a
 :class:`~ptebuild.errors.FormatError` that names the message path being read and the offset.
 
 Wire format (https://protobuf.dev/programming-guides/encoding/): a message is a sequence of
@@ -18,7 +17,7 @@ wire type   value
 5 I32       4 bytes, little-endian (fixed32, sfixed32, float)
 ==========  =====================================================================
 
-Groups (wire types 3 and 4) are refused: Core ML's schema has none. A field may repeat; a
+Groups (wire types 3 and 4) are refused: the schemas read have none. A field may repeat; a
 non-repeated field seen twice keeps its last value, as protobuf parsers do. A ``map<K, V>``
 field is a repeated sub-message with the key as field 1 and the value as field 2. A repeated
 scalar may be packed (one LEN field) or not (one field per element); :meth:`Message.ints`

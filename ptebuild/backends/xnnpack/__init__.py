@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ptebuild.backends.base import EXECUTORCH_RUNTIME, Backend, CheckKind, CheckTolerances
+from ptebuild.backends.xnnpack.payload import XnnpackReader
 
 
 @functools.cache
@@ -261,4 +262,5 @@ BACKEND = XnnpackBackend(
     options_factory=options_model,
     same_bytes_on_every_platform=True,  # a flatbuffer of the graph and its weights: nothing of the host
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+    payload_readers=(XnnpackReader(),),
 )

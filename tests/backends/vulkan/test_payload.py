@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
+from ptebuild.backends.vulkan.payload import HEADER, read_graph
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import Blob
-from ptebuild.runtime.vulkan_payload import HEADER, read_graph
+from ptebuild.runtime.file_region import Blob
 
 
 @pytest.fixture(scope="module")

@@ -25,12 +25,12 @@ plugins' own binary formats: :class:`FormatError` says so.
 from __future__ import annotations
 
 import struct
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader
 
 BACKEND_ID = "OpenvinoBackend"
 HEADER = struct.Struct("<6Q")
@@ -106,6 +106,8 @@ def decode_model(blob: bytes, source: str) -> bytes:
 def read_openvino_blob(blob: bytes, source: str) -> OpenvinoModel:
     """Describe an OpenVINO CPU payload; ``source`` names it in messages (``model.pte: forward
     delegate 0``). Raises FormatError if it is not one, or is corrupt."""
+    import xml.etree.ElementTree as ET
+
     text = decode_model(blob, source)
     _, (_, weights), _ = regions(blob, source)
     try:
@@ -139,3 +141,33 @@ def read_openvino_blob(blob: bytes, source: str) -> OpenvinoModel:
         precisions=tuple(sorted(precisions)),
         weights_bytes=weights,
     )
+
+
+_NOT_COMPUTE = ("Parameter", "Const", "Result")
+
+
+class OpenvinoReader(PayloadReader):
+    """The OpenVINO delegate's payloads (:mod:`ptebuild.runtime.payloads`): its weights are inside
+    it (ExecuTorch's ``OpenvinoBackend`` reads nothing else), so it needs no key."""
+
+    delegate_id = BACKEND_ID
+    name = "OpenVINO"
+    describes_contents = True
+
+    def keys(self, payload: DelegatePayload) -> frozenset[str]:
+        return frozenset()
+
+    def describe(self, payload: DelegatePayload) -> PayloadInfo:
+        model = read_openvino_blob(payload.whole(), payload.where)
+        return PayloadInfo((), model.to_json(), model.describe())
+
+    def operators(self, payload: DelegatePayload) -> dict[str, int]:
+        model = read_openvino_blob(payload.whole(), payload.where)
+        return {kind: n for kind, n in model.layer_types.items() if kind not in _NOT_COMPUTE}
+
+    def weights_bytes(self, payload: DelegatePayload) -> int | None:
+        head = payload.head(HEADER.size)
+        if len(head) < HEADER.size:
+            return None
+        _, _, consts_at, consts_size, _, _ = HEADER.unpack_from(head, 0)
+        return int(consts_size) if consts_at + consts_size <= payload.size else None

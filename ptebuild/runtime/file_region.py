@@ -47,7 +47,7 @@ def sha256_of_range(f: BinaryIO, source: str, offset: int, size: int, what: str)
 
 class Blob:
     """A byte string read on request: a delegate's payload or a named-data entry, held in a
-    file or in memory. Large payloads (a Core ML model's weights) are never read whole by the
+    file or in memory. Large payloads (a model's weights) are never read whole by the
     readers that only need their headers and indexes.
 
     ``read(offset, size, what)`` is relative to the blob's start; a range past its end is a

@@ -27,7 +27,7 @@ stores one of two things as a delegate's payload:
   flattened folder is the ``.pte``'s named data under ``key``.
 
 The model (``model.mlmodel``): coremltools' ``Model.proto`` (``coremltools/proto``, spec 9 for
-coremltools 9.0), read with :mod:`._protobuf`. Fields read: ``Model`` {1: specificationVersion,
+coremltools 9.0), read with :mod:`.protobuf`. Fields read: ``Model`` {1: specificationVersion,
 2: description, 502: mlProgram}; ``ModelDescription`` {1: input, 10: output, 20: functions,
 21: defaultFunctionName}; ``FunctionDescription`` {1: name, 2: input, 3: output};
 ``FeatureDescription`` {1: name, 3: type}; ``FeatureType`` {5: multiArrayType, 8: stateType
@@ -51,8 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import Blob
-from ptebuild.runtime._protobuf import Message
+from ptebuild.runtime.file_region import Blob
+from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader
+from ptebuild.runtime.protobuf import Message
 
 BACKEND_ID = "CoreMLBackend"
 REFERENCE_MAGIC = b"CMJR"
@@ -61,6 +62,8 @@ MODEL_SPEC_FILE = "model.mlpackage/Data/com.apple.CoreML/model.mlmodel"
 COMPILED_MODEL_DIR = "model.mlmodelc"
 FILE, FOLDER = 0, 1
 _TAIL_READ = 4096
+_REFERENCE_HEAD = 4096
+"""A payload that is a reference is a short JSON; a model can be gigabytes: only this much is read."""
 ARRAY_DTYPES = {65552: "float16", 65568: "float32", 65600: "float64", 131080: "int8", 131104: "int32"}
 """``ArrayFeatureType.ArrayDataType`` -> dtype name (coremltools 9.0 ``FeatureTypes.proto``)."""
 _FEATURE_KINDS = {1: "int64", 2: "double", 3: "string", 4: "image", 5: "multiArray", 6: "dictionary", 7: "sequence", 8: "state"}
@@ -182,6 +185,47 @@ class CoreMLModel:
             "operations": dict(sorted(fn.operations.items())) if fn else {},
             "files": dict(sorted(self.files.items())),
         }
+
+
+class CoreMLReader(PayloadReader):
+    """The Core ML delegate's payloads (:mod:`ptebuild.runtime.payloads`): a model holds its
+    weights (no key); a reference needs the named data it names."""
+
+    delegate_id = BACKEND_ID
+    name = "Core ML"
+    describes_contents = True
+
+    def keys(self, payload: DelegatePayload) -> frozenset[str]:
+        reference = read_reference(payload.head(_REFERENCE_HEAD), payload.where)
+        return frozenset() if reference is None else frozenset({reference.key})
+
+    def describe(self, payload: DelegatePayload) -> PayloadInfo:
+        model, reference = self._model(payload)
+        if reference is None:
+            return PayloadInfo((), model.to_json(), model.summary(None))
+        contents = {"reference": reference.key, **model.to_json(reference.function)}
+        return PayloadInfo((reference.key,), contents,
+                           f"in named data {reference.key}: " + model.summary(reference.function))
+
+    def operators(self, payload: DelegatePayload) -> dict[str, int] | None:
+        model, reference = self._model(payload)
+        function = model.function(reference.function if reference else None)
+        return dict(function.operations) if function else None
+
+    def weights_bytes(self, payload: DelegatePayload) -> int | None:
+        if read_reference(payload.head(_REFERENCE_HEAD), payload.where) is not None:
+            return None  # the model, weights and all, is the .pte's named data
+        return sum(size for path, size in read_model(payload.blob).files.items() if "/weights/" in f"/{path}")
+
+    def _model(self, payload: DelegatePayload) -> tuple[CoreMLModel, Reference | None]:
+        """The model the payload holds or names (FormatError if a named one is missing)."""
+        reference = read_reference(payload.head(_REFERENCE_HEAD), payload.where)
+        if reference is None:
+            return read_model(payload.blob), None
+        shared = payload.named_blob(reference.key)
+        if shared is None:
+            raise FormatError(f"{payload.where}: refers to named data {reference.key!r}, which the .pte does not hold")
+        return read_model(shared), reference
 
 
 def read_reference(head: bytes, source: str) -> Reference | None:

@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import read_exact
-from ptebuild.runtime._flatbuffer import U32, FlatbufferView
+from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader
 
 BACKEND_ID = "CudaBackend"
 MAGIC = b"ETCUDAFQN3"
@@ -200,25 +199,16 @@ def read_cuda_delegates(path: str | Path) -> list[CudaDelegate]:
 
     Raises FormatError for a corrupt ``.pte`` or payload (message names file and method).
     """
-    from ptebuild.runtime import pte_file
+    from ptebuild.runtime.pte_file import open_pte
 
-    path = Path(path)
-    source = str(path)
     found = []
-    with open(path, "rb") as f:
-        layout = pte_file._read_layout(f, source)
-        view = FlatbufferView(read_exact(f, source, 0, layout.program_size, "Program flatbuffer"), source)
-        program = view.root("Program")
-        segments = pte_file._segments(program, source, layout)
-        inline_data = program.tables(3, "backend_delegate_data")
-        for plan in program.tables(1, "execution_plan"):
-            name = plan.string(0, "name") or ""
-            for index, delegate in enumerate(plan.tables(7, "delegates")):
-                if (delegate.string(0, "id") or "") != BACKEND_ID:
-                    continue
-                where = f"{source}: method {name!r} delegate {index} ({BACKEND_ID})"
-                blob = pte_file._delegate_blob(f, delegate, inline_data, segments, where)
-                found.append(CudaDelegate(name, index, decode(blob, where)))
+    with open_pte(path) as pte:
+        for plan in pte.execution_plans():
+            name = plan.name()
+            for delegate in plan.delegates():
+                if delegate.backend() == BACKEND_ID:
+                    payload = pte.payload(name, delegate)
+                    found.append(CudaDelegate(name, delegate.index, decode(payload.whole(), payload.where)))
     return found
 
 
@@ -228,21 +218,30 @@ def read_pte_named_data(path: str | Path, key: str) -> bytes:
     Raises:
         FormatError: corrupt file; KeyError: no such key in the ``.pte``.
     """
-    from ptebuild.runtime import pte_file
+    from ptebuild.runtime.pte_file import open_pte
 
-    path = Path(path)
-    source = str(path)
-    with open(path, "rb") as f:
-        layout = pte_file._read_layout(f, source)
-        view = FlatbufferView(read_exact(f, source, 0, layout.program_size, "Program flatbuffer"), source)
-        program = view.root("Program")
-        segments = pte_file._segments(program, source, layout)
-        for named in program.tables(7, "named_data"):
-            if named.string(0, "key") != key:
-                continue
-            index = named.scalar(1, "segment_index", U32)
-            if index >= len(segments):
-                raise FormatError(f"{source}: named data {key!r} points at segment {index} of {len(segments)}")
-            offset, size = segments[index]
-            return read_exact(f, source, offset, size, f"named data {key!r}")
-    raise KeyError(key)
+    with open_pte(path) as pte:
+        blob = pte.named_blob(key)
+        if blob is None:
+            raise KeyError(key)
+        return blob.whole(f"named data {key!r}")
+
+
+class CudaReader(PayloadReader):
+    """The CUDA delegate's payloads (:mod:`ptebuild.runtime.payloads`): the keys of the compiled
+    ``.so`` and of every weight's storage."""
+
+    delegate_id = BACKEND_ID
+    name = "CUDA"
+
+    def keys(self, payload: DelegatePayload) -> frozenset[str]:
+        return decode(payload.whole(), payload.where).keys
+
+    def describe(self, payload: DelegatePayload) -> PayloadInfo:
+        blob = payload.whole()
+        if not is_cuda_payload(blob):
+            return PayloadInfo()
+        return PayloadInfo(tuple(sorted(decode(blob, payload.where).keys)))
+
+    def weights_bytes(self, payload: DelegatePayload) -> int:
+        return 0  # every weight's storage is named data (the .ptd); the payload holds their layout

@@ -14,6 +14,7 @@ from typing import Any
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError
+from ptebuild.lowering.binding import Binding, bind
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
 Progress = Callable[[str], None]
@@ -34,8 +35,13 @@ class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 
     @staticmethod
-    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False) -> Any:
-        """``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
+    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False, binding: Binding | None = None) -> Any:
+        """A module whose ``forward`` takes the method's declared inputs by position, in the
+        declared order (what the exported program, and so ExecuTorch's runtime, takes), and
+        calls ``function`` with them as ``binding`` says (:mod:`ptebuild.lowering.binding`;
+        default: by position).
+
+        ``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
         or aliased by another slot, is cloned); ``contiguous``: a strided output is made
         contiguous. Both for runtimes that need it (:attr:`Backend.distinct_outputs`,
         :attr:`Backend.contiguous_outputs`); the eager check compares the outputs as always."""
@@ -47,7 +53,8 @@ class MethodModule:
                 self.model = model
 
             def forward(self, *args: Any) -> Any:
-                out = getattr(self.model, function)(*args)
+                call = getattr(self.model, function)
+                out = call(*args) if binding is None else binding.call(call, args)
                 if distinct or contiguous:
                     out = separate_outputs(out, distinct, contiguous)
                 return out
@@ -128,6 +135,7 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
             f"for method {method.name!r}",
             location=f"programs.{program.name}",
         )
+    binding = bind(getattr(model, method.function), method, program.model)
     shapes = dynamic_shapes(method)
 
     def export(module: Any) -> Any:
@@ -140,7 +148,7 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     try:
         # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
         exported = torch.export.export(
-            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
+            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs), binding),
             example_inputs,
             dynamic_shapes=None if shapes is None else (shapes,),
             strict=False,
@@ -187,7 +195,22 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 def lower(
     model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
+    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``.
+
+    Export and lowering run under ``torch.no_grad()``, as ExecuTorch's own LLM export does: a
+    buffer the model updates in place (a KV cache written with ``index_copy_``) from values that
+    depend on parameters would otherwise be an autograd leaf written in place, which ExecuTorch's
+    passes refuse ("a leaf Variable that requires grad is being used in an in-place operation").
+    """
+    import torch
+
+    with torch.no_grad():
+        return _lower(model, program, inputs_by_method, staging, progress)
+
+
+def _lower(
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     backend = get_backend(program.backend)

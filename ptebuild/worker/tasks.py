@@ -220,6 +220,8 @@ class TaskFailure:
             return cls(FailureKind.STALE, exc.message, "", where)
         cause = describe(exc)
         if isinstance(exc, ManifestError):
+            if exc.location:  # found while lowering (an input the function has no parameter for): the builder adds the manifest
+                return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text)
             return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
             return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where, cause.text)

@@ -13,9 +13,11 @@ from typing import Any
 
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
-from ptebuild.errors import BuildError
+from ptebuild.errors import BuildError, ManifestError
 from ptebuild.lowering.binding import Binding, bind
+from ptebuild.lowering.fit import explain_misfit
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.typos import did_you_mean
 
 Progress = Callable[[str], None]
 
@@ -130,12 +132,15 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     import torch
 
     if not callable(getattr(model, method.function, None)):
-        raise BuildError(
-            f"model {program.model!r} has no callable {method.function!r} "
-            f"for method {method.name!r}",
-            location=f"programs.{program.name}",
+        key = "function" if method.function != method.name else ""
+        callables = [n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+        raise ManifestError(
+            f"model {program.model!r} ({type(model).__name__}) has no callable {method.function!r}"
+            f"{did_you_mean(method.function, callables)}; name one of its methods",
+            location=f"models.{program.model}.methods.{method.name}" + (f".{key}" if key else ""),
         )
-    binding = bind(getattr(model, method.function), method, program.model)
+    function = getattr(model, method.function)
+    binding = bind(function, method, program.model)
     shapes = dynamic_shapes(method)
 
     def export(module: Any) -> Any:
@@ -154,6 +159,10 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
             strict=False,
         )
     except Exception as exc:
+        # An input that does not fit the model fails eager PyTorch too: then the manifest is wrong.
+        misfit = explain_misfit(function, binding, method, program.model, example_inputs)
+        if misfit is not None:
+            raise misfit from exc
         raise BuildError(
             f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",

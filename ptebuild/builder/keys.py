@@ -42,7 +42,7 @@ DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
 LOWERING_MODULES = (
-    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py",
+    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py", "lowering/placement.py",
     "lowering/bundled_io.py", "lowering/check.py", "runtime/bpte_file.py",
 )
 """The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):

@@ -178,6 +178,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             lower_seconds=lowered_at - started,
             check_seconds=time.monotonic() - lowered_at,
             node=socket.gethostname(),
+            warnings=tuple(lowered.warnings),
         )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

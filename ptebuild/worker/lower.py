@@ -31,6 +31,8 @@ class LoweredProgram:
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
+    warnings: list[str] = field(default_factory=list)
+    """For the build's report: weights a program with a data name keeps inside its ``.pte``."""
 
 
 class MethodModule:
@@ -249,6 +251,8 @@ def _lower(
             config = backend.emit_config(data_name, options)
             progress("emitting the program")
             executorch_program = edge.to_executorch(config)
+        if data_name:
+            backend.place_weights(executorch_program, config, data_name)
         backend.rewrite_keys(executorch_program, config)
     except BuildError:
         raise
@@ -271,7 +275,14 @@ def _lower(
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated)
+    warnings = []
+    if data_name:
+        from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
+
+        kept = weights_in_pte(pte_path, backend.code_in_named_data)
+        if kept:
+            warnings.append(describe(kept, data_name, program.backend))
+    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, warnings=warnings)
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:

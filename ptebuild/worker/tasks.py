@@ -143,7 +143,8 @@ class TaskResult:
     cached: bool = False
     """The node found ``action`` in the shared cache: nothing was lowered."""
     warnings: tuple[str, ...] = ()
-    """What the node's cache tiers warned about (one line each), for the builder to report."""
+    """What the lowering (weights a backend kept inside the ``.pte``) or the node's cache tiers
+    warned about (one line each), for the builder to report."""
 
     def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
         """The action result of this lowering of ``target`` (the program) under ``key``."""

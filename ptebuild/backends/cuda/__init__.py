@@ -84,6 +84,12 @@ class CudaBackend(Backend):
     def can_check(self, options=None) -> str | None:
         return None if toolchain.gpu_visible() else "checked on a machine with a CUDA GPU"
 
+    def code_in_named_data(self, key: str) -> bool:
+        """The compiled AOTInductor library (``<sha256>_so_blob``) is code, kept in the ``.pte``."""
+        from ptebuild.runtime.cuda_payload import SO_BLOB_SUFFIX
+
+        return key.endswith(SO_BLOB_SUFFIX)
+
     def check_kind(self, options=None) -> CheckKind:
         return WINDOWS_IMPORTS if cuda_options.platform_of(options) == "windows" else AOTI_RUNNER
 

@@ -6,7 +6,7 @@ staging folder; publishing them into the output folder is the parent's job.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from ptebuild.causes import describe
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.lowering.binding import Binding, bind
 from ptebuild.lowering.fit import explain_misfit
+from ptebuild.lowering.known_limits import explain, operators_of
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 from ptebuild.typos import did_you_mean
 
@@ -166,7 +167,7 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
         if misfit is not None:
             raise misfit from exc
         raise BuildError(
-            f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
+            f"torch.export of method {method.name!r} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
         ) from exc
     shared = shared_output_slots(exported) if backend.distinct_outputs else []
@@ -184,7 +185,8 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
         return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
     except Exception as exc:
         raise BuildError(
-            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}",
+            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, operators_of(exported.graph_module))}",
             location=f"programs.{program.name}",
         ) from exc
 
@@ -258,7 +260,8 @@ def _lower(
         raise
     except Exception as exc:
         raise BuildError(
-            f"lowering for {program.backend} failed: {summary_of(exc)}",
+            f"lowering for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, [n for ep in exported.values() for n in operators_of(ep.graph_module)])}",
             location=f"programs.{program.name}",
         ) from exc
     staging.mkdir(parents=True, exist_ok=True)
@@ -287,6 +290,24 @@ def _lower(
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
+
+
+def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:
+    """``; known limit of ...: what to do`` when ``exc`` is a known failure of the toolchain
+    (:mod:`ptebuild.lowering.known_limits`), else empty: the clause a failure's line ends with."""
+    found = explain(describe(exc).text, operators, backend)
+    return f"; {found.advice()}" if found else ""
+
+
+def explained(error: BuildError, backend: str) -> BuildError:
+    """``error`` with the known limit it is appended to its message (the check's failures)."""
+    found = explain(error.message + "\n" + "\n".join(getattr(error, "__notes__", ())), (), backend)
+    if found is None:
+        return error
+    again = type(error)(f"{error.message}; {found.advice()}", manifest=error.manifest, location=error.location)
+    for note in getattr(error, "__notes__", ()):
+        again.add_note(note)
+    return again
 
 
 def summary_of(exc: BaseException) -> str:

@@ -151,6 +151,16 @@ class CudaBackend(Backend):
             for name in names
         }
 
+    def prepare(self, exported_program, data_name, options, export, calibration):
+        """Transposed convolutions as the convolutions they equal (:mod:`.conv_transpose`: ExecuTorch
+        1.5.1's CUDA lowering has no kernel for them); a program without one is left as it is."""
+        from ptebuild.backends.cuda import conv_transpose
+
+        module = exported_program.module()
+        if not conv_transpose.rewrite(module):
+            return exported_program
+        return export(module)
+
     def lowering_context(self, options):
         """Inductor's configuration for the lowering: deterministic kernel choices unless
         ``max_autotune`` is on (then ExecuTorch's own options, unchanged). Either way, the C++

@@ -158,9 +158,7 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
     """
     manifest_dir = Path(plan.manifest_dir)
-    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
-    _flatten_entry("model", program.model_entry, inputs)
-    _flatten_entry("program", program.program_entry, inputs)
+    inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
         inputs[keyinputs.source(name)] = digest_file(path)[0]
     if program.weights:
@@ -172,6 +170,14 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     if backend is not None:
         for name, value in backend.toolchain_facts(program.options).items():
             inputs[keyinputs.toolchain(name)] = str(value)
+    return inputs
+
+
+def manifest_inputs(program: ProgramPlan) -> dict[str, str]:
+    """The part of :func:`program_inputs` the manifest alone decides (its normalised entries)."""
+    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
+    _flatten_entry("model", program.model_entry, inputs)
+    _flatten_entry("program", program.program_entry, inputs)
     return inputs
 
 

@@ -6,7 +6,7 @@ where do its weights live, are its bytes reproducible, can this machine lower an
 the readers of ``.pte`` files ask its payload readers what its delegates' payloads hold.
 
 Hooks that run in a worker (``transform_model``, ``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
-``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
+``place_weights``, ``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
 the others (``toolchain_facts``, ``can_build``, ``can_check``, ``resources``, ``check_defaults``,
 ``check_kind``, ``reproducible``) run in the builder and must stay cheap.
 """
@@ -142,6 +142,11 @@ class Backend:
         """True if two builds of one program (same inputs, same toolchain) give the same bytes."""
         return True
 
+    def code_in_named_data(self, key: str) -> bool:
+        """True if the ``.pte``'s named data entry ``key`` is code, not a weight (a compiled
+        library): it belongs inside the ``.pte`` even with a data name (default: none is)."""
+        return False
+
     def resources(self, options: Options) -> dict[str, Any]:
         """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
         return {"num_gpus": 1} if self.needs_gpu else {}
@@ -218,6 +223,12 @@ class Backend:
         if data_name not in data:
             raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
         return {data_name: data[data_name]}
+
+    def place_weights(self, manager: Any, config: Any, data_name: str) -> None:
+        """Move into ``<data_name>.ptd`` the weights the lowering left inside the ``.pte`` that this
+        backend's runtime also finds in a ``.ptd`` (default: none; called right after
+        ``to_executorch``, before :meth:`rewrite_keys`). Weights still inside afterwards are named
+        in the report and the record (:mod:`ptebuild.runtime.weights_in_pte`)."""
 
     def rewrite_keys(self, manager: Any, config: Any) -> None:
         """Key the program's external weights by SHA-256 (default: portable constants)."""

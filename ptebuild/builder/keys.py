@@ -43,7 +43,7 @@ DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
 LOWERING_MODULES = (
-    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py",
+    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py", "lowering/placement.py",
     "lowering/bundled_io.py", "lowering/check.py", "runtime/bpte_file.py",
 )
 """The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):
@@ -159,9 +159,7 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
     """
     manifest_dir = Path(plan.manifest_dir)
-    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
-    _flatten_entry("model", program.model_entry, inputs)
-    _flatten_entry("program", program.program_entry, inputs)
+    inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
         inputs[keyinputs.source(name)] = digest_file(path)[0]
     if program.weights:
@@ -175,6 +173,14 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
             inputs[keyinputs.toolchain(name)] = str(value)
     for name, value in backend_registry.plugin_facts(program.backend, digest_file).items():
         inputs[keyinputs.toolchain(name)] = value  # a plug-in backend's own code and version
+    return inputs
+
+
+def manifest_inputs(program: ProgramPlan) -> dict[str, str]:
+    """The part of :func:`program_inputs` the manifest alone decides (its normalised entries)."""
+    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
+    _flatten_entry("model", program.model_entry, inputs)
+    _flatten_entry("program", program.program_entry, inputs)
     return inputs
 
 

@@ -169,7 +169,21 @@ class OutputFolder:
             shared_data=shared_data,
             runtime=runtime,
             bundled_io=bundled_io_entry(program.atol) if program and any(o.name.endswith(".bpte") for o in files) else None,
+            weights_in_pte=self._weights_in_pte(program, files),
         )
+
+    def _weights_in_pte(self, program: ProgramPlan | None, files: tuple[OutputFile, ...]) -> tuple[dict[str, object], ...]:
+        """The weights a program with a data name keeps inside its published ``.pte``."""
+        if program is None or not program.data_name or not any(o.name == program.pte_name for o in files):
+            return ()
+        from ptebuild.backends import get_backend
+        from ptebuild.runtime.weights_in_pte import weights_in_pte
+
+        try:
+            kept = weights_in_pte(self.path / program.pte_name, get_backend(program.backend).code_in_named_data)
+        except FormatError:
+            return ()  # verify names a broken file; the record keeps what it can
+        return tuple(w.to_json() for w in kept)
 
     def write_record(self) -> None:
         if self.entries:

@@ -233,6 +233,7 @@ def result_to_json(result: TaskResult) -> dict[str, Any]:
         "lower_seconds": result.lower_seconds,
         "check_seconds": result.check_seconds,
         "node": result.node,
+        "warnings": list(result.warnings),
     }
 
 
@@ -249,4 +250,5 @@ def result_from_json(data: dict[str, Any]) -> TaskResult:
         lower_seconds=float(data.get("lower_seconds") or 0.0),
         check_seconds=float(data.get("check_seconds") or 0.0),
         node=str(data.get("node") or ""),
+        warnings=tuple(str(w) for w in data.get("warnings") or ()),
     )

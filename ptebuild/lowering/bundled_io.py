@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import BuildError
+from ptebuild.lowering.binding import call_method
 from ptebuild.lowering.check import flatten_outputs
 from ptebuild.lowering.examples import check_sizes, make_inputs
 from ptebuild.plan import ProgramPlan
@@ -50,7 +51,7 @@ def bundled_cases(model: Any, program: ProgramPlan) -> dict[str, list[tuple[tupl
             for sizes in check_sizes(method):
                 inputs = make_inputs(method, program.seed, sizes)
                 with torch.no_grad():
-                    expected = flatten_outputs(getattr(model, method.function)(*inputs))
+                    expected = flatten_outputs(call_method(model, method, inputs, program.model))
                 cases.setdefault(method.name, []).append((inputs, [t.detach().contiguous() for t in expected]))
         return cases
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import BuildError, CheckError
+from ptebuild.lowering.binding import call_method
 from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
 from ptebuild.plan import ProgramPlan
 
@@ -243,7 +244,7 @@ def check_program(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None,
         for sizes in check_sizes(method):
             inputs = make_inputs(method, program.seed, sizes)
             with torch.no_grad():
-                result = getattr(model, method.function)(*inputs)
+                result = call_method(model, method, inputs, program.model)
             expected, names = flatten_outputs(result), output_names(result)
             with runtime_log() as log:
                 try:
@@ -253,7 +254,7 @@ def check_program(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None,
             figures += checked_figures(program, method.name, sizes, expected, actual, how=how, names=names)
             if direction is not None:
                 with torch.no_grad():
-                    other = flatten_outputs(getattr(direction.model, method.function)(*inputs))
+                    other = flatten_outputs(call_method(direction.model, method, inputs, program.model))
                 where = f"method {method.name!r} at {sizes}"
                 for index, _, cosine in compare_outputs(program.name, where, other, actual, names):
                     if cosine < direction.min_cosine:

@@ -172,6 +172,7 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
     import torch
     from torch.utils._pytree import tree_leaves
 
+    from ptebuild.lowering.binding import call_method
     from ptebuild.lowering.examples import flat_inputs, make_inputs
 
     where = f"method {method.name!r}"
@@ -183,7 +184,7 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
         if kind == "input":
             return [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
         with torch.no_grad():  # only once the inputs match: the model runs on them
-            return [t for t in tree_leaves(getattr(model, method.function)(*inputs)) if isinstance(t, torch.Tensor)]
+            return [t for t in tree_leaves(call_method(model, method, inputs, program.model)) if isinstance(t, torch.Tensor)]
 
     for kind, indexes in (("input", plan.inputs()), ("output", plan.outputs())):
         tensors = expected(kind)

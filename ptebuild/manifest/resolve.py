@@ -257,12 +257,14 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
             owners[key] = (file_name, owner)
 
 
-def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPlan:
+def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bool = False) -> BuildPlan:
+    """The plan of a validated manifest. ``offline``: the manifest away from its project (in a
+    release bundle): its factory modules and shim lists are not looked for."""
     search_path = module_search_path(manifest_dir)
     model_methods = {}
     for model_name, model in manifest.models.items():
         module = model.factory.split(":", 1)[0]
-        if find_module_file(module, search_path) is None:
+        if not offline and find_module_file(module, search_path) is None:
             users = sorted(p for p, spec in manifest.programs.items() if spec.model == model_name)
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
@@ -280,7 +282,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
     shims = []
     for name, spec in manifest.shims.items():
         _check_name(display, dotted(("shims", name)), name, ".lib")
-        problem = file_problem(manifest_dir / spec.source)
+        problem = None if offline else file_problem(manifest_dir / spec.source)
         if problem:
             raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))

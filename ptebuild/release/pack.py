@@ -29,9 +29,12 @@ pack into the same bytes, and a bundle packed from the cache is byte-identical t
 from the output folder. Archives are written by :mod:`.archive`.
 
 :func:`pack` packs an output folder after :func:`~ptebuild.runtime.verify.verify_folder`
-(with ``verify_bytes``) passed for every target of the manifest. :func:`pack_from_cache`
+(with ``verify_bytes``) passed for every target of the manifest, and only what the manifest as
+it stands would build (:mod:`.consistency`: a changed ``seed`` or model file since the build
+is named, nothing packed). :func:`pack_from_cache`
 restores the lock's outputs from a cache's CAS into a private staging folder, verifies that
-folder the same way, and packs it: nothing is built.
+folder the same way, and packs it: nothing is built; a lock the manifest as it stands would not
+make is refused the same way.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from ptebuild.release.archive import (
     reproducible_timestamp,
     write_archive,
 )
+from ptebuild.release.consistency import stale_targets
 from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, dumps_lock, lock_entries_from_record, read_lock
 from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, provenance_statement
 from ptebuild.runtime.compat import RuntimeSupport, support_of_outputs
@@ -148,6 +152,7 @@ def pack(
         )
     targets = {name: record.targets[name] for name in sorted(wanted)}
     lock = read_lock(lock_path) if lock_path is not None else None
+    _refuse_stale(plan, manifest_path, folder, lock_entries_from_record(targets), lock)
     if lock is not None:
         mismatches = compare_lock(lock, lock_entries_from_record(targets), subset=chosen is not None)
         if mismatches:
@@ -201,6 +206,13 @@ def pack_from_cache(
                 f"(the lock is stale: run `ptebuild lock {manifest_path}`)"
             )
         entries = {name: entries[name] for name in chosen.programs}
+    stale = stale_targets(plan, entries, hash_file)
+    if stale:
+        more = f" (and {len(stale) - 1} more targets)" if len(stale) > 1 else ""
+        raise PackError(
+            f"{lock.path}: lock is stale: {stale[0].line()}{more}; build and lock it (`ptebuild build {manifest_path}`, "
+            f"`ptebuild lock {manifest_path}`), then pack; nothing packed"
+        )
     unlisted = [name for name, entry in entries.items() if not entry.outputs]
     if unlisted:
         raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed")
@@ -249,6 +261,22 @@ def pack_from_cache(
         extras = _included(plan, chosen, files)
         return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras,
                              tolerances)
+
+
+def _refuse_stale(plan: BuildPlan, manifest_path: Path, folder: Path, built: Mapping[str, LockEntry], lock: Lock | None) -> None:
+    """PackError if the manifest as it stands would not produce what ``folder`` holds (its record's
+    ``built`` entries): the bundle would carry a manifest that does not make its programs."""
+    stale = stale_targets(plan, built, hash_file)
+    if not stale:
+        return
+    first = stale[0]
+    more = f" (and {len(stale) - 1} more targets)" if len(stale) > 1 else ""
+    way_out = f"build it first (`ptebuild build {manifest_path}`)"
+    if lock is not None and all(name in lock.entries for name in built) and not stale_targets(
+        plan, {name: lock.entries[name] for name in built}, hash_file
+    ):
+        way_out += f", or pack what {lock.path.name if lock.path else LOCK_NAME} names from the cache (`ptebuild pack {manifest_path} --from-cache`)"
+    raise PackError(f"{folder}: {first.line()}{more}; {way_out}; nothing packed")
 
 
 def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:

@@ -22,7 +22,8 @@ files' format and schema version and the ExecuTorch runtimes that load it; a ``.
 (``bundle_io``) is one more output, and the program's ``bundled_io`` says how a device verifies
 it with ExecuTorch's ``verify_method_outputs``: ``{"atol": <the check's>, "rtol": 0.0}`` (the
 ``.bpte``'s expected outputs are those of the eager model the check compared with, within its
-``atol``). All three were added within version 1: fields that a reader of
+``atol``). A program with a data name whose backend kept weights inside the ``.pte`` lists them
+as ``"weights_in_pte": [{"name": ..., "bytes": ...}]``. All four were added within version 1: fields that a reader of
 version 1 may ignore keep the version (its readers ignore unknown fields); a change it would
 misread bumps it.
 
@@ -89,6 +90,9 @@ class RecordEntry:
     """The runtimes that load the program (``RuntimeSupport.to_json()``, :mod:`ptebuild.runtime.compat`)."""
     bundled_io: dict[str, float] | None = None
     """How a device verifies the program's ``.bpte`` (:func:`bundled_io_entry`), if it has one."""
+    weights_in_pte: tuple[dict[str, Any], ...] = ()
+    """A program with a data name: the weights its backend could not place in the ``.ptd``
+    (``{"name", "bytes"}`` each, :mod:`ptebuild.runtime.weights_in_pte`); absent when none."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -107,6 +111,8 @@ class RecordEntry:
             data["runtime"] = dict(self.runtime)
         if self.bundled_io is not None:
             data["bundled_io"] = dict(self.bundled_io)
+        if self.weights_in_pte:
+            data["weights_in_pte"] = [dict(w) for w in self.weights_in_pte]
         return data
 
     @classmethod
@@ -125,6 +131,7 @@ class RecordEntry:
             shared_data=data.get("shared_data"),
             runtime=data.get("runtime") if isinstance(data.get("runtime"), dict) else None,
             bundled_io=data.get("bundled_io") if isinstance(data.get("bundled_io"), dict) else None,
+            weights_in_pte=tuple(w for w in data.get("weights_in_pte") or () if isinstance(w, dict)),
         )
 
 

@@ -115,7 +115,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.hashing import hash_file
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.plan import BuildPlan
-    from ptebuild.worker.lower import lower
+    from ptebuild.worker.lower import explained, lower
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -140,9 +140,13 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             kind = backend.check_kind(program.options)
             progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = backend.check(
-                model, program, lowered.files[program.pte_name], ptd
-            )
+            try:
+                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
+            except BuildError as error:
+                again = explained(error, program.backend)  # a known limit of the toolchain, said so
+                if again is error:
+                    raise
+                raise again from error
             figures = [f.to_json() for f in checked]
         if program.bpte_name:
             from ptebuild.lowering.bundled_io import write_bpte
@@ -178,6 +182,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             lower_seconds=lowered_at - started,
             check_seconds=time.monotonic() - lowered_at,
             node=socket.gethostname(),
+            warnings=tuple(lowered.warnings),
         )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

@@ -39,7 +39,7 @@ def probe_plan(backend: Backend) -> ProgramPlan:
 
     options = backend.options_model.model_validate({}).model_dump(mode="json")
     defaults = backend.check_defaults(backend.options_model.model_validate({}))
-    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("x", (2, 4), "float32"),), dims=())
+    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("input", (2, 4), "float32"),), dims=())  # nn.Linear.forward(input)
     data_name = None if backend.keeps_data_in_pte else "probe_weights"
     return ProgramPlan(
         name="probe", model="probe", backend=backend.name, factory="probe:linear", kwargs={}, weights=None,

@@ -157,6 +157,7 @@ def run_program(
 
     import torch
 
+    from ptebuild.lowering.binding import bind
     from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs, make_inputs
     from ptebuild.runtime import load
@@ -171,16 +172,17 @@ def run_program(
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
         flat = flat_inputs(inputs)  # ExecuTorch takes the leaves of nested inputs, in export's order
-        eager_fn = getattr(model, spec.function)
+        function = getattr(model, spec.function)
+        eager_fn = partial(bind(function, spec, program.model).call, function, inputs)
         with native_stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
             actual = flatten_outputs(loaded.run(spec.name, flat))
         with torch.no_grad():
-            expected = flatten_outputs(eager_fn(*inputs))
+            expected = flatten_outputs(eager_fn())
         outputs = _compare(program, spec.name, expected, actual)
         latency = _median_time(partial(loaded.run, spec.name, flat), iters)
         with torch.no_grad():
-            eager_latency = _median_time(partial(eager_fn, *inputs), iters)
+            eager_latency = _median_time(eager_fn, iters)
         within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)
         runs.append(MethodRun(spec.name, outputs, latency, eager_latency, within))
     return ProgramRun(

@@ -85,6 +85,12 @@ class CudaBackend(Backend):
     def can_check(self, options=None) -> str | None:
         return None if toolchain.gpu_visible() else "checked on a machine with a CUDA GPU"
 
+    def code_in_named_data(self, key: str) -> bool:
+        """The compiled AOTInductor library (``<sha256>_so_blob``) is code, kept in the ``.pte``."""
+        from ptebuild.runtime.cuda_payload import SO_BLOB_SUFFIX
+
+        return key.endswith(SO_BLOB_SUFFIX)
+
     def check_kind(self, options=None) -> CheckKind:
         return WINDOWS_IMPORTS if cuda_options.platform_of(options) == "windows" else AOTI_RUNNER
 
@@ -145,6 +151,16 @@ class CudaBackend(Backend):
             name: [CudaPartitioner([EtCudaBackend.generate_method_name_compile_spec(name), *specs])]
             for name in names
         }
+
+    def prepare(self, exported_program, data_name, options, export, calibration):
+        """Transposed convolutions as the convolutions they equal (:mod:`.conv_transpose`: ExecuTorch
+        1.5.1's CUDA lowering has no kernel for them); a program without one is left as it is."""
+        from ptebuild.backends.cuda import conv_transpose
+
+        module = exported_program.module()
+        if not conv_transpose.rewrite(module):
+            return exported_program
+        return export(module)
 
     def lowering_context(self, options):
         """Inductor's configuration for the lowering: deterministic kernel choices unless

@@ -66,6 +66,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
+    from ptebuild.lowering.binding import call_method
     from ptebuild.lowering.check import checked_figures, flatten_outputs, output_names
     from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
     from ptebuild.runtime import check as check_files
@@ -118,7 +119,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 # The runner takes the tensors of the flattened inputs (scalars are constants of the code).
                 runner_inputs = [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
                 with torch.no_grad():
-                    result = getattr(eager, method.function)(*inputs)
+                    result = call_method(eager, method, inputs, program.model)
                     returned = list(runner.run(runner_inputs))
                 where = f"method {method.name!r} at {sizes}"
                 declared = slots.get(method.name)

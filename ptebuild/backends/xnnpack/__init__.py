@@ -17,7 +17,9 @@ Quantization (``options.quantize``):
 With a data name, the delegate's own constants (keyed by SHA-256 in the named data store) are
 tagged for the external ``.ptd`` through ExecuTorch's delegate constant tagging: the tag is set
 on the unlifted graph's ``get_attr`` nodes, and the program is exported again so that the tag
-reaches the lowered program.
+reaches the lowered program. Constants XNNPACK's own passes make later (a BatchNorm folded into
+the convolution before it) carry no tag; :meth:`XnnpackBackend.place_weights` moves them into
+the ``.ptd`` after emitting.
 """
 
 from __future__ import annotations
@@ -148,6 +150,15 @@ class XnnpackBackend(Backend):
         module = exported_program.module()
         delegate_external_constants_pass_unlifted(module=module, gen_tag_fn=lambda _node: data_name)
         return export(module)
+
+    def place_weights(self, manager, config, data_name) -> None:
+        """Every named data entry of an XNNPACK program is a delegate weight that XNNPACK's runtime
+        also reads from the ``.ptd``: those its own passes made after the tagging (BatchNorm folded
+        into a convolution or linear, a lone BatchNorm as a depthwise convolution) move there
+        (:mod:`ptebuild.lowering.placement`)."""
+        from ptebuild.lowering.placement import move_named_data
+
+        move_named_data(manager, config, data_name)
 
     def partitioners(self, options, program=None) -> list:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

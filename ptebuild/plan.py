@@ -104,6 +104,9 @@ class ProgramPlan:
     (the check's inputs and eager PyTorch's outputs for each method)."""
     rtol: float = 0.0
     """The check's ``rtol`` for float32 outputs, as ``atol``."""
+    calibrated: bool = False
+    """Its quantization is calibrated on inputs (:meth:`~ptebuild.backends.base.Backend.calibrates`):
+    on the methods' samples where they have some, and the check's generated inputs follow them."""
     check_set: tuple[str, ...] = ()
     """The parts of the tolerance the manifest sets (``atol``, ``rtol``, ``min_cosine``): they
     hold for every output; the others follow each output's dtype."""

@@ -123,6 +123,12 @@ class Backend:
         """None if this machine can run the backend's check on its programs, else why not."""
         return None
 
+    def calibrates(self, options: Any) -> bool:
+        """True if programs with these options are quantized with calibration inputs (static
+        quantization): the methods' samples calibrate them, and the check's generated inputs are
+        drawn within the samples' ranges."""
+        return False
+
     def workarounds(self, options: Options, program: ProgramPlan) -> dict[str, str]:
         """Fixes of known faults of the pinned toolchain this backend applies to ``program``: name ->
         what and why (one sentence). Cheap (no torch): the key names them, the build record states

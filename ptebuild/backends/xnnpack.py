@@ -143,6 +143,11 @@ class XnnpackBackend(Backend):
             return EIGHT_DA_FOUR_W_CHECK
         return QUANTIZED_CHECK.get(options.quantize, self.default_check)
 
+    def calibrates(self, options) -> bool:
+        """``int8``: static quantization, calibrated (on the samples where there are some)."""
+        quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)
+        return quantize == "int8"
+
     def workarounds(self, options, program) -> dict[str, str]:
         """:data:`QS8_MEAN` for a statically quantized program with a dynamic dim."""
         quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)

@@ -29,7 +29,7 @@ from typing import Any
 
 from ptebuild.errors import BuildError
 from ptebuild.lowering.check import flatten_outputs
-from ptebuild.lowering.examples import check_sizes, make_inputs
+from ptebuild.lowering.examples import check_inputs, check_sizes
 from ptebuild.plan import ProgramPlan
 from ptebuild.runtime.bpte_file import BundledCase, BundledSuite, BundledTensor, BundledValue, check_suites
 
@@ -51,8 +51,9 @@ def bundled_cases(model: Any, program: ProgramPlan, samples: Mapping[str, list[t
     try:
         cases: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {}
         for method in program.methods:
-            generated = [make_inputs(method, program.seed, sizes) for sizes in check_sizes(method)]
-            for inputs in generated + list((samples or {}).get(method.name, ())):
+            own = list((samples or {}).get(method.name, ()))
+            generated = [check_inputs(program, method, sizes, own) for sizes in check_sizes(method)]
+            for inputs in generated + own:
                 with torch.no_grad():
                     expected = flatten_outputs(getattr(model, method.function)(*inputs))
                 cases.setdefault(method.name, []).append((inputs, [t.detach().contiguous() for t in expected]))

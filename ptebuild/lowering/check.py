@@ -46,7 +46,7 @@ from typing import Any
 
 from ptebuild.errors import BuildError, CheckError
 from ptebuild.figures import OutputFigures, Verdict
-from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
+from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
 from ptebuild.plan import MethodPlan, ProgramPlan
 from ptebuild.tolerances import DTYPE_TOLERANCES, EXACT, WRONG_COSINE, WRONG_TOP1, Tolerance, is_float
 
@@ -477,8 +477,8 @@ def check_program(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None,
 
     figures: list[OutputFigures] = []
     for method in program.methods:
-        runner = _MethodRunner(load, model, program, method, how)
-        figures += runner.check(direction, (samples or {}).get(method.name, []))
+        runner = _MethodRunner(load, model, program, method, how, (samples or {}).get(method.name, []))
+        figures += runner.check(direction, runner.samples)
     return figures
 
 
@@ -494,8 +494,10 @@ def run_orders(sizes: Sequence[dict[str, int]]) -> list[dict[str, int]]:
 class _MethodRunner:
     """One method of a loaded program, run against the eager model (what :func:`check_program` does per method)."""
 
-    def __init__(self, load_program: Any, model: Any, program: ProgramPlan, method: MethodPlan, how: str) -> None:
+    def __init__(self, load_program: Any, model: Any, program: ProgramPlan, method: MethodPlan, how: str,
+                 samples: list[Inputs]) -> None:
         self.load_program, self.model, self.program, self.method, self.how = load_program, model, program, method, how
+        self.samples = samples
         self.location = f"programs.{program.name}"
 
     def load(self) -> Any:
@@ -523,7 +525,7 @@ class _MethodRunner:
     def check(self, direction: DirectionBound | None, samples: list[Inputs]) -> list[OutputFigures]:
         method, program = self.method, self.program
         sizes_list = check_sizes(method)
-        inputs = {_key(s): make_inputs(method, program.seed, s) for s in sizes_list}
+        inputs = {_key(s): check_inputs(program, method, s, self.samples) for s in sizes_list}
         before, saved = _state(self.model), _buffers(self.model)
         first = self.eager(inputs[_key(sizes_list[0])])
         if _state(self.model) != before:

@@ -177,6 +177,7 @@ def _resolve_program(
         rtol=rtol if rtol is not None else tolerance.rtol,
         min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
         check_set=tuple(part for part, value in given.items() if value is not None),
+        calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,

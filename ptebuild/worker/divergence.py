@@ -124,7 +124,7 @@ def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, examp
     from ptebuild.backends import get_backend
     from ptebuild.lowering.check import native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs
-    from ptebuild.worker.lower import export_method
+    from ptebuild.worker.lower import MethodModule, dynamic_shapes, export_method
 
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
@@ -133,20 +133,29 @@ def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, examp
     transformed = backend.transform_model(model, options, program)
     inline = dataclasses.replace(program, data_name=None)  # weights inside: nothing to place
     with native_stderr_silenced():
-        exported = export_method(transformed, inline, method, example, lambda _: None, samples)
-        # 1. The exported graph, run by PyTorch, against the eager model: did export capture it?
         with torch.no_grad():
             eager = flatten_outputs(getattr(reference, method.function)(*inputs))
-            graph = flatten_outputs(exported.module()(*inputs))
-        if output < len(eager) and output < len(graph):
-            found = measure(eager[output], graph[output], settings.for_dtype(dtype_name(eager[output])))
-            if judge(found)[2]:
-                return Divergence(
-                    f"the exported graph, run by PyTorch, is already far from the eager model (cosine {found.cosine:.4f}): "
-                    "torch.export or the backend's preparation (quantization) captured something else; ExecuTorch's "
-                    "runtime is not at fault: look for Python state, data-dependent branches or torch.compiler.is_exporting() "
-                    "in the model")
-        # 2. Every operator surfaced, lowered as the build lowers, run by ExecuTorch.
+        # 1. The exported graph, run by PyTorch, against the eager model: did export capture it?
+        shapes = dynamic_shapes(method)
+        wrapped = MethodModule.wrap(transformed, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs))
+        raw = torch.export.export(wrapped, example, dynamic_shapes=None if shapes is None else (shapes,), strict=False)
+        far = _far(eager, raw.module(), inputs, output, settings)
+        if far is not None:
+            return Divergence(
+                f"the exported graph, run by PyTorch, is already far from the eager model (cosine {far:.4f}): "
+                "torch.export captured something else, and ExecuTorch's runtime is not at fault: look for Python state, "
+                "data-dependent branches or torch.compiler.is_exporting() in the model")
+        # 2. The graph the backend lowers (quantized, for a quantizing backend), run by PyTorch.
+        exported = export_method(transformed, inline, method, example, lambda _: None, samples)
+        far = _far(eager, exported.module(), inputs, output, settings)
+        if far is not None:
+            fix = ("calibrate it on real inputs (models.M.methods.F.samples) or use a dynamic scheme"
+                   if program.calibrated else "use another quantization scheme")
+            return Divergence(
+                f"the graph {program.backend} lowers, quantized and run by PyTorch, is already far from the eager model "
+                f"(cosine {far:.4f}): the quantization itself computes something else on these inputs, not ExecuTorch's "
+                f"runtime; {fix}")
+        # 3. Every operator surfaced, lowered as the build lowers, run by ExecuTorch.
         tapped, specs = tap_intermediate_outputs_(exported, rules=[(select_all_call_function(), FULL_TENSOR)],
                                                   max_taps=MAX_TAPS, error_on_empty=False)
         if not specs:
@@ -191,6 +200,19 @@ def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, examp
         f"it first diverges at {first_wrong.where()}: cosine {first_wrong.cosine:.4f}, max abs error "
         f"{first_wrong.max_abs_error:.3g} against the same graph run by PyTorch on the same inputs, the operators before "
         f"it agree{before}; per-operator figures in the log", tuple(rows))
+
+
+def _far(eager: list[Any], graph: Any, inputs: tuple[Any, ...], output: int, settings: Any) -> float | None:
+    """The cosine of ``graph``'s output ``output`` with eager's when it is far from it (the check's
+    wrong rule), else None."""
+    import torch
+
+    with torch.no_grad():
+        found = flatten_outputs(graph(*inputs))
+    if output >= len(eager) or output >= len(found):
+        return None
+    compared = measure(eager[output], found[output], settings.for_dtype(dtype_name(eager[output])))
+    return compared.cosine if judge(compared)[2] else None
 
 
 def _partitions(exported: Any, specs: list[Any]) -> dict[str, str]:

@@ -67,7 +67,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
     from ptebuild.lowering.check import checked_figures, concat_outputs, flatten_outputs, output_names
-    from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
+    from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd
@@ -113,8 +113,9 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
                 constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
             if constants:
                 runner.update_constant_buffer(constants, False, False)
-            runs = [(sizes, make_inputs(method, program.seed, sizes)) for sizes in check_sizes(method)]
-            sample_runs = [(None, sample) for sample in (samples or {}).get(method.name, [])]
+            own = (samples or {}).get(method.name, [])
+            runs = [(sizes, check_inputs(program, method, sizes, own)) for sizes in check_sizes(method)]
+            sample_runs = [(None, sample) for sample in own]
             on_samples: list = []
             for sizes, generated in runs + sample_runs:
                 inputs = tree_map(lambda t: t.to("cuda") if isinstance(t, torch.Tensor) else t, generated)

@@ -52,6 +52,9 @@ class CheckKind:
     """As reported (``executorch-runtime``, ``aoti-runner-cuda``, ``windows-imports``...)."""
     numeric: bool = True
     """True: outputs compared with eager PyTorch (error figures); False: a structural check only."""
+    in_executorch: bool = True
+    """True: the program runs in ExecuTorch's runtime on this machine (a wrong one's first
+    divergence can then be searched operator by operator: :mod:`ptebuild.worker.divergence`)."""
 
 
 EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")

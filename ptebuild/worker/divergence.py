@@ -85,11 +85,18 @@ def locate(wrong: WrongProgram, model: Any, program: ProgramPlan, inputs_by_meth
            samples: Mapping[str, list[tuple[Any, ...]]], progress: Callable[[str], None]) -> WrongProgram:
     """``wrong`` with where the program first diverges added to its line, and every operator's
     figures in a note (the program's log)."""
+    from ptebuild.backends import get_backend
     from ptebuild.causes import describe
 
     method = next((m for m in program.methods if m.name == wrong.method), None)
     if method is None or not wrong.inputs:
         return wrong
+    kind = get_backend(program.backend).check_kind(program.options)
+    if not kind.in_executorch:
+        return WrongProgram(
+            f"{wrong.message}; where it first diverges is searched in ExecuTorch's runtime, which does not run "
+            f"{program.backend} programs here (the check ran it with {kind.name})",
+            location=wrong.location or f"programs.{program.name}", method=wrong.method, inputs=wrong.inputs, output=wrong.output)
     progress(f"looking for where {method.name} first diverges from eager PyTorch")
     try:
         found = first_divergence(model, program, method, inputs_by_method[method.name], wrong.inputs,

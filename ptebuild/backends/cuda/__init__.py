@@ -37,7 +37,7 @@ from ptebuild.backends.cuda import options as cuda_options
 from ptebuild.backends.cuda.windows import SHIM_LIBRARY_NAME
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"
-AOTI_RUNNER = CheckKind("aoti-runner-cuda")
+AOTI_RUNNER = CheckKind("aoti-runner-cuda", in_executorch=False)
 """The program's own compiled code and weights run by PyTorch's AOTInductor runner on the GPU."""
 WINDOWS_IMPORTS = CheckKind("windows-imports", numeric=False)
 """A Windows program cannot run here: its DLLs' imports are checked against what they link."""

@@ -333,3 +333,22 @@ def test_samples_are_checked_reported_and_bundled(tmp_path):
     assert len(read_bpte(root / "out" / "classifier_int8.bpte").suite("forward").cases) == 3 + 8
     bundled = json.loads((root / "out" / "ptebuild.json").read_text())["targets"]["classifier_int8"]["bundled_io"]
     assert bundled["atol"] == pytest.approx(2 * program["checked"]["max_abs_error"] + 1e-5)
+
+
+@pytest.mark.slow
+def test_torchvision_like_classifiers_with_random_weights(tmp_path):
+    """Static int8: the resnet50-like net (scores in the hundreds) passes thanks to rtol as its
+    resnet18-like sibling does; the mobilenet_v2-like net's scores near 1e-9, rounded to zeros by
+    int8, prove nothing (not "wrong", no advice to loosen), and its float program proves nothing either."""
+    _, code, programs, stderr = build_checks(tmp_path, "resnet50_int8", "resnet18_int8", "mobilenet_v2_int8",
+                                             "mobilenet_v2_xnnpack")
+    assert code == 0, {name: p.get("error") for name, p in programs.items()}
+    for name in ("resnet50_int8", "resnet18_int8"):
+        assert programs[name]["checked"]["verdict"] == "passed", name
+    resnet50 = programs["resnet50_int8"]["check"][0]
+    assert resnet50["max_abs_error"] > 0.5 and resnet50["magnitude"] > 10  # beyond atol alone, within rtol
+    for name in ("mobilenet_v2_int8", "mobilenet_v2_xnnpack"):
+        checked = programs[name]["checked"]
+        assert checked["verdict"] == "proves-nothing" and "far below the tolerance" in checked["reasons"][0], name
+    assert "the program's output is all zeros" in programs["mobilenet_v2_int8"]["checked"]["reasons"][0]
+    assert "loosen" not in stderr

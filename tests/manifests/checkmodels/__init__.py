@@ -75,12 +75,13 @@ def classifier() -> nn.Module:
     model = nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Linear(32, CLASSES))
     x, y = readings(512, seed=7)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(150):
-        optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-    return model.eval()
+    with torch.enable_grad():  # a factory may be called under torch.no_grad()
+        for _ in range(150):
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    return model.eval().requires_grad_(False)
 
 
 def classifier_samples() -> list[tuple[torch.Tensor]]:

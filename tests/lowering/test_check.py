@@ -207,6 +207,7 @@ def test_a_program_whose_answers_depend_on_the_order_of_sizes_is_refused(project
     assert "runs in this order: batch 1 -> batch 4." in message and "not a tolerance problem" in message
 
 
+@pytest.mark.slow
 def test_the_fix_for_xnnpacks_quantized_mean_makes_it_right_in_every_order(project, tmp_path):
     program, model, pte, _ = lowered(project, "policy_int8", tmp_path / "fixed")
     figures = check_program(model, program, pte, None)

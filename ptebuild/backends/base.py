@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ptebuild.tolerances import Tolerance
+
 if TYPE_CHECKING:
     from ptebuild.backends.options import BackendOptions as BackendOptions
     from ptebuild.lowering.check import OutputFigures
@@ -39,10 +41,9 @@ def __getattr__(name: str) -> object:  # BackendOptions needs pydantic: imported
     raise AttributeError(f"module 'ptebuild.backends.base' has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
-class CheckTolerances:
-    atol: float
-    min_cosine: float
+CheckTolerances = Tolerance
+"""A backend's default tolerance of a float32 output (:mod:`ptebuild.tolerances` says how an
+output's dtype and the manifest combine with it)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class CheckKind:
     """As reported (``executorch-runtime``, ``aoti-runner-cuda``, ``windows-imports``...)."""
     numeric: bool = True
     """True: outputs compared with eager PyTorch (error figures); False: a structural check only."""
+    in_executorch: bool = True
+    """True: the program runs in ExecuTorch's runtime on this machine (a wrong one's first
+    divergence can then be searched operator by operator: :mod:`ptebuild.worker.divergence`)."""
 
 
 EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")
@@ -133,6 +137,18 @@ class Backend:
     def can_check(self, options: Options | None = None) -> str | None:
         """None if this machine can run the backend's check on its programs, else why not."""
         return None
+
+    def calibrates(self, options: Any) -> bool:
+        """True if programs with these options are quantized with calibration inputs (static
+        quantization): the methods' samples calibrate them, and the check's generated inputs are
+        drawn within the samples' ranges."""
+        return False
+
+    def workarounds(self, options: Options, program: ProgramPlan) -> dict[str, str]:
+        """Fixes of known faults of the pinned toolchain this backend applies to ``program``: name ->
+        what and why (one sentence). Cheap (no torch): the key names them, the build record states
+        them, and the worker's hooks apply them."""
+        return {}
 
     def check_kind(self, options: Options | None = None) -> CheckKind:
         """The check its programs (with these options) pass before they are published."""
@@ -243,8 +259,12 @@ class Backend:
         what it was checked against."""
         return model
 
-    def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None) -> tuple[list[OutputFigures], str]:
-        """Run the built program against eager PyTorch; return (figures, name of the check)."""
+    def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None,
+              samples: Mapping[str, list[tuple[Any, ...]]] | None = None) -> tuple[list[OutputFigures], str]:
+        """Run the built program against eager PyTorch; return (figures, name of the check).
+
+        ``samples``: method name -> its samples (:mod:`ptebuild.lowering.samples`), checked beside
+        the generated inputs by every check that runs the program."""
         from ptebuild.lowering.check import check_program
 
-        return check_program(model, program, pte, ptd), self.check_kind(program.options).name
+        return check_program(model, program, pte, ptd, samples=dict(samples or {})), self.check_kind(program.options).name

@@ -78,6 +78,7 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
                     used.add(dim)
         methods[method_name] = MethodPlan(
             name=method_name,
+            samples=method.samples,
             function=method.function or method_name,
             inputs=tuple(_input_plan(i) for i in method.inputs),
             dims=tuple(
@@ -145,7 +146,10 @@ def _resolve_program(
     check = program.check
     defaults = manifest.defaults.check
     atol = check.atol if check.atol is not None else defaults.atol
+    rtol = check.rtol if check.rtol is not None else defaults.rtol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
+    tolerance = backend.check_defaults(options)
+    given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
     program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
     program_entry.update(
@@ -169,8 +173,11 @@ def _resolve_program(
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
         options=options.model_dump(mode="json"),
-        atol=atol if atol is not None else backend.check_defaults(options).atol,
-        min_cosine=min_cosine if min_cosine is not None else backend.check_defaults(options).min_cosine,
+        atol=atol if atol is not None else tolerance.atol,
+        rtol=rtol if rtol is not None else tolerance.rtol,
+        min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
+        check_set=tuple(part for part, value in given.items() if value is not None),
+        calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,

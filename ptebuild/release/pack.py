@@ -159,8 +159,9 @@ def pack(
             more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
+    measured = {name: (entry.get("checked") or {}).get("max_abs_error") for name, entry in targets.items()}
     return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
-                         _included(plan, chosen, files), bpte_tolerances(plan))
+                         _included(plan, chosen, files), bpte_tolerances(plan, measured))
 
 
 def pack_from_cache(
@@ -249,7 +250,7 @@ def pack_from_cache(
                     raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
                 except StoreError as exc:
                     raise PackError(f"{name}: {exc}; nothing packed") from None
-        tolerances = bpte_tolerances(plan)
+        tolerances = bpte_tolerances(plan, {name: _measured_error(cache, entry.key) for name, entry in entries.items()})
         targets = _record_targets(entries, manifest_path.name, tolerances)
         record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "manifest": manifest_path.name, "targets": targets}
         (folder / RECORD_NAME).write_text(json.dumps(record, sort_keys=True, indent=1) + "\n", encoding="utf-8")
@@ -355,17 +356,33 @@ def _lock_manifest(lock: Lock) -> Path:
     return path
 
 
-def bpte_tolerances(plan: BuildPlan | None) -> dict[str, float]:
-    """Program -> the ``atol`` its check held it to, for each program that writes a ``.bpte``:
-    what a device passes ExecuTorch's ``verify_method_outputs`` (with ``rtol`` 0), as the
+def bpte_tolerances(plan: BuildPlan | None, measured: Mapping[str, float | None] | None = None) -> dict[str, dict[str, float]]:
+    """Program -> its ``bundled_io`` (:func:`~ptebuild.runtime.record.bundled_io_entry`), for each
+    program that writes a ``.bpte``: what a device passes ExecuTorch's ``verify_method_outputs``,
+    derived from the largest error its check measured (``measured``: program -> that error, from
+    the build record or the cache's result; absent: the ``atol`` the check held it to), as the
     ``.bpte``'s expected outputs are those of the model the check compared with."""
     if plan is None:
         return {}
-    return {program.name: program.atol for program in plan.programs if program.bpte_name}
+    measured = measured or {}
+    return {program.name: bundled_io_entry(program.atol, measured.get(program.name))
+            for program in plan.programs if program.bpte_name}
+
+
+def _measured_error(cache: Any, key: str) -> float | None:
+    """The largest error the check of the cached result under ``key`` measured, if the cache has it."""
+    from ptebuild.figures import CheckSummary
+
+    try:
+        hit = cache.lookup(key, fetch=False).hit
+    except Exception:  # a cache that cannot answer: the check's atol stands
+        return None
+    summary = CheckSummary.of(hit.result.figures) if hit is not None else None
+    return summary.max_abs_error if summary is not None else None
 
 
 def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str,
-                    tolerances: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
+                    tolerances: Mapping[str, dict[str, float]] | None = None) -> dict[str, dict[str, Any]]:
     """Record entries (``ptebuild.json`` shape) for lock entries; ``tolerances``: those of
     :func:`bpte_tolerances`, kept for the programs whose ``.bpte`` is among their outputs."""
     tolerances = tolerances or {}
@@ -385,7 +402,7 @@ def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str,
         if entry.runtime is not None:
             target["runtime"] = entry.runtime.to_json()
         if name in tolerances and any(o.name.endswith(".bpte") for o in entry.outputs or ()):
-            target["bundled_io"] = bundled_io_entry(tolerances[name])
+            target["bundled_io"] = dict(tolerances[name])
         targets[name] = target
     return targets
 
@@ -398,7 +415,7 @@ def _write_bundle(
     lock_bytes: bytes | None,
     bundle: BundlePlan | None = None,
     extras: Mapping[str, Path] | None = None,
-    tolerances: Mapping[str, float] | None = None,
+    tolerances: Mapping[str, dict[str, float]] | None = None,
 ) -> PackResult:
     extras = dict(extras or {})
     manifest_name = manifest_path.name

@@ -113,7 +113,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.lowering.samples import load_program_samples
     from ptebuild.plan import BuildPlan
     from ptebuild.worker.lower import explained, lower
     from ptebuild.worker.model_loading import build_model
@@ -131,8 +133,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     try:
         progress("building the model")
         model = build_model(program, manifest_dir, plan.manifest)
+        samples = load_program_samples(program, manifest_dir, plan.manifest)
         inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, progress)
+        lowered = lower(model, program, inputs, staging, progress, samples)
         lowered_at = time.monotonic()
         figures, check_name = [], ""
         if program.check_enabled:
@@ -141,7 +144,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
             try:
-                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
+                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
+            except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                from ptebuild.worker.divergence import locate
+
+                raise locate(wrong, model, program, inputs, samples, progress) from None
             except BuildError as error:
                 again = explained(error, program.backend)  # a known limit of the toolchain, said so
                 if again is error:
@@ -154,7 +161,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             progress("bundling the test cases")
             reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
             lowered.files[program.bpte_name] = write_bpte(
-                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
+                reference, program, lowered.files[program.pte_name], staging / program.bpte_name, samples
             )
         deps = discover(manifest_dir, hash_file)
         for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?

@@ -131,7 +131,8 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
-def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress) -> Any:
+def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress,
+                  samples: list[tuple[Any, ...]] | None = None) -> Any:
     import torch
 
     if not callable(getattr(model, method.function, None)):
@@ -182,7 +183,7 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     if quantize != "none":
         progress(f"quantizing {method.name} ({quantize})")
     try:
-        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
+        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method, samples))
     except Exception as exc:
         raise BuildError(
             f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}"
@@ -194,10 +195,13 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
 CALIBRATION_DRAWS = 4
 
 
-def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[Any, ...]]:
-    """Inputs to calibrate quantization with: each check size, several seeded draws each."""
+def calibration_inputs(program: ProgramPlan, method: MethodPlan, samples: list[tuple[Any, ...]] | None = None) -> list[tuple[Any, ...]]:
+    """Inputs to calibrate quantization with: the method's samples (real inputs) if it has any,
+    else each check size, several seeded draws each."""
     from ptebuild.lowering.examples import check_sizes, make_inputs
 
+    if samples:
+        return list(samples)
     return [
         make_inputs(method, program.seed + 1 + draw, sizes)
         for sizes in check_sizes(method)
@@ -206,9 +210,11 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    samples: dict[str, list[tuple[Any, ...]]] | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``.
+    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``; ``samples`` (method
+    name -> its samples) calibrate static quantization.
 
     Export and lowering run under ``torch.no_grad()``, as ExecuTorch's own LLM export does: a
     buffer the model updates in place (a KV cache written with ``index_copy_``) from values that
@@ -218,11 +224,12 @@ def lower(
     import torch
 
     with torch.no_grad():
-        return _lower(model, program, inputs_by_method, staging, progress)
+        return _lower(model, program, inputs_by_method, staging, progress, samples)
 
 
 def _lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    samples: dict[str, list[tuple[Any, ...]]] | None = None,
 ) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
@@ -238,7 +245,8 @@ def _lower(
             location=f"programs.{program.name}",
         ) from exc
     exported = {
-        method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
+        method.name: export_method(model, program, method, inputs_by_method[method.name], progress,
+                                   (samples or {}).get(method.name))
         for method in program.methods
     }
     progress(f"lowering for {program.backend}")

@@ -44,7 +44,7 @@ def probe_plan(backend: Backend) -> ProgramPlan:
     return ProgramPlan(
         name="probe", model="probe", backend=backend.name, factory="probe:linear", kwargs={}, weights=None,
         seed=PROBE_SEED, sources=(), methods=(method,), data_name=data_name, options=options,
-        atol=defaults.atol, min_cosine=defaults.min_cosine, check_enabled=True, model_entry={}, program_entry={},
+        atol=defaults.atol, rtol=defaults.rtol, min_cosine=defaults.min_cosine, check_enabled=True, model_entry={}, program_entry={},
     )
 
 

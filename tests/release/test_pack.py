@@ -342,14 +342,18 @@ def test_every_bundle_of_two_clean_builds_is_byte_identical_and_verifies(bundles
     assert sorted(record["targets"]) == list(BUNDLE_PROGRAMS)
     assert record["targets"]["tiny_portable"]["runtime"]["minimum"] == "0.7.0"
     assert record["targets"]["tiny_inside"]["runtime"]["files"]["tiny_inside.bpte"] == {"format": "BP08", "schema_version": 2}
-    # How a device verifies each .bpte (verify_method_outputs): the check's atol, the same as the
-    # build record's; a program without a .bpte has none.
+    # How a device verifies each .bpte (verify_method_outputs): twice the largest error the check
+    # measured plus 1e-5 (issue 26: derived from the check, not a flat value), the same as the build
+    # record's; a program without a .bpte has none.
     folder_record = read_build_record(out).targets
     for name, target in record["targets"].items():
         has_bpte = any(f.endswith(".bpte") for f in target["outputs"])
         assert ("bundled_io" in target) == has_bpte == ("bundled_io" in folder_record[name]), name
         if has_bpte:
-            assert target["bundled_io"] == folder_record[name]["bundled_io"] == {"atol": 1e-3 if name == "tiny_xnnpack" else 1e-4, "rtol": 0.0}
+            measured = folder_record[name]["checked"]["max_abs_error"]
+            assert target["bundled_io"] == folder_record[name]["bundled_io"] == {
+                "atol": 2 * measured + 1e-5, "rtol": 0.0, "max_error": measured, "margin": 2.0}
+            assert target["bundled_io"]["atol"] < (1e-3 if name == "tiny_xnnpack" else 1e-4)  # the check's atol
     with zipfile.ZipFile(tmp_path / "a" / "tiny-mobile.zip") as zf:
         zf.extractall(tmp_path / "x")
     done = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path / "x" / "tiny-mobile", capture_output=True, text=True)

@@ -131,7 +131,7 @@ class CoreMLBackend(Backend):
         range is not narrowed (:func:`.ranges.sizes_stay_oblivious`) while lowering."""
         return _lowering()
 
-    def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+    def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:
         from ptebuild.backends.coreml.check import check_program
 
         return check_program(model, program, pte, ptd), STRUCTURAL.name

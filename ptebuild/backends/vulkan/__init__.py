@@ -239,7 +239,7 @@ class VulkanBackend(Backend):
             raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
         return {data_name: data[DATA_TAG]}
 
-    def check(self, model, program, pte: Path, ptd: Path | None) -> tuple[list, str]:
+    def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:
         from ptebuild.backends.vulkan.check import check_program
 
         return check_program(model, program, pte, ptd), STRUCTURAL.name

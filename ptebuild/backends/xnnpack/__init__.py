@@ -87,11 +87,29 @@ DEFAULT_MIN_FLOAT_COSINE = 0.95
 
 
 QUANTIZED_CHECK = {
-    "int8-dynamic": CheckTolerances(atol=0.1, min_cosine=0.995),
-    "int8": CheckTolerances(atol=0.5, min_cosine=0.97),
+    "int8-dynamic": CheckTolerances(atol=0.1, rtol=0.05, min_cosine=0.995),
+    "int8": CheckTolerances(atol=0.5, rtol=0.1, min_cosine=0.97),
 }
-EIGHT_DA_FOUR_W_CHECK = CheckTolerances(atol=5e-2, min_cosine=0.9999)
+"""Int8 steps scale with the values they quantize: ``rtol`` (of each output's magnitude, see
+:mod:`ptebuild.tolerances`) lets a classifier whose scores reach 100 through 50 layers pass as one
+whose scores stay near 1 does (a torchvision-like resnet50, random weights, static int8: max error
+3.7 on scores up to 249, 0.057 of their mean magnitude; its resnet18 sibling 0.057 on scores up to 3.4)."""
+EIGHT_DA_FOUR_W_CHECK = CheckTolerances(atol=5e-2, rtol=1e-2, min_cosine=0.9999)
 """8da4w against torchao's quantized eager model (see :meth:`XnnpackBackend.check_defaults`)."""
+
+
+QS8_MEAN = "xnnpack-qs8-mean-outside-delegate"
+QS8_MEAN_WHY = (
+    "mean.dim (global average pooling) runs in ExecuTorch's portable kernels, not in the XNNPACK delegate: XNNPACK's "
+    "quantized mean keeps its int32 accumulators in a workspace that grows with the batch, and its runtime does not "
+    "plan memory again when only that workspace grows (src/subgraph/static-reduce.c reshape_reduce_operator returns "
+    "no xnn_status_reallocation_required for it, unlike convolution and fully-connected), so a larger batch after a "
+    "smaller one on the same loaded program writes past its planned memory and answers wrongly"
+)
+"""The fix applied to statically quantized XNNPACK programs with dynamic dims (:meth:`XnnpackBackend.
+workarounds`). Seen on a CNN+MLP policy, batch 1..4, static int8: batch 4 after batch 1 answered
+0.18 from eager PyTorch, 0.0046 when run first; with the mean outside the delegate 0.0046 in
+every order. A float mean passes no workspace to XNNPACK and is not affected."""
 
 
 TORCHAO_REFERENCE = CheckKind("executorch-runtime-vs-torchao-eager")
@@ -128,6 +146,18 @@ class XnnpackBackend(Backend):
             return EIGHT_DA_FOUR_W_CHECK
         return QUANTIZED_CHECK.get(options.quantize, self.default_check)
 
+    def calibrates(self, options) -> bool:
+        """``int8``: static quantization, calibrated (on the samples where there are some)."""
+        quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)
+        return quantize == "int8"
+
+    def workarounds(self, options, program) -> dict[str, str]:
+        """:data:`QS8_MEAN` for a statically quantized program with a dynamic dim."""
+        quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)
+        if quantize == "int8" and any(m.dims for m in program.methods):
+            return {QS8_MEAN: QS8_MEAN_WHY}
+        return {}
+
     def check_kind(self, options=None) -> CheckKind:
         quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)
         return TORCHAO_REFERENCE if quantize == "8da4w" else EXECUTORCH_RUNTIME
@@ -161,9 +191,14 @@ class XnnpackBackend(Backend):
         move_named_data(manager, config, data_name)
 
     def partitioners(self, options, program=None) -> list:
+        from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+        from executorch.backends.xnnpack.partition.config.generic_node_configs import MeanDimConfig
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-        return [XnnpackPartitioner(per_op_mode=options.per_op_mode)]
+        configs = None
+        if program is not None and QS8_MEAN in self.workarounds(options, program):
+            configs = [config for config in ALL_PARTITIONER_CONFIGS if config is not MeanDimConfig]
+        return [XnnpackPartitioner(configs=configs, per_op_mode=options.per_op_mode)]
 
     def reference_model(self, model, program):
         """``8da4w``: torchao's eager model quantized as the program was (:meth:`check_defaults`);
@@ -173,12 +208,12 @@ class XnnpackBackend(Backend):
             return model
         return quantized_8da4w(model, options, program.name)
 
-    def check(self, model, program, pte, ptd):
+    def check(self, model, program, pte, ptd, samples=None):
         """``8da4w``: against torchao's eager model quantized as the program was, within the
         check's tolerances, and against ``model`` (float) in direction (``min_float_cosine``)."""
         options = self.options_model.model_validate(program.options)
         if options.quantize != "8da4w":
-            return super().check(model, program, pte, ptd)
+            return super().check(model, program, pte, ptd, samples)
         from ptebuild.lowering.check import DirectionBound, check_program
 
         bound = options.min_float_cosine if options.min_float_cosine is not None else DEFAULT_MIN_FLOAT_COSINE
@@ -188,7 +223,8 @@ class XnnpackBackend(Backend):
             f"lower programs.{program.name}.options.min_float_cosine",
         )
         reference = self.reference_model(model, program)
-        figures = check_program(reference, program, pte, ptd, how=" (torchao's 8da4w eager model)", direction=float_model)
+        figures = check_program(reference, program, pte, ptd, how=" (torchao's 8da4w eager model)", direction=float_model,
+                                samples=samples)
         return figures, TORCHAO_REFERENCE.name
 
 
@@ -272,6 +308,6 @@ BACKEND = XnnpackBackend(
     name="xnnpack",
     options_factory=options_model,
     same_bytes_on_every_platform=True,  # a flatbuffer of the graph and its weights: nothing of the host
-    default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
+    default_check=CheckTolerances(atol=1e-3, rtol=1e-4, min_cosine=0.9999),
     payload_readers=(XnnpackReader(),),
 )

@@ -60,6 +60,11 @@ def _rebuild(cls: type[_E], message: str, manifest: str | None, location: str | 
     return error
 
 
+TOOLCHAIN = ("change the model where the cause points (the log has the whole output), or report it to ExecuTorch "
+             "or PyTorch if the model is right")
+"""The last clause of a failure of the toolchain (export, quantization, lowering) that is no known limit
+(:mod:`ptebuild.lowering.known_limits`): the model is the user's, the cause the toolchain's words."""
+
 REPORT = "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug"
 """The last clause of an error that no input can cause (an invariant of ptebuild's or of the pinned
 ExecuTorch's that did not hold): what a user can do is report it."""
@@ -82,6 +87,11 @@ class ManifestError(UsageError):
 
 class DataNameError(ManifestError):
     """A data name or program name breaks the naming rules, or two output names collide."""
+
+
+class PluginError(UsageError):
+    """An installed plug-in (a backend from another distribution) cannot be used; the message names
+    the distribution and what failed, in one line."""
 
 
 class FormatError(UsageError):

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ptebuild.figures import CheckSummary
+
 ACTION_FORMAT = "ptebuild-action"
 ACTION_VERSION = 2
 
@@ -224,6 +226,14 @@ class TargetResult:
     """Why a target that the request did not name was built too (``only=``): it shares a weights
     file with one it named, and a shared ``.ptd`` is built whole. Empty: it was asked for."""
 
+    @property
+    def checked(self) -> CheckSummary | None:
+        """What the check held the outputs to and measured (tolerances by dtype, the data, the
+        worst figures, the verdict): ``--json``'s ``checked``; None when it compared no numbers."""
+        from ptebuild.figures import CheckSummary
+
+        return CheckSummary.of(self.figures)
+
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
         self.outputs = result.outputs
@@ -248,6 +258,9 @@ class TargetResult:
             "check": self.check,
             "key": self.key,
         }
+        summary = self.checked
+        if summary is not None:
+            data["checked"] = summary.to_json()
         if self.source is not None:
             data["source"] = self.source.value
         if self.node:

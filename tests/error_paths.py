@@ -99,3 +99,29 @@ FIX_WORDS = re.compile(
     r"link|list|make|name|pack|pass|point|put|raise|rebuild|regenerate|remove|rename|repair|report|restore|return|run|"
     r"save|separate|set|start|use|write|compare|did you mean|undo)\b", re.IGNORECASE)
 """Words a clause that says what to do contains (imperatives, or a did-you-mean)."""
+
+
+def render(found: dict[str, dict[str, list[str]]]) -> str:
+    """``found`` as tests/test_errors.py's ERROR_PATHS is written (``python tests/error_paths.py``
+    prints it: paste it there once each new or changed ending says what to do)."""
+    lines = ["ERROR_PATHS = {"]
+    for module, functions in found.items():
+        lines.append(f"    {module!r}: {{".replace("'", '"'))
+        for function, clauses in functions.items():
+            lines.append(f'        "{function}": [')
+            lines += [f"            {_quoted(clause)}," for clause in clauses]
+            lines.append("        ],")
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _quoted(text: str) -> str:
+    """A Python literal of ``text`` in double quotes (JSON's escapes are Python's for these texts)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    print(render(error_paths()))

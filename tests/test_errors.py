@@ -111,19 +111,12 @@ READERS = {
     # diff; runtime/loader.py: load; runtime/verify.py: verify_folder), or, for a remote cache's
     # answers (store/reapi.py), the gRPC tier turns them into a failed request (a warning, then
     # the tier is switched off: store/faults.py).
-    "runtime/_file_region.py", "runtime/_flatbuffer.py", "runtime/_protobuf.py", "runtime/bpte_file.py",
-    "runtime/compat.py", "runtime/coreml_payload.py", "runtime/cuda_payload.py", "runtime/inspect.py",
-    "runtime/openvino_blob.py", "runtime/oplist.py", "runtime/ptd_file.py", "runtime/ptd_merge.py",
-    "runtime/ptd_write.py", "runtime/pte_file.py", "runtime/pte_inspection.py", "runtime/vulkan_payload.py",
-    "runtime/xnnpack_blob.py", "store/reapi.py",
-}
-
-LOWERING = {
-    # The messages of a failed model import, export or lowering (worker/lower.py,
-    # worker/model_loading.py) are being rewritten by the stream of issue 26 (each located at the
-    # manifest key to fix, with upstream's known limits and their way out); their endings are
-    # listed as they are and checked once that stream has landed.
-    "worker/lower.py", "worker/model_loading.py",
+    # Each backend's payload reader (backends/*/payload.py) is read through the same entry points.
+    "runtime/file_region.py", "runtime/flatbuffer.py", "runtime/protobuf.py", "runtime/bpte_file.py",
+    "runtime/compat.py", "runtime/inspect.py", "runtime/oplist.py", "runtime/ptd_file.py", "runtime/ptd_merge.py",
+    "runtime/ptd_write.py", "runtime/pte_file.py", "runtime/pte_inspection.py", "store/reapi.py",
+    "backends/coreml/payload.py", "backends/cuda/payload.py", "backends/openvino/payload.py",
+    "backends/vulkan/payload.py", "backends/xnnpack/payload.py",
 }
 
 WARNED = {
@@ -131,7 +124,7 @@ WARNED = {
     # a blob with wrong bytes is a miss with a warning, repeated failures switch the tier off for the
     # build with one ("remote cache disabled for this build: ..."), and the build goes on locally.
     ("store/http.py", "HttpBlobStore.fetch"), ("store/http.py", "HttpBlobStore.read_bytes"),
-    ("store/grpc.py", "GrpcBlobStore._read_batch"), ("store/grpc.py", "GrpcBlobStore._fetch_stream"),
+    ("store/grpc_blobs.py", "GrpcBlobStore._read_batch"), ("store/grpc_blobs.py", "GrpcBlobStore._fetch_stream"),
 }
 
 PASSES_ON = {
@@ -140,20 +133,27 @@ PASSES_ON = {
         "backends/cuda/toolchain.py windows_toolchain_problem: each problem names what to install or set",
     ("backends/cuda/windows.py", "check_dll", "{}: the DLL imports {} from {}, which does not export {}{}"):
         "the last value is '; add ... to the shim list' or '; build with the ... that exports ...'",
-    ("backends/xnnpack.py", "quantized_8da4w", "{}"): "_group_size_hint: a group_size that fits, or skip_ungroupable",
+    ("backends/coreml/check.py", "_Matcher.__call__", "{}: {}"): "_function_features: its message ends with REPORT",
+    ("backends/xnnpack/__init__.py", "quantized_8da4w", "{}"): "_group_size_hint: a group_size that fits, or skip_ungroupable",
     ("builder/keys.py", "_digest_input", "{}"): "the caller's fix argument ('give the path of ...')",
     ("cli/cache.py", "gc_command", "--max-size: {}"): "store/sizes.py parse_size: 'give a number with an optional unit'",
     ("lowering/bundled_io.py", "write_bpte", "bundle_io: {}"): "runtime/bpte_file.py check_suites' problems",
-    ("lowering/check.py", "check_program", "{}"): "lowering/check.py checked_figures and the direction check's fix",
+    ("lowering/check.py", "_MethodRunner.check_direction", "{}"): "DirectionBound.fix: what the direction check says to do",
     ("manifest/resolve.py", "_resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
         "a did-you-mean, or 'use one of ..., or declare it under models.M.dims'",
     ("manifest/resolve.py", "check_collisions", "{}: {} and {} {}"):
         "'both write X; give one of them another name' or '...; choose names that differ in more than case'",
     ("manifest/resolve.py", "_check_name", "{}: {}: name {} {}"): "ptebuild/names.py name_problem: each ends with its fix",
+    ("release/pack.py", "_refuse_stale", "{}"): "way_out: 'build it first (`ptebuild build ...`)' and '--from-cache' where it holds",
     ("release/pack.py", "_bundle_of", "--bundle: {} has no bundle {}{}{}"): "'; name one of ...' or '; declare it as [bundles.NAME]'",
     ("shims/deffile.py", "parse_def", "{}: {}"): "shims/model.py ShimList's own messages",
     ("shims/deffile.py", "parse_toml", "{}: {}"): "shims/model.py Export's and deffile's own messages",
     ("worker/checkpoints.py", "load_state_dict", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
+    ("worker/lower.py", "_lower", "preparing the model for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
+    ("worker/lower.py", "_lower", "lowering for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
+    ("worker/lower.py", "export_method", "torch.export of method {} failed: {}{}"): "known_limit (as above)",
+    ("worker/lower.py", "export_method", "preparing method {} for {} failed: {}{}"): "known_limit (as above)",
+    ("worker/model_loading.py", "build_model", "factory {}: {}"): "_kwargs_problem: '...; give only kwargs the factory takes (...)'",
 }
 
 
@@ -169,7 +169,7 @@ def test_every_error_ends_with_what_to_do():
     for module, functions in ERROR_PATHS.items():
         for function, clauses in functions.items():
             for clause in clauses:
-                if module in READERS | LOWERING or (module, function) in WARNED or FIX_WORDS.search(clause):
+                if module in READERS or (module, function) in WARNED or FIX_WORDS.search(clause):
                     continue
                 assert (module, function, clause) in PASSES_ON or clause.startswith("<"), (
                     f"{module}: {function}: the message ends {clause!r}: end it with what to do")
@@ -265,16 +265,38 @@ ERROR_PATHS = {
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "give this program fixed shapes",
         ],
-        "check_program": [
-            "<exc.message>",
+        "_Matcher.__call__": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "raise minimum_deployment_target",
+            "{}: {}",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
-            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
-            "<exc.message>",
+        ],
+    },
+    "backends/coreml/payload.py": {
+        "CoreMLReader._model": [
+            "{}: refers to named data {}, which the .pte does not hold",
+        ],
+        "read_reference": [
+            "{}: corrupt Core ML reference ({}): {}",
+        ],
+        "list_files.walk": [
+            "{}: corrupt Core ML folder index: node {} (of {}) named twice or missing",
+            "{}: corrupt Core ML folder: file {} [{}, {}) overlaps the index at {}",
+            "{}: corrupt Core ML folder index: node {} has kind {}",
+            "{}: corrupt Core ML folder index: node {}: {}",
+        ],
+        "read_model": [
+            "{}: Core ML folder without metadata.json (files: {})",
+            "{}: corrupt metadata.json: {}",
+            "{}: Core ML folder without model.mlpackage/Data/com.apple.CoreML/model.mlmodel",
+        ],
+        "_read_index": [
+            "{}: not a Core ML folder: no byte-reversed JSON index at its end",
+            "{}: corrupt Core ML folder index: {}",
+            "{}: corrupt Core ML folder index: no nodes",
         ],
     },
     "backends/cuda/__init__.py": {
@@ -307,6 +329,20 @@ ERROR_PATHS = {
             "or set compile_specs max_autotune = true (kernels chosen by timing, not byte-reproducible)",
         ],
     },
+    "backends/cuda/payload.py": {
+        "decode": [
+            "{}: not a CUDA weight payload: starts with {}, expected {} (executorch 1.5.1)",
+            "{}: {} ({}) has {} dims at offset {}, limit {}",
+            "{}: {} bytes after the last CUDA weight entry at offset {}",
+        ],
+        "_Reader.unpack": [
+            "{}: truncated CUDA weight payload: {} at offset {} needs {} bytes, {} left",
+        ],
+        "_Reader.string": [
+            "{}: truncated CUDA weight payload: {} at offset {} needs {} bytes, {} left",
+            "{}: {} at offset {} is not UTF-8",
+        ],
+    },
     "backends/cuda/runtime_shims.py": {
         "check_program_shims": [
             "it would crash at its first call on the device (the AOTInductor runner check uses libtorch's shims and would pass): express the op another way (scatter, index_put and x[mask] lower to these) or build with an ExecuTorch that defines them",
@@ -334,23 +370,56 @@ ERROR_PATHS = {
             "{}: the DLL imports {} from {}, which does not export {}{}",
         ],
     },
-    "backends/vulkan.py": {
+    "backends/openvino/payload.py": {
+        "regions": [
+            "{}: OpenVINO payload of {} bytes is shorter than its {}-byte header",
+            "{}: not an OpenVINO CPU payload: its {} [{}, +{}) is not inside the {}-byte payload after byte {}",
+        ],
+        "decode_model": [
+            "{}: the model region at {} is not the CPU plugin's IR (a GPU or NPU payload?)",
+        ],
+        "read_openvino_blob": [
+            "{}: the OpenVINO IR does not parse: {}",
+            "{}: the OpenVINO IR's root is <{}>, not <net>",
+        ],
+    },
+    "backends/vulkan/__init__.py": {
         "VulkanBackend.data_files": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "set data_name",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
-        "check_program": [
+    },
+    "backends/vulkan/check.py": {
+        "_match": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
     },
-    "backends/xnnpack.py": {
+    "backends/vulkan/payload.py": {
+        "read_graph": [
+            "{}: not a Vulkan payload: bytes 4..8 are {}, expected {}",
+            "{}: bad Vulkan header: length {}, flatbuffer at {}",
+            "{}: truncated Vulkan payload: constants [{}, {}) past its {} bytes",
+            "{}: Vulkan flatbuffer identifier {} at offset {}, expected {}",
+            "{}: corrupt: VkGraph input/output id {}, graph has {} values",
+            "{}: corrupt: {} [{}, {}) lies outside the {} constant bytes",
+            "{}: corrupt: {} is in named data but has no named_key",
+        ],
+    },
+    "backends/xnnpack/__init__.py": {
         "quantized_8da4w": [
             "{}",
             "use quantize = 'int8-dynamic'",
+        ],
+    },
+    "backends/xnnpack/payload.py": {
+        "_graph": [
+            "{}: truncated XNNPACK header ({} bytes)",
+            "{}: XNNPACK flatbuffer [{}, {}) runs past the {}-byte blob",
+            "{}: not an XNNPACK blob (bytes 4..8 are {})",
         ],
     },
     "builder/executors/ray.py": {
@@ -361,8 +430,13 @@ ERROR_PATHS = {
     },
     "builder/keys.py": {
         "model_sources": [
-            "put it beside the manifest or install it",
             "give globs relative to the manifest",
+        ],
+        "module_sources": [
+            "put it beside the manifest or install it",
+        ],
+        "sample_inputs": [
+            "give a file or folder of torch.save'd input tuples, relative to the manifest, or a factory 'package.module:callable'",
         ],
         "_digest_input": [
             "{}",
@@ -405,6 +479,14 @@ ERROR_PATHS = {
             "give a path in a folder you can write to",
         ],
     },
+    "lowering/binding.py": {
+        "bind": [
+            "{} takes each parameter once: remove one of them",
+            "name each input after the parameter it is passed as ({})",
+            "declare it too",
+            "declare one input per parameter it needs, named after it",
+        ],
+    },
     "lowering/bundled_io.py": {
         "write_bpte": [
             "bundle_io: {}",
@@ -412,15 +494,36 @@ ERROR_PATHS = {
         ],
     },
     "lowering/check.py": {
-        "compare_outputs": [
+        "_same_layout": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "the program computes something else than the model: check the model for this backend",
         ],
-        "checked_figures": [
-            "fix the model or loosen programs.{}.check",
-        ],
-        "check_program": [
+        "_MethodRunner.check_direction": [
             "{}",
+        ],
+    },
+    "lowering/placement.py": {
+        "move_named_data": [
+            "install the executorch that constraints.txt pins (1.5.1), which ptebuild supports",
+        ],
+    },
+    "lowering/samples.py": {
+        "load_samples": [
+            "fix the factory (it is called without arguments)",
+            "give a file or folder relative to the manifest",
+            "save tuples of tensors with torch.save, or give a factory 'package.module:callable'",
+            "give at least one tuple of inputs",
+        ],
+        "_import_factory": [
+            "fix the module, or put it beside the manifest",
+            "name a callable that returns the samples ({}:NAME)",
+            "name a function that returns the samples",
+        ],
+        "_as_samples": [
+            "give a tuple of the method's inputs, or a list of such tuples",
+        ],
+        "check_samples": [
+            "give samples that fit the method's declared inputs",
         ],
     },
     "lowering/structure.py": {
@@ -436,6 +539,9 @@ ERROR_PATHS = {
         ],
         "method_plans": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
+        "check_structure": [
+            "<exc.message>",
         ],
     },
     "lowering/weightkeys.py": {
@@ -457,6 +563,10 @@ ERROR_PATHS = {
             "correct the TOML there",
         ],
         "load_manifest": [
+            "<describe_validation_error(exc, display, Manifest)>",
+        ],
+        "load_manifest_text": [
+            "correct the TOML there",
             "<describe_validation_error(exc, display, Manifest)>",
         ],
     },
@@ -572,12 +682,16 @@ ERROR_PATHS = {
         "pack_from_cache": [
             "write it with `ptebuild lock MANIFEST`",
             "the lock is stale: run `ptebuild lock {}`",
+            "build and lock it (`ptebuild build {}`, `ptebuild lock {}`), then pack",
             "write it again with `ptebuild lock MANIFEST`",
             "build them there or pack from a cache that has them",
             "{}: cannot write there: {}",
             "build it again into that cache",
             "check the cache folder (`ptebuild cache verify`)",
             "build it again into that cache",
+        ],
+        "_refuse_stale": [
+            "{}",
         ],
         "_bundle_of": [
             "--bundle: {} has no bundle {}{}{}",
@@ -602,47 +716,6 @@ ERROR_PATHS = {
             "{}: a manifest named {} collides with a file of the bundle (rename it)",
         ],
     },
-    "runtime/_file_region.py": {
-        "read_exact": [
-            "{}: truncated: cannot read {} ({} bytes) at offset {}, file has {} bytes",
-        ],
-        "sha256_of_range": [
-            "{}: truncated: {} ({} bytes at offset {}) ends past the end of the file",
-        ],
-        "Blob.read": [
-            "{}: truncated or corrupt: {} [{}, {}) lies outside the {}-byte payload",
-        ],
-    },
-    "runtime/_flatbuffer.py": {
-        "FlatbufferView._check": [
-            "{}: truncated or corrupt: cannot read {} ({} bytes) at offset {}",
-        ],
-        "Table.string": [
-            "{}: corrupt: {}.{} at offset {} is not NUL-terminated",
-            "{}: {}.{} is not UTF-8",
-        ],
-        "Table._vector": [
-            "{}: truncated or corrupt: {}.{} claims {} elements at offset {}, past the end of the data",
-        ],
-    },
-    "runtime/_protobuf.py": {
-        "Message._expect": [
-            "{}: corrupt: {}.{} at offset {} has wire type {}, expected {}",
-        ],
-        "Message.string": [
-            "{}: {}.{} is not UTF-8",
-        ],
-        "_varint": [
-            "{}: truncated: {}: varint at offset {} runs past the end",
-            "{}: corrupt: {}: varint at offset {} is longer than {} bytes",
-        ],
-        "_parse": [
-            "{}: corrupt: {}: field number 0 at offset {}",
-            "{}: truncated: {} field {}: {} bytes at offset {}",
-            "{}: truncated: {} field {} claims {} bytes at offset {}, {} left",
-            "{}: corrupt: {} field {} at offset {}: wire type {}",
-        ],
-    },
     "runtime/bpte_file.py": {
         "parse_bpte": [
             "{}: truncated: {} bytes, too short for a .bpte",
@@ -657,42 +730,27 @@ ERROR_PATHS = {
             "{}: not a .ptd file: identifier {} at offset 4, expected {}",
         ],
     },
-    "runtime/coreml_payload.py": {
-        "read_reference": [
-            "{}: corrupt Core ML reference ({}): {}",
+    "runtime/file_region.py": {
+        "read_exact": [
+            "{}: truncated: cannot read {} ({} bytes) at offset {}, file has {} bytes",
         ],
-        "list_files.walk": [
-            "{}: corrupt Core ML folder index: node {} (of {}) named twice or missing",
-            "{}: corrupt Core ML folder: file {} [{}, {}) overlaps the index at {}",
-            "{}: corrupt Core ML folder index: node {} has kind {}",
-            "{}: corrupt Core ML folder index: node {}: {}",
+        "sha256_of_range": [
+            "{}: truncated: {} ({} bytes at offset {}) ends past the end of the file",
         ],
-        "read_model": [
-            "{}: Core ML folder without metadata.json (files: {})",
-            "{}: corrupt metadata.json: {}",
-            "{}: Core ML folder without model.mlpackage/Data/com.apple.CoreML/model.mlmodel",
-        ],
-        "_read_index": [
-            "{}: not a Core ML folder: no byte-reversed JSON index at its end",
-            "{}: corrupt Core ML folder index: {}",
-            "{}: corrupt Core ML folder index: no nodes",
+        "Blob.read": [
+            "{}: truncated or corrupt: {} [{}, {}) lies outside the {}-byte payload",
         ],
     },
-    "runtime/cuda_payload.py": {
-        "decode": [
-            "{}: not a CUDA weight payload: starts with {}, expected {} (executorch 1.5.1)",
-            "{}: {} ({}) has {} dims at offset {}, limit {}",
-            "{}: {} bytes after the last CUDA weight entry at offset {}",
+    "runtime/flatbuffer.py": {
+        "FlatbufferView._check": [
+            "{}: truncated or corrupt: cannot read {} ({} bytes) at offset {}",
         ],
-        "_Reader.unpack": [
-            "{}: truncated CUDA weight payload: {} at offset {} needs {} bytes, {} left",
+        "Table.string": [
+            "{}: corrupt: {}.{} at offset {} is not NUL-terminated",
+            "{}: {}.{} is not UTF-8",
         ],
-        "_Reader.string": [
-            "{}: truncated CUDA weight payload: {} at offset {} needs {} bytes, {} left",
-            "{}: {} at offset {} is not UTF-8",
-        ],
-        "read_pte_named_data": [
-            "{}: named data {} points at segment {} of {}",
+        "Table._vector": [
+            "{}: truncated or corrupt: {}.{} claims {} elements at offset {}, past the end of the data",
         ],
     },
     "runtime/inspect.py": {
@@ -719,25 +777,30 @@ ERROR_PATHS = {
             "executorch 1.5.1 loads one .ptd per program: give the program one data name",
         ],
     },
-    "runtime/openvino_blob.py": {
-        "regions": [
-            "{}: OpenVINO payload of {} bytes is shorter than its {}-byte header",
-            "{}: not an OpenVINO CPU payload: its {} [{}, +{}) is not inside the {}-byte payload after byte {}",
-        ],
-        "decode_model": [
-            "{}: the model region at {} is not the CPU plugin's IR (a GPU or NPU payload?)",
-        ],
-        "read_openvino_blob": [
-            "{}: the OpenVINO IR does not parse: {}",
-            "{}: the OpenVINO IR's root is <{}>, not <net>",
-        ],
-    },
     "runtime/oplist.py": {
         "_kernel_calls": [
             "{}: operator index {} out of range ({} operators)",
         ],
         "_at": [
             "{}: value index {} out of range ({} values)",
+        ],
+    },
+    "runtime/protobuf.py": {
+        "Message._expect": [
+            "{}: corrupt: {}.{} at offset {} has wire type {}, expected {}",
+        ],
+        "Message.string": [
+            "{}: {}.{} is not UTF-8",
+        ],
+        "_varint": [
+            "{}: truncated: {}: varint at offset {} runs past the end",
+            "{}: corrupt: {}: varint at offset {} is longer than {} bytes",
+        ],
+        "_parse": [
+            "{}: corrupt: {}: field number 0 at offset {}",
+            "{}: truncated: {} field {}: {} bytes at offset {}",
+            "{}: truncated: {} field {} claims {} bytes at offset {}, {} left",
+            "{}: corrupt: {} field {} at offset {}: wire type {}",
         ],
     },
     "runtime/ptd_file.py": {
@@ -793,10 +856,6 @@ ERROR_PATHS = {
         "_reference": [
             "{}: {} has no processed data",
         ],
-        "_delegate_blob": [
-            "{}: inline data index {} out of range",
-            "{}: bad processed reference (location {}, index {})",
-        ],
     },
     "runtime/pte_inspection.py": {
         "inspect_pte": [
@@ -804,9 +863,6 @@ ERROR_PATHS = {
         ],
         "_delegate": [
             "{}: bad processed reference (location {}, index {})",
-        ],
-        "_payload_contents": [
-            "{}: refers to named data {}, which the .pte does not hold",
         ],
     },
     "runtime/record.py": {
@@ -826,24 +882,6 @@ ERROR_PATHS = {
         "verify_folder": [
             "give the output folder of a build",
             "give the output folder of a ptebuild build",
-        ],
-    },
-    "runtime/vulkan_payload.py": {
-        "read_graph": [
-            "{}: not a Vulkan payload: bytes 4..8 are {}, expected {}",
-            "{}: bad Vulkan header: length {}, flatbuffer at {}",
-            "{}: truncated Vulkan payload: constants [{}, {}) past its {} bytes",
-            "{}: Vulkan flatbuffer identifier {} at offset {}, expected {}",
-            "{}: corrupt: VkGraph input/output id {}, graph has {} values",
-            "{}: corrupt: {} [{}, {}) lies outside the {} constant bytes",
-            "{}: corrupt: {} is in named data but has no named_key",
-        ],
-    },
-    "runtime/xnnpack_blob.py": {
-        "xnnpack_named_keys": [
-            "{}: truncated XNNPACK header ({} bytes)",
-            "{}: XNNPACK flatbuffer [{}, {}) runs past the {}-byte blob",
-            "{}: not an XNNPACK blob (bytes 4..8 are {})",
         ],
     },
     "shims/check.py": {
@@ -984,19 +1022,7 @@ ERROR_PATHS = {
             "build again to store it anew",
         ],
     },
-    "store/grpc.py": {
-        "split_url": [
-            "give grpc[s]://host[:port][/instance]",
-            "give grpc[s]://host[:port][/instance]",
-            "pass a token with --remote-cache-header NAME=VALUE",
-            "give grpc://host:port",
-        ],
-        "metadata_of": [
-            "use letters, digits, '-', '_' and '.', not grpc-* nor *-bin",
-        ],
-        "Rpc.__init__": [
-            "--remote-cache grpc://: needs grpcio: pip install 'ptebuild[grpc]'",
-        ],
+    "store/grpc_blobs.py": {
         "GrpcBlobStore._read_batch": [
             "blob {} has wrong bytes ({} bytes hashing to {})",
         ],
@@ -1005,14 +1031,27 @@ ERROR_PATHS = {
             "blob {} has wrong bytes ({} bytes hashing to {})",
         ],
     },
+    "store/grpc_channel.py": {
+        "Rpc.__init__": [
+            "--remote-cache grpc://: needs grpcio: pip install 'ptebuild[grpc]'",
+        ],
+    },
+    "store/grpc_url.py": {
+        "split_url": [
+            "give grpc://host:port",
+        ],
+        "metadata_of": [
+            "use letters, digits, '-', '_' and '.', not grpc-* nor *-bin",
+        ],
+    },
     "store/headers.py": {
         "parse_header": [
             "give NAME=VALUE with NAME an HTTP header name",
             "give it on one line",
         ],
-        "split_url": [
-            "give http[s]://host[:port][/prefix]",
-            "give http[s]://host[:port][/prefix]",
+        "read_url": [
+            "give {}",
+            "give {}",
             "pass a token with --remote-cache-header NAME=VALUE",
         ],
     },
@@ -1087,28 +1126,30 @@ ERROR_PATHS = {
     },
     "worker/lower.py": {
         "export_method": [
-            "model {} has no callable {} for method {}",
-            "torch.export of method {} failed: {}",
+            "name one of its methods",
+            "torch.export of method {} failed: {}{}",
             "return a .clone() in all but one of them",
-            "preparing method {} for {} failed: {}",
+            "preparing method {} for {} failed: {}{}",
         ],
-        "lower": [
-            "preparing the model for {} failed: {}",
-            "lowering for {} failed: {}",
+        "_lower": [
+            "preparing the model for {} failed: {}{}",
+            "lowering for {} failed: {}{}",
         ],
     },
     "worker/model_loading.py": {
         "import_factory": [
-            "cannot import factory {} of model {}: {}: {}",
-            "module {} has no attribute {} (factory of model {})",
-            "factory {} is not callable",
+            "fix the module, or put it beside the manifest",
+            "name a callable that returns the model ({}:NAME)",
+            "name a function or class that returns the model",
         ],
         "build_model": [
-            "factory {} failed: {}: {}",
-            "factory {} returned {}, not a torch.nn.Module",
-            "no such file {}",
-            "cannot load {} as a state dict: {}",
-            "{} does not fit the model: {}",
+            "factory {}: {}",
+            "fix the factory (it is called with models.{}.kwargs)",
+            "return the model from it",
+            "give the weights file's path relative to the manifest",
+            "give a state dict saved with torch.save, a checkpoint with weights_key, or a .safetensors file",
+            "give the weights of this model (its class and kwargs), saved with torch.save(model.state_dict())",
+            "give the weights of this model (its class and kwargs)",
         ],
     },
     "worker/timed_run.py": {

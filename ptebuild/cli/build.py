@@ -129,21 +129,18 @@ def summary(document: dict[str, Any]) -> str:
     with one that ``--only`` named gets a line below the table saying so.
     """
     targets = document["targets"]
-    checked = any(t.get("rebuild") for t in targets)
-    header = ["target", "backend", "status", "seconds", "check", *(["reproducible"] if checked else []), "outputs"]
+    rechecked = any(t.get("rebuild") for t in targets)
+    header = ["target", "backend", "status", "seconds", "check", *(["reproducible"] if rechecked else []), "outputs"]
     rows = [header]
     for p in targets:
-        figures = p.get("figures") or []
-        if figures and all("max_abs_error" in f for f in figures):
-            worst = max(f["max_abs_error"] for f in figures)
-            cosine = min(f["cosine"] for f in figures)
-            check = f"err {worst:.1e} cos {cosine:.6f}"
+        if p.get("checked"):
+            check = check_words(p["checked"])
         else:  # a check without numbers (a Windows program's imports): its name
             check = p.get("check") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
                             for o in p["outputs"]) or "-"
         status = p["status"] + (" (remote)" if p.get("source") == "remote" else "")
-        reproducible = [_REPRODUCIBLE.get(p.get("rebuild", ""), "-")] if checked else []
+        reproducible = [_REPRODUCIBLE.get(p.get("rebuild", ""), "-")] if rechecked else []
         rows.append([p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, *reproducible, outputs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in rows]
@@ -152,7 +149,7 @@ def summary(document: dict[str, Any]) -> str:
     for p in targets:
         counts[p["status"]] = counts.get(p["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-    if checked:
+    if rechecked:
         same = sum(1 for p in targets if p.get("rebuild") == "same")
         tally += f"; {same} of {sum(1 for p in targets if p.get('rebuild'))} reproducible"
     lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out_dir']}")
@@ -161,6 +158,30 @@ def summary(document: dict[str, Any]) -> str:
 
 _REPRODUCIBLE = {"same": "yes", "differs": "NO"}
 """``--check``'s verdict (a target's ``rebuild``) as the table's ``reproducible`` column says it."""
+
+
+def check_words(checked: dict[str, Any]) -> str:
+    """The table's check column from a report's ``checked`` (:class:`ptebuild.figures.CheckSummary`):
+    ``err 3.0e-06 cos 1.000000 (float32 atol 0.001 rtol 0.0001; 3 sizes + 8 samples)``, led by
+    ``PROVES NOTHING:`` when the check cannot fail. Plain JSON: a replayed no-op imports nothing."""
+    tolerances = "; ".join(f"{dtype} atol {t['atol']:g} rtol {t['rtol']:g}" for dtype, t in checked["tolerances"].items())
+    sizes = len(checked["data"]["random"])
+    samples = checked["data"]["samples"]
+    data = f"{sizes} size{'s' if sizes != 1 else ''}" + (f" + {samples} samples" if samples else "")
+    top1 = f" top1 {checked['top1']:.0%}" if checked.get("top1") is not None else ""
+    words = f"err {checked['max_abs_error']:.1e} cos {checked['cosine']:.6f}{top1} ({tolerances}; {data})"
+    return f"PROVES NOTHING: {words}" if checked["verdict"] == "proves-nothing" else words
+
+
+def check_notes(document: dict[str, Any]) -> list[str]:
+    """A note for each program whose check proves nothing: why, and the way out."""
+    notes = []
+    for p in document.get("targets", ()):
+        checked = p.get("checked") or {}
+        if checked.get("verdict") == "proves-nothing":
+            notes.append(f"note: {p['name']}: its check proves nothing: {'; '.join(checked.get('reasons', ()))}; "
+                         f"{checked.get('way_out', '')}")
+    return notes
 
 
 def render(args: argparse.Namespace, document: dict[str, Any]) -> None:
@@ -189,11 +210,16 @@ def build_command(args: argparse.Namespace) -> int:
             for event in events:
                 progress(*event)
             render(args, {**document, "seconds": round(time.monotonic() - started, 3)})
+            for note in check_notes(document):
+                print(note, file=sys.stderr)
             return 0
     from ptebuild.api.build import build
 
     report = build(args.manifest, request, progress, replay=False)
-    render(args, report.to_json())
+    document = report.to_json()
+    render(args, document)
+    for note in check_notes(document):
+        print(note, file=sys.stderr)
     for target in report.failed:
         print(f"error: {target.message}", file=sys.stderr)
     for problem in report.lock_problems:

@@ -113,9 +113,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.lowering.samples import load_program_samples
     from ptebuild.plan import BuildPlan
-    from ptebuild.worker.lower import lower
+    from ptebuild.worker.lower import explained, lower
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -131,8 +133,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     try:
         progress("building the model")
         model = build_model(program, manifest_dir, plan.manifest)
+        samples = load_program_samples(program, manifest_dir, plan.manifest)
         inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, progress)
+        lowered = lower(model, program, inputs, staging, progress, samples)
         lowered_at = time.monotonic()
         figures, check_name = [], ""
         if program.check_enabled:
@@ -140,9 +143,17 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             kind = backend.check_kind(program.options)
             progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = backend.check(
-                model, program, lowered.files[program.pte_name], ptd
-            )
+            try:
+                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
+            except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                from ptebuild.worker.divergence import locate
+
+                raise locate(wrong, model, program, inputs, samples, progress) from None
+            except BuildError as error:
+                again = explained(error, program.backend)  # a known limit of the toolchain, said so
+                if again is error:
+                    raise
+                raise again from error
             figures = [f.to_json() for f in checked]
         if program.bpte_name:
             from ptebuild.lowering.bundled_io import write_bpte
@@ -150,7 +161,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             progress("bundling the test cases")
             reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
             lowered.files[program.bpte_name] = write_bpte(
-                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
+                reference, program, lowered.files[program.pte_name], staging / program.bpte_name, samples
             )
         deps = discover(manifest_dir, hash_file)
         for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
@@ -178,6 +189,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             lower_seconds=lowered_at - started,
             check_seconds=time.monotonic() - lowered_at,
             node=socket.gethostname(),
+            warnings=tuple(lowered.warnings),
         )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

@@ -100,7 +100,9 @@ def test_the_json_report_speaks_the_typed_reports_vocabulary(shared, capsys):
     typed = {f.name for f in dataclasses.fields(ptebuild.BuildReport)} | {"ok"}
     assert set(document) <= typed
     fields = {f.name for f in dataclasses.fields(TargetResult)}
+    fields |= {name for name, value in vars(TargetResult).items() if isinstance(value, property)}  # checked
     for entry, target in zip(document["targets"], report.targets):
         assert set(entry) <= fields, set(entry) - fields
         assert (entry["name"], entry["status"], entry["check"], entry["figures"]) == (
             target.name, target.status.value, target.check, list(target.figures))
+        assert target.checked is not None and entry["checked"] == target.checked.to_json()

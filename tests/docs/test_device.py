@@ -47,6 +47,12 @@ def bundled(tmp_path_factory) -> Path:
     return built_bundles(tmp_path_factory).parent / "out"
 
 
+def _record(folder: Path) -> dict:
+    import json
+
+    return json.loads((folder / "ptebuild.json").read_text())["targets"]
+
+
 def test_the_python_example_verifies_each_program_with_its_ptd(bundled, tmp_path):
     code = block_by_id("device-python").text
     assert code.count('folder = Path("out/robot")') == 1
@@ -54,7 +60,8 @@ def test_the_python_example_verifies_each_program_with_its_ptd(bundled, tmp_path
     script.write_text(code.replace('folder = Path("out/robot")', f"folder = Path({str(bundled)!r})"))
     done = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == ["tiny_inside: ok (atol 0.0001)", "tiny_xnnpack: ok (atol 0.001)"]
+    atol = {name: target["bundled_io"]["atol"] for name, target in _record(bundled).items() if "bundled_io" in target}
+    assert done.stdout.splitlines() == [f"{name}: ok (atol {atol[name]})" for name in ("tiny_inside", "tiny_xnnpack")]
 
 
 def test_the_cpp_example_verifies_a_bpte_with_its_ptd(bundled, tmp_path):
@@ -87,10 +94,11 @@ def test_the_cpp_example_verifies_a_bpte_with_its_ptd(bundled, tmp_path):
     assert built.returncode == 0, built.stderr[-4000:]
 
     run = [str(tmp_path / "verify_bpte"), str(bundled / "tiny_xnnpack.bpte")]
-    own = subprocess.run([*run, str(bundled / "tiny_xnnpack_weights.ptd"), "0.001", "forward", "score"],
+    atol = str(_record(bundled)["tiny_xnnpack"]["bundled_io"]["atol"])  # what the bundle says to verify with
+    own = subprocess.run([*run, str(bundled / "tiny_xnnpack_weights.ptd"), atol, "forward", "score"],
                          capture_output=True, text=True, timeout=120)
     assert own.returncode == 0, own.stdout + own.stderr
     assert own.stdout.splitlines() == [f"{m}[{i}]: ok" for m in ("forward", "score") for i in range(3)]
-    other = subprocess.run([*run, str(bundled / "tiny_portable_weights.ptd"), "0.001", "forward"],  # another program's
+    other = subprocess.run([*run, str(bundled / "tiny_portable_weights.ptd"), atol, "forward"],  # another program's
                            capture_output=True, text=True, timeout=120)
     assert other.returncode == 1 and "cannot load method forward" in other.stderr

@@ -36,9 +36,11 @@ def test_the_readme_keeps_its_two_commands_and_ci_runs_them():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     for command in BY_CI[1:]:
         assert command in ci, f".ci/run must run {command!r}, as the README says"
-    # bootstrap.sh without --test installs a subset of what --test does: the same pip line, fewer extras.
-    assert '.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".$extras"' in (
-        ROOT / "bootstrap.sh").read_text()
+    # bootstrap.sh without --test installs a subset of what --test does: the same install line (uv's, and
+    # pip's where uv cannot be had), fewer extras.
+    bootstrap = (ROOT / "bootstrap.sh").read_text()
+    assert 'uv_install .venv/bin/python -c constraints.txt -e ".$extras"' in bootstrap
+    assert '.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".$extras"' in bootstrap
 
 
 def test_every_block_is_run_or_checked():
@@ -48,9 +50,9 @@ def test_every_block_is_run_or_checked():
         assert block.language in LANGUAGES, f"{block.where}: a ```{block.language} block: give it one of {LANGUAGES}"
         if block.language == "text":
             assert "output" in block.directives, f"{block.where}: a text block must be the output of the command before it"
-        if block.language == "cpp":
-            checker = block.directives.get("checked-by", "")
-            assert checker and f"def {checker}(" in checkers, f"{block.where}: name the test that checks this C++ block"
+        checker = block.directives.get("checked-by", "")
+        if block.language == "cpp" or checker:
+            assert checker and f"def {checker}(" in checkers, f"{block.where}: name the test that checks this block"
 
 
 def test_the_pages_link_to_each_other():
@@ -64,6 +66,20 @@ def test_the_pages_link_to_each_other():
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
             if "://" not in target:
                 assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+
+
+def test_the_entry_point_block_is_the_demo_plugins():
+    """docs/backends.md's entry point is what the demo plug-in declares (tests/plugins installs it,
+    lists it, builds, inspects, verifies and packs its programs), in the group ptebuild reads."""
+    from doc_blocks import blocks
+
+    from ptebuild.backend_registry import GROUP
+
+    [block] = [b for b in blocks(ROOT / "docs" / "backends.md")
+               if b.directives.get("checked-by") == "test_the_entry_point_block_is_the_demo_plugins"]
+    demo = tomllib.loads((ROOT / "tests" / "plugins" / "ptebuild_demo_backend" / "pyproject.toml").read_text())
+    documented = tomllib.loads(block.text)["project"]["entry-points"]
+    assert documented == demo["project"]["entry-points"] and list(documented) == [GROUP]
 
 
 @pytest.mark.parametrize("name", [
@@ -146,6 +162,8 @@ class _Runner:
             self.server.stop()
 
     def run(self, block: Block) -> None:
+        if "checked-by" in block.directives:
+            return  # its own test checks it (test_every_block_is_run_or_checked: that test exists)
         needs = block.directives.get("requires")
         if needs:
             _require(needs, block)

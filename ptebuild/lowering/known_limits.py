@@ -44,6 +44,8 @@ class KnownLimit:
     empty: the text alone decides."""
     fixed_by: str = ""
     """The upstream change that fixes it and the release that carries it, where known."""
+    unfixed: str = ""
+    """Set instead when no upstream change fixes it yet: what upstream's code does."""
     applied_by_ptebuild: str = ""
     """Set when ptebuild applies a fix itself (then a failure means the fix did not cover the case)."""
 
@@ -58,8 +60,11 @@ class KnownLimit:
 
     def advice(self) -> str:
         """One clause for the failure's line: ``known limit of X: what to do (fixed upstream by ...)``,
-        what to do last (the fix ends an error's line)."""
+        what to do last (the fix ends an error's line); a limit no upstream change fixes yet ends
+        ``; not fixed upstream yet (what upstream's code does)``."""
         fixed = f" (fixed upstream by {self.fixed_by})" if self.fixed_by else ""
+        if self.unfixed:
+            fixed = f"; not fixed upstream yet ({self.unfixed})"
         return f"known limit of {self.toolchain}: {self.what_to_do}{fixed}"
 
 
@@ -75,7 +80,7 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
             "returns model.to(torch.bfloat16), its float inputs declare dtype = \"bfloat16\")"
         ),
         operators=("scaled_dot_product_attention", "_scaled_dot_product", "multi_head_attention"),
-        fixed_by="no release yet (executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes)",
+        unfixed="executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes",
     ),
     KnownLimit(
         name="cuda-transposed-convolution",

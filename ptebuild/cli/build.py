@@ -28,8 +28,9 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=build_command)
 
 
-def add_build_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``build`` (``lock`` builds too, and takes the same)."""
+def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> None:
+    """The options of ``build`` (``lock`` builds too, and takes the same but ``--locked`` and
+    ``--check``: a lock is written from a plain build)."""
     parser.add_argument("manifest", help="the TOML manifest")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: the manifest's defaults.out)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these programs or shim libraries")
@@ -41,14 +42,15 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="worker processes (default: number of cores)")
     parser.add_argument("--explain", action="store_true", help="say why each program was rebuilt or restored")
-    parser.add_argument(
-        "--locked", action="store_true",
-        help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
-    )
-    parser.add_argument(
-        "--check", action="store_true",
-        help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
-    )
+    if not lock:
+        parser.add_argument(
+            "--locked", action="store_true",
+            help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
+        )
+        parser.add_argument(
+            "--check", action="store_true",
+            help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
+        )
     parser.add_argument(
         "--shard", type=parse_shard, metavar="I/N",
         help="build only shard I of N (a stable split by action key, for CI matrices)",

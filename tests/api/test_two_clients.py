@@ -3,8 +3,11 @@ request (what a pack holds, which targets a selection builds and why, the names 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,92 @@ def test_the_json_report_speaks_the_typed_reports_vocabulary(shared, capsys):
         assert (entry["name"], entry["status"], entry["check"], entry["figures"]) == (
             target.name, target.status.value, target.check, list(target.figures))
         assert target.checked is not None and entry["checked"] == target.checked.to_json()
+
+
+# -- the table of docs/python-api.md: each command's options are the library's parameters -------------
+
+_ROW = re.compile(r"^\| `ptebuild ([a-z]+)`(?:, `([a-z]+)`)*")
+_PAIR = re.compile(r"`(--?[a-z][a-z-]*)` → `([a-z_.]+)(?:\(\))?`")
+
+
+def _table() -> dict[str, str]:
+    """docs/python-api.md's table: command -> its options column."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "python-api.md").read_text()
+    rows = {}
+    for line in page.splitlines():
+        if line.startswith("| `ptebuild "):
+            commands = re.findall(r"`(?:ptebuild )?([a-z]+)`", line.split("|")[1])
+            for command in commands:
+                rows[command] = line.split("|")[3]
+    return rows
+
+
+def _options(command: str) -> dict[str, argparse.Action]:
+    """A subcommand's options by their longest spelling (positional arguments left out)."""
+    parser = cli.build_parser(command)
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {max(a.option_strings, key=len): a for a in sub.choices[command]._actions
+            if a.option_strings and a.dest != "help"}
+
+
+def _library(command: str):
+    """The function a command calls, and the value type whose fields take its options."""
+    from ptebuild.api.request import BuildRequest, RemoteCache
+
+    calls = {"build": ptebuild.build, "lock": ptebuild.lock, "pack": ptebuild.pack_release, "verify": ptebuild.verify,
+             "inspect": ptebuild.inspect, "diff": ptebuild.diff, "run": ptebuild.run, "doctor": ptebuild.doctor}
+    fields = set(inspect.signature(calls[command]).parameters)
+    if command in ("build", "lock"):
+        fields |= set(BuildRequest._defaults) | {f"remote.{f}" for f in RemoteCache._defaults}
+    if command == "inspect":
+        fields.add("operator_list")
+    return fields
+
+
+def test_the_table_of_commands_and_library_calls_is_complete_and_true():
+    """Every command has its row; every option of a command is in its row, either as the library
+    parameter or request field it becomes (which must exist) or as a way of showing the result; a
+    new option fails here until the table says what it is in the library."""
+    rows = _table()
+    assert set(rows) == set(cli.SUBCOMMANDS), set(cli.SUBCOMMANDS) ^ set(rows)
+    for command, column in rows.items():
+        options = _options(command)
+        said = set(re.findall(r"`(--?[a-z][a-z-]*)`", column))
+        assert said == set(options), f"{command}: the table's options differ from the command's: {said ^ set(options)}"
+        if not options:
+            continue
+        library = _library(command)
+        for option, parameter in _PAIR.findall(column):
+            assert parameter in library, f"{command} {option}: the table names {parameter!r}, not a parameter of the library"
+
+
+def test_the_request_a_command_makes_sets_the_field_the_table_names():
+    """Each ``build`` option given on the command line sets the request field the table names."""
+    from ptebuild.cli.build import request_from
+
+    given = {"--out": "o", "--only": "a", "--skip-backend": "cuda", "--jobs": "3", "--shard": "1/2", "--executor": "local",
+             "--ray-address": "x:1", "--cache": "c", "--remote-cache": "http://h/p", "--remote-cache-header": "A=b",
+             "--remote-upload": "no", "--remote-secret-env": "S"}
+    default = request_from(cli.build_parser("build").parse_args(["build", "m.toml"]))
+    for option, parameter in _PAIR.findall(_table()["build"]):
+        value = given.get(option)
+        argv = ["build", "m.toml", option] + ([value] if value else [])
+        if option == "--cache":
+            argv = ["build", "m.toml", "--cache", "c"]
+        request = request_from(cli.build_parser("build").parse_args(argv))
+        head, _, tail = parameter.partition(".")
+        got, was = getattr(request, head), getattr(default, head)
+        if tail:
+            got, was = getattr(got, tail), (getattr(was, tail) if was is not None else None)
+        assert got != was, f"{option} did not set {parameter}"
+
+
+def test_lock_takes_what_build_takes_but_the_lock_checks(capsys, tmp_path):
+    """A lock is written from a plain build: ``ptebuild lock`` offers no --locked or --check, and the
+    library refuses them the same way (before, the command dropped --check and the library ran it)."""
+    assert "--check" not in _options("lock") and "--locked" not in _options("lock")
+    assert cli.main(["lock", str(tmp_path / "m.toml"), "--check"]) == 2
+    assert "unrecognized arguments: --check" in capsys.readouterr().err
+    for request in (ptebuild.BuildRequest(check=True), ptebuild.BuildRequest(locked=True)):
+        with pytest.raises(UsageError, match=r"^lock: a lock is written from a plain build; drop --locked and --check "):
+            ptebuild.lock(tmp_path / "m.toml", request)

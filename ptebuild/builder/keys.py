@@ -62,7 +62,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """Versions and platform facts that change lowering, read without importing torch."""
     global _toolchain_cache
     if _toolchain_cache is None:
-        from ptebuild import __version__
+        from ptebuild._version import __version__
         from ptebuild.distributions import installed_versions
 
         # Versions from the dist-info folder names: importlib.metadata costs more than a no-op build.

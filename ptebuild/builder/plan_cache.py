@@ -23,7 +23,7 @@ SCHEMA = b"ptebuild-plan-cache 1\0"
 def _key(manifest_bytes: bytes, manifest_dir: Path) -> str:
     import xxhash
 
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
     digest = xxhash.xxh3_128(SCHEMA)
     digest.update(__version__.encode() + b"\0")

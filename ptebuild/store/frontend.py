@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.results import ActionResult, Source
+from ptebuild.store.cas import CAS
 from ptebuild.store.tiers import LocalStore, Tier, Warn
 
 DependencyCheck = Callable[[ActionResult], list[str]]
@@ -122,6 +123,19 @@ class Cache:
             result = hash_file(path)
         self._digests[str(path)] = (stamp, result)
         return result
+
+    def output_store(self) -> CAS | None:
+        """The local tier's blob store, if it can be written: where this machine's workers put
+        the outputs of a build, so that saving a result there writes its entry alone. None
+        without a local tier, or with one that cannot be written (a read-only cache)."""
+        if self.local is None or not self.local.writable:
+            return None
+        cas = self.local.cas
+        try:
+            cas.writer().abort()  # a temporary file made and removed: can this process write there?
+        except StoreError:
+            return None  # saving there fails too, and switches the tier off then (its hits still count)
+        return cas
 
     # -- lookup, restore, save ------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from ptebuild.backends import binding
 from ptebuild.backends.base import EXECUTORCH_RUNTIME, Backend, CheckKind, CheckTolerances
 
 
@@ -156,7 +157,7 @@ class XnnpackBackend(Backend):
     def reference_model(self, model, program):
         """``8da4w``: torchao's eager model quantized as the program was (:meth:`check_defaults`);
         else ``model``."""
-        options = self.options_model.model_validate(program.options)
+        options = binding(program).options
         if options.quantize != "8da4w":
             return model
         return quantized_8da4w(model, options, program.name)
@@ -164,7 +165,7 @@ class XnnpackBackend(Backend):
     def check(self, model, program, pte, ptd):
         """``8da4w``: against torchao's eager model quantized as the program was, within the
         check's tolerances, and against ``model`` (float) in direction (``min_float_cosine``)."""
-        options = self.options_model.model_validate(program.options)
+        options = binding(program).options
         if options.quantize != "8da4w":
             return super().check(model, program, pte, ptd)
         from ptebuild.lowering.check import DirectionBound, check_program

@@ -24,17 +24,14 @@ import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ptebuild import keyinputs, own_code
+from ptebuild.backends import binding
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
-
-if TYPE_CHECKING:
-    from ptebuild.backends.base import Backend
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 
@@ -152,11 +149,9 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     return folders
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend: Backend | None = None) -> dict[str, str]:
-    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value.
-
-    ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
-    """
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value,
+    with its backend's own toolchain facts (CUDA, Triton, GPU arch...)."""
     manifest_dir = Path(plan.manifest_dir)
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
     _flatten_entry("model", program.model_entry, inputs)
@@ -169,9 +164,8 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
             manifest_dir / program.weights, program.weights, where, "give the path of a torch.save state dict", digest_file
         )
     inputs.update(toolchain_facts(digest_file))
-    if backend is not None:
-        for name, value in backend.toolchain_facts(program.options).items():
-            inputs[keyinputs.toolchain(name)] = str(value)
+    for name, value in binding(program).backend.toolchain_facts(program.options).items():
+        inputs[keyinputs.toolchain(name)] = str(value)
     return inputs
 
 

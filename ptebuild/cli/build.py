@@ -174,9 +174,9 @@ def build_command(args: argparse.Namespace) -> int:
                 progress(*event)
             render(args, {**document, "seconds": round(time.monotonic() - started, 3)})
             return 0
-    from ptebuild.api.build import build
+    from ptebuild.api.build import build_stamped
 
-    report = build(args.manifest, request, progress, replay=False)
+    report = build_stamped(args.manifest, request, stamp, progress)  # the stamp decided once, above
     render(args, report.to_json())
     for target in report.failed:
         print(f"error: {target.message}", file=sys.stderr)

@@ -31,17 +31,6 @@ def default_max_rss() -> int:
         return 16 << 30
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-
-
 
 def fork_is_safe() -> str | None:
     """None if this process may fork task children, else why not."""
@@ -128,5 +117,5 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:
-        write_all({"op": "done", "result": protocol.result_to_json(outcome)})
+        write_all({"op": "done", "result": outcome.to_json()})
     return 0

@@ -23,7 +23,7 @@ eager PyTorch's arithmetic on this CPU: another CPU family may round the last bi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ptebuild.errors import BuildError
 from ptebuild.lowering.check import flatten_outputs
@@ -57,8 +57,9 @@ def bundled_cases(model: Any, program: ProgramPlan) -> dict[str, list[tuple[tupl
         torch.set_num_threads(threads)
 
 
-def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
-    """Write ``dest`` (``<program>.bpte``): the ``.pte`` at ``pte`` with its test cases.
+def write_bpte(model: Any, program: ProgramPlan, pte: Path, out: BinaryIO) -> None:
+    """Write ``<program>.bpte`` to ``out`` (a binary file object, such as a store's blob
+    writer): the ``.pte`` at ``pte`` with its test cases.
 
     Raises BuildError (located at the program) when a test case does not fit the program or
     executorch cannot serialize it.
@@ -84,9 +85,7 @@ def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
     except Exception as exc:
         raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}",
                          location=location) from exc
-    with open(dest, "wb") as out:
-        out.write(data)
-    return dest
+    out.write(data)
 
 
 def _described(method: str, pairs: list[tuple[tuple[Any, ...], list[Any]]]) -> BundledSuite:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import Binding, get_backend
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
@@ -146,6 +146,7 @@ def _resolve_program(
     defaults = manifest.defaults.check
     atol = check.atol if check.atol is not None else defaults.atol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
+    options_json = options.model_dump(mode="json")
     program_entry = program.model_dump(mode="json")
     program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
     program_entry.update(
@@ -168,13 +169,14 @@ def _resolve_program(
         sources=tuple(model.sources),
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
-        options=options.model_dump(mode="json"),
+        options=options_json,
         atol=atol if atol is not None else backend.check_defaults(options).atol,
         min_cosine=min_cosine if min_cosine is not None else backend.check_defaults(options).min_cosine,
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,
         bundle_io=bundle_io,
+        bound=Binding(backend_name, options_json, options),  # validated here, and nowhere again
     )
 
 

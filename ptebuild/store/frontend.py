@@ -99,6 +99,12 @@ class Cache:
         if tier is self.local:
             self.local = None
 
+    def local_failed(self, exc: StoreError) -> None:
+        """The local tier's folder could not be written (by a worker, outside the front end):
+        switch it off for the rest of the build, with one warning."""
+        if self.local is not None:
+            self._failed(self.local, exc)
+
     def _remotes(self) -> list[Tier]:
         return [t for t in self.tiers if t is not self.local]
 

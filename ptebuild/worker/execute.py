@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild.errors import BuildError, StaleWorker
-from ptebuild.results import OutputFile
 from ptebuild.worker import imported
 from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
 
@@ -104,18 +103,19 @@ def fresh_state(seed: int = 0) -> None:
 
 
 def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
-    """Lower and check one program in this process; return its outputs by content."""
-    import shutil
+    """Lower and check one program in this process; its outputs go into the task's store, and
+    come back as digests. Nothing is read whole into memory here (the lowering's own buffers
+    are ExecuTorch's)."""
     import socket
     import tempfile
 
-    from ptebuild.backends import get_backend
+    from ptebuild.backends import bind_program, binding
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.plan import BuildPlan
-    from ptebuild.worker.lower import lower
+    from ptebuild.store.cas import CAS
+    from ptebuild.worker.lower import lower, store_stream
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -123,66 +123,58 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
         raise StaleWorker(stale)
     fresh_state()
     started = time.monotonic()
-    plan = BuildPlan.from_json(task.plan_json, manifest=task.manifest, manifest_dir=task.manifest_dir)
-    program = next(p for p in plan.programs if p.name == task.program)
-    manifest_dir = Path(plan.manifest_dir)
+    # Bound here, after the fresh module cache: its options validated once, by the backend's
+    # modules as this task imports them (a task's model may be anything; ptebuild's own is too).
+    program = bind_program(task.plan)
+    bound = binding(program)
+    manifest_dir = Path(task.manifest_dir)
+    store = CAS(Path(task.store))
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
-    staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
     try:
-        progress("building the model")
-        model = build_model(program, manifest_dir, plan.manifest)
-        inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, progress)
-        lowered_at = time.monotonic()
-        figures, check_name = [], ""
-        if program.check_enabled:
-            backend = get_backend(program.backend)
-            kind = backend.check_kind(program.options)
-            progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
-            ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = backend.check(
-                model, program, lowered.files[program.pte_name], ptd
-            )
-            figures = [f.to_json() for f in checked]
-        if program.bpte_name:
-            from ptebuild.lowering.bundled_io import write_bpte
+        with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
+            progress("building the model")
+            model = build_model(program, manifest_dir, task.manifest)
+            inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
+            lowered = lower(model, program, inputs, Path(folder), progress, store)
+            lowered_at = time.monotonic()
+            figures, check_name = [], ""
+            if program.check_enabled:
+                backend = bound.backend
+                kind = backend.check_kind(program.options)
+                progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
+                ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
+                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
+                figures = [f.to_json() for f in checked]
+            if program.bpte_name:
+                from ptebuild.lowering.bundled_io import write_bpte
 
-            progress("bundling the test cases")
-            reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
-            lowered.files[program.bpte_name] = write_bpte(
-                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
+                progress("bundling the test cases")
+                reference = bound.backend.reference_model(model, program)  # what the check holds it to
+                pte = lowered.files[program.pte_name]
+                bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out))
+                lowered.add(bpte, store, Path(folder))
+            deps = discover(manifest_dir, hash_file)
+            for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
+                before = installed_at_start.get(dist)
+                if before is None or before.version != version:
+                    _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
+                    raise BuildError(
+                        f"distribution {dist} changed while the program was lowered "
+                        f"({before.version if before else 'not installed'} -> {version}); build again",
+                        location=f"programs.{program.name}",
+                    )
+            return TaskResult(
+                outputs=tuple(lowered.outputs[name] for name in sorted(lowered.outputs)),
+                figures=tuple(figures),
+                check=check_name,
+                delegates=dict(lowered.delegated),
+                deps=deps,
+                lower_seconds=lowered_at - started,
+                check_seconds=time.monotonic() - lowered_at,
+                node=socket.gethostname(),
             )
-        deps = discover(manifest_dir, hash_file)
-        for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
-            before = installed_at_start.get(dist)
-            if before is None or before.version != version:
-                _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
-                raise BuildError(
-                    f"distribution {dist} changed while the program was lowered "
-                    f"({before.version if before else 'not installed'} -> {version}); build again",
-                    location=f"programs.{program.name}",
-                )
-        outputs = []
-        for name, path in sorted(lowered.files.items()):
-            digest, size = hash_file(path)
-            outputs.append(OutputFile(name, digest, size))
-        data = None if task.staging else {o.name: (staging / o.name).read_bytes() for o in outputs}
-        return TaskResult(
-            outputs=tuple(outputs),
-            staging=task.staging,
-            data=data,
-            figures=tuple(figures),
-            check=check_name,
-            delegates=dict(lowered.delegated),
-            deps=deps,
-            lower_seconds=lowered_at - started,
-            check_seconds=time.monotonic() - lowered_at,
-            node=socket.gethostname(),
-        )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
-        if not task.staging:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:

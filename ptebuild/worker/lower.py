@@ -1,7 +1,9 @@
 """Lower one program: torch.export -> to_edge_transform_and_lower -> to_executorch -> files.
 
-Runs in a worker process: imports torch and executorch. The program's files are written into a
-staging folder; publishing them into the output folder is the parent's job.
+Runs in a worker process: imports torch and executorch. The program's files stream into a
+content-addressed store as ExecuTorch's serializer writes them (hashed on the way, never copied
+into one buffer: :meth:`ptebuild.store.cas.CAS.writer`); a folder names them (``<program>.pte``
+links to its blob) for the check. Publishing them into the output folder is the builder's job.
 """
 
 from __future__ import annotations
@@ -9,25 +11,58 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import binding
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.results import OutputFile
+
+if TYPE_CHECKING:
+    from ptebuild.store.cas import CAS
 
 Progress = Callable[[str], None]
 
 
 @dataclass
 class LoweredProgram:
-    """The files of a lowered program, in a staging folder."""
+    """The files of a lowered program: stored blobs, and a folder naming them."""
 
     files: dict[str, Path]
-    """Output file name (``policy.pte``, ``weights.ptd``) -> staged path."""
+    """Output file name (``policy.pte``, ``weights.ptd``) -> its path by that name (a link to
+    its blob in the store)."""
+    outputs: dict[str, OutputFile]
+    """Output file name -> its digest and size (the blob's name in the store)."""
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
+
+    def add(self, output: OutputFile, store: CAS, folder: Path) -> Path:
+        """Note an output stored in ``store``; return its path by name in ``folder``."""
+        self.outputs[output.name] = output
+        self.files[output.name] = named_link(folder, output.name, store.path(output.sha256))
+        return self.files[output.name]
+
+
+def named_link(folder: Path, name: str, blob: Path) -> Path:
+    """``folder/name``, a symbolic link to ``blob`` (a check reads the file by its own name)."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    os.symlink(blob, path)
+    return path
+
+
+def store_stream(store: CAS, name: str, write: Callable[[Any], None]) -> OutputFile:
+    """Stream what ``write(file)`` writes into a new blob of ``store``: output ``name``, by content."""
+    with store.writer() as out:
+        write(out)
+        digest, size = out.commit()
+    return OutputFile(name, digest, size)
 
 
 class MethodModule:
@@ -134,8 +169,8 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
         """Export again a module that takes the inputs positionally (an unlifted graph)."""
         return torch.export.export(module, example_inputs, dynamic_shapes=shapes, strict=False)
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
+    bound = binding(program)
+    backend, options = bound.backend, bound.options
     progress(f"exporting {method.name}")
     try:
         # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
@@ -185,13 +220,15 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
+    store: CAS | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
+    """Lower ``program``: its ``.pte`` (and ``.ptd``) stream into ``store`` (default: a store in
+    ``folder/.objects``), named in ``folder``."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
+    bound = binding(program)
+    backend, options = bound.backend, bound.options
     try:
         model = backend.transform_model(model, options, program)
     except BuildError:
@@ -225,21 +262,18 @@ def lower(
             f"lowering for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
-    staging.mkdir(parents=True, exist_ok=True)
-    files = {}
-    pte_path = staging / program.pte_name
-    with open(pte_path, "wb") as out:
-        executorch_program.write_to_file(out)
-    files[program.pte_name] = pte_path
-    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
-        ptd_path = staging / f"{stem}.ptd"
-        with open(ptd_path, "wb") as out:
-            cord.write_to_file(out)
-        files[ptd_path.name] = ptd_path
+    if store is None:
+        from ptebuild.store.cas import CAS
+
+        store = CAS(folder / ".objects")
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated)
+    lowered = LoweredProgram(files={}, outputs={}, methods=[m.name for m in program.methods], delegated=delegated)
+    lowered.add(store_stream(store, program.pte_name, executorch_program.write_to_file), store, folder)
+    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
+        lowered.add(store_stream(store, f"{stem}.ptd", cord.write_to_file), store, folder)
+    return lowered
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:

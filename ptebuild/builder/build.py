@@ -100,14 +100,13 @@ class Builder:
                 self.other_shards += 1
             else:
                 mine.append(target)
-        buildable = [t.program.backend for t in targets if t.backend.can_build(t.program.options) is None]
         jobs = []
         for target in mine:
             if target.restore(local_only=context.nodes_cache):
                 self._done(target)
                 continue
             # What this machine can do is known before anything is lowered (:mod:`.capabilities`).
-            obstacle = target.obstacle(buildable)
+            obstacle = target.obstacle()
             if obstacle is not None and target.restore_elsewhere():
                 self._done(target, f"{target.result.status} (built on {target.result.node or 'another machine'})")
                 continue

@@ -71,18 +71,32 @@ class ProgramTarget(Target):
         """Restore what a machine with another toolchain built (looked up without this one's)."""
         return self.restore(keys.elsewhere_key(self.inputs))
 
-    def obstacle(self, backends: list[str]) -> Obstacle | None:
-        """Why this machine will not lower the program (:func:`.capabilities.obstacle`), or None.
-        The probe's verdicts are read (or found, once per toolchain) for all of ``backends``
-        (the build's) at once, the first time a program needs lowering."""
+    def obstacle(self, probe: bool = False) -> Obstacle | None:
+        """Why this machine will not lower the program (:func:`.capabilities.obstacle`), or None:
+        its backend's cheap facts, and the probe's verdict where one is kept for this toolchain.
+        ``probe``: find the verdict if none is kept (a fresh interpreter, once per toolchain).
+
+        Before a program is lowered the probe is not run: a program that lowers and passes its
+        check proves what the probe would, and the probe's ten-odd seconds of imports would come
+        before any lowering. It runs when a program fails (:meth:`finished`), to tell a toolchain
+        that cannot lower or check that backend here from a program that is wrong."""
         from ptebuild.builder import capabilities
 
         verdict = None
         options = self.program.options
         if self.context.options.executor in capabilities.EXECUTORS_ON_THIS_MACHINE and self.backend.can_build(options) is None:
-            verdicts = self.context.capabilities(self.name).verdicts(backends or [self.program.backend])
-            verdict = verdicts.get(self.program.backend)
+            kept = self.context.capabilities(self.name)
+            backend = self.program.backend
+            verdict = kept.verdicts([backend])[backend] if probe else kept.known().get(backend)
         return capabilities.obstacle(self.backend, options, self.program.check_enabled, verdict)
+
+    def unknown_toolchain(self) -> bool:
+        """True if no probe's verdict is kept for the program's backend on this toolchain."""
+        from ptebuild.builder import capabilities
+
+        if self.context.options.executor not in capabilities.EXECUTORS_ON_THIS_MACHINE:
+            return False
+        return self.program.backend not in self.context.capabilities(self.name).known()
 
     def blocked(self, obstacle: Obstacle) -> None:
         """Report the program as this machine cannot deliver it, with the way out."""
@@ -149,7 +163,11 @@ class ProgramTarget(Target):
             failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
             if failure.kind is FailureKind.STORE and self.context.store_failed(StoreError(failure.message)):
                 return AGAIN  # a full or read-only cache: once more, into the build's own store
-            self.fail(failure)
+            obstacle = self.obstacle(probe=True) if failure.kind is not FailureKind.MANIFEST and self.unknown_toolchain() else None
+            if obstacle is None:
+                self.fail(failure)
+            elif not self.restore_elsewhere():  # this machine cannot lower or check it: as if known before
+                self.blocked(obstacle)
         self.result.seconds = time.monotonic() - self.started
         self.context.report(self.name, "done", str(self.result.status))
         return self.result.status is not Status.FAILED or self.context.options.keep_going

@@ -46,6 +46,20 @@ def in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:16], 16) % count == index - 1
 
 
+def longest_first(jobs: list[Job]) -> list[Job]:
+    """``jobs`` with the longest expected first, so that workers in parallel end together (LPT):
+    by their last lowering's seconds where every one has been built with this cache, else by their
+    backend's weight (:meth:`ptebuild.backends.base.Backend.lowering_weight`); ties keep the
+    manifest's order."""
+    targets: list[ProgramTarget] = [job.data for job in jobs]
+    seconds = [t.expected_seconds() for t in targets]
+    if all(s is not None for s in seconds):
+        expected = dict(zip([t.name for t in targets], seconds))
+    else:
+        expected = {t.name: t.backend.lowering_weight(t.program.options) * len(t.program.methods) for t in targets}
+    return sorted(jobs, key=lambda job: -(expected[job.name] or 0.0))
+
+
 class Builder:
     """One build of a plan (see the module's docstring)."""
 
@@ -116,7 +130,7 @@ class Builder:
                 continue
             jobs.append(target.job())
         if jobs:
-            self._run(jobs)
+            self._run(longest_first(jobs))
         self.publisher.finish()
         return mine
 

@@ -106,6 +106,11 @@ class ProgramTarget(Target):
 
     # -- its task -------------------------------------------------------------------------------
 
+    def expected_seconds(self) -> float | None:
+        """How long its lowering took when it was last built with this cache, if it was."""
+        last = self.context.last(self.name)
+        return last.lower_seconds if last is not None and last.lower_seconds > 0 else None
+
     def job(self) -> Job:
         from ptebuild.builder.schedule import Job
 

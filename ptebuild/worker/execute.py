@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild.errors import BuildError, StaleWorker
-from ptebuild.worker import imported
+from ptebuild.worker import imported, model_memo
 from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
 
 _baseline: frozenset[str] = frozenset()
@@ -84,18 +84,20 @@ def _user_modules() -> list[str]:
     return out
 
 
-def fresh_state(seed: int = 0) -> None:
+def fresh_state(seed: int = 0, keep: frozenset[str] = frozenset()) -> None:
     """Isolate a task from the ones before it in this process.
 
     The user's modules are dropped from ``sys.modules`` so that edited model code is imported
-    again (a warm interpreter must never lower stale code), and torch's global state is reset.
+    again (a warm interpreter must never lower stale code), but for ``keep`` (those of the model
+    kept for this task: :mod:`.model_memo`), and torch's global state is reset.
     """
     import importlib
 
     import torch
 
     for name in _user_modules():
-        sys.modules.pop(name, None)
+        if name not in keep:
+            sys.modules.pop(name, None)
     importlib.invalidate_caches()
     torch.manual_seed(seed)
     torch.set_default_dtype(torch.float32)
@@ -121,7 +123,8 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     stale = stale_toolchain()
     if stale is not None:
         raise StaleWorker(stale)
-    fresh_state()
+    kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
+    fresh_state(keep=model_memo.kept_modules())
     started = time.monotonic()
     # Bound here, after the fresh module cache: its options validated once, by the backend's
     # modules as this task imports them (a task's model may be anything; ptebuild's own is too).
@@ -132,10 +135,14 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     try:
         with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
-            progress("building the model")
-            model = build_model(program, manifest_dir, task.manifest)
+            if kept is None:
+                progress("building the model")
+                kept = model_memo.keep(task, build_model(program, manifest_dir, task.manifest))
+            else:
+                model_memo.restore_random_state(kept)  # as just after building it
+            model = kept.model
             inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-            lowered = lower(model, program, inputs, Path(folder), progress, store)
+            lowered = lower(model, program, inputs, Path(folder), progress, store, exports=kept.exports)
             lowered_at = time.monotonic()
             figures, check_name = [], ""
             if program.check_enabled:
@@ -163,6 +170,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                         f"({before.version if before else 'not installed'} -> {version}); build again",
                         location=f"programs.{program.name}",
                     )
+            model_memo.note_modules(frozenset(_user_modules()))
             return TaskResult(
                 outputs=tuple(lowered.outputs[name] for name in sorted(lowered.outputs)),
                 figures=tuple(figures),
@@ -183,4 +191,5 @@ def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFai
     try:
         return run_task(task, progress)
     except Exception as exc:  # the model's code or the toolchain too: keep the worker alive
+        model_memo.drop()  # its model may be half-changed: the next task builds its own
         return TaskFailure.from_exception(exc, task.program, task.debug)

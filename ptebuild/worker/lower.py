@@ -154,7 +154,18 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
-def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress) -> Any:
+def export_key(method: MethodPlan, distinct: bool, contiguous: bool) -> tuple[Any, ...]:
+    """What decides a method's first export, beside its model and the model's seed (whose
+    example inputs it takes): an exported program made for one program serves another with the
+    same key (:mod:`ptebuild.worker.model_memo`)."""
+    return (method.name, method.function, repr(method.inputs), repr(method.dims), distinct, contiguous)
+
+
+def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress,
+                  exports: dict[Any, Any] | None = None) -> Any:
+    """The method exported and prepared for the program's backend. ``exports``: first exports of
+    this model's methods by :func:`export_key`, used and filled (several programs of one model
+    export each method once)."""
     import torch
 
     if not callable(getattr(model, method.function, None)):
@@ -171,15 +182,22 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
 
     bound = binding(program)
     backend, options = bound.backend, bound.options
-    progress(f"exporting {method.name}")
+    key = export_key(method, bool(backend.distinct_outputs), bool(backend.contiguous_outputs))
+    exported = exports.get(key) if exports is not None else None
     try:
-        # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
-        exported = torch.export.export(
-            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
-            example_inputs,
-            dynamic_shapes=None if shapes is None else (shapes,),
-            strict=False,
-        )
+        if exported is None:
+            progress(f"exporting {method.name}")
+            # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
+            exported = torch.export.export(
+                MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
+                example_inputs,
+                dynamic_shapes=None if shapes is None else (shapes,),
+                strict=False,
+            )
+            if exports is not None:
+                exports[key] = exported
+        else:
+            progress(f"{method.name}: exported already, for another program of this model")
     except Exception as exc:
         raise BuildError(
             f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
@@ -221,14 +239,16 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 def lower(
     model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
-    store: CAS | None = None,
+    store: CAS | None = None, exports: dict[Any, Any] | None = None,
 ) -> LoweredProgram:
     """Lower ``program``: its ``.pte`` (and ``.ptd``) stream into ``store`` (default: a store in
-    ``folder/.objects``), named in ``folder``."""
+    ``folder/.objects``), named in ``folder``. ``exports``: the model's first exports, shared
+    with other programs of it (:func:`export_method`; not when the backend transforms the model)."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     bound = binding(program)
     backend, options = bound.backend, bound.options
+    original = model
     try:
         model = backend.transform_model(model, options, program)
     except BuildError:
@@ -238,8 +258,10 @@ def lower(
             f"preparing the model for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
+    if model is not original:
+        exports = None  # a transformed copy (torchao's 8da4w): its exports are its own
     exported = {
-        method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
+        method.name: export_method(model, program, method, inputs_by_method[method.name], progress, exports)
         for method in program.methods
     }
     progress(f"lowering for {program.backend}")

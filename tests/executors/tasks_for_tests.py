@@ -35,6 +35,7 @@ def make_tasks(manifest: Path, store: Path | None, resources: dict | None = None
             store=str(store),
             files=tuple(files),
             resources=dict(resources or {}),
+            inputs=inputs,
         )
     return tasks
 

@@ -388,9 +388,19 @@ class RayExecutor:
         if store not in self._servers:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-            actor = ray.remote(BlobServer).options(num_cpus=0, scheduling_strategy=here, max_restarts=0)
-            self._servers[store] = actor.remote(store)
+            try:
+                here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+                actor = ray.remote(BlobServer).options(num_cpus=0, scheduling_strategy=here, max_restarts=0)
+                server = actor.remote(store)
+                ray.get(server.offer.remote({}), timeout=120)  # up, on this machine
+            except Exception as exc:  # Ray raises its own errors, a Ray Client driver has no node
+                from ptebuild.errors import BuildError
+
+                raise BuildError(
+                    f"--executor ray: cannot start the build's blob server on this machine's Ray node ({_one_line(exc)}); "
+                    "run the build on a node of the cluster (a Ray Client driver, ray://, is not one)"
+                ) from exc
+            self._servers[store] = server
         return self._servers[store]
 
     def submit(self, task: Task) -> None:

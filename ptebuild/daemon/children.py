@@ -64,7 +64,8 @@ def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
         return True
     from ptebuild.backends import BACKEND_MODULES, get_backend
 
-    name = task.get("backend")
+    plan = task.get("plan")
+    name = plan.get("backend") if isinstance(plan, dict) else None  # Task.to_json(): the program's own plan
     return name in BACKEND_MODULES and not get_backend(name).forks_safely
 
 

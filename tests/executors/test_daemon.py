@@ -391,10 +391,12 @@ def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_
     """CUDA tasks (and every task with PTEBUILD_DAEMON_FRESH=1) are not forked from the warm server."""
     from ptebuild.daemon.children import needs_fresh_interpreter
 
-    assert needs_fresh_interpreter({"backend": "cuda"})
-    assert not needs_fresh_interpreter({"backend": "portable"})
-
     manifest = copy_project(tmp_path / "project")
+    portable = make_tasks(manifest, tmp_path / "store")["tiny_portable"]
+    cuda = replace(portable, plan=replace(portable.plan, backend="cuda"))
+    assert needs_fresh_interpreter(cuda.to_json())  # as the server receives it
+    assert not needs_fresh_interpreter(portable.to_json())
+
     forked = DaemonExecutor(jobs=1, cache_dir=warm)
     task = make_tasks(manifest, tmp_path / "forked")["tiny_portable"]
     expected = outputs(run_all(forked, {task.task_id: task})[task.task_id])

@@ -11,9 +11,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.canonical import canonical_json
+
+if TYPE_CHECKING:
+    from ptebuild.tolerances import CheckSettings
 
 CONTAINERS = ("tuple", "list", "dict")
 """The kinds of input that hold other inputs."""
@@ -60,6 +63,9 @@ class MethodPlan:
     function: str
     inputs: tuple[InputPlan, ...]
     dims: tuple[DimPlan, ...]
+    samples: str | None = None
+    """Real inputs (:mod:`ptebuild.lowering.samples`): a file or folder relative to the manifest's
+    folder, or a factory ``package.module:callable``; None: generated inputs only."""
 
     def leaves(self) -> list[InputPlan]:
         """The tensors and scalars of the method's inputs, in torch.export's order."""
@@ -85,6 +91,8 @@ class ProgramPlan:
     data_name: str | None
     options: dict[str, Any]
     atol: float
+    """The check's ``atol`` for float32 outputs: the manifest's, else the backend's default
+    (:meth:`check_settings` gives each output's by its dtype)."""
     min_cosine: float
     check_enabled: bool
     model_entry: dict[str, Any]
@@ -94,12 +102,27 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    rtol: float = 0.0
+    """The check's ``rtol`` for float32 outputs, as ``atol``."""
+    calibrated: bool = False
+    """Its quantization is calibrated on inputs (:meth:`~ptebuild.backends.base.Backend.calibrates`):
+    on the methods' samples where they have some, and the check's generated inputs follow them."""
+    check_set: tuple[str, ...] = ()
+    """The parts of the tolerance the manifest sets (``atol``, ``rtol``, ``min_cosine``): they
+    hold for every output; the others follow each output's dtype."""
     bound: object = field(default=None, compare=False, repr=False)
-    """The program's backend resolved once (:class:`ptebuild.backends.Binding`: the registry's
+    """The program's backend resolved once (:class:`ptebuild.backends.BoundBackend`: the registry's
     object and ``options`` typed, validated when the manifest was resolved); asked for through
-    :func:`ptebuild.backends.binding`. Not part of the JSON form: a plan read back from JSON is
-    bound again (:func:`ptebuild.backends.bind`), its options validated at most once, and only
+    :func:`ptebuild.backends.bound_backend`. Not part of the JSON form: a plan read back from JSON is
+    bound again (:func:`ptebuild.backends.bind_plan`), its options validated at most once, and only
     where they are used typed (a worker), so that the builder's no-op path never imports pydantic."""
+
+    def check_settings(self) -> CheckSettings:
+        """The tolerances the check holds this program's outputs to (:mod:`ptebuild.tolerances`)."""
+        from ptebuild.tolerances import CheckSettings, Tolerance
+
+        given = {part: getattr(self, part) for part in self.check_set}
+        return CheckSettings(Tolerance(self.atol, self.rtol, self.min_cosine), **given)
 
     def to_json(self) -> dict[str, Any]:
         """The plain, JSON-able form (without :attr:`bound`): what a task carries to its worker."""
@@ -116,10 +139,12 @@ class ProgramPlan:
                 function=m["function"],
                 inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
                 dims=tuple(DimPlan(**d) for d in m["dims"]),
+                samples=m.get("samples"),
             )
             for m in data["methods"]
         )
-        return cls(**{**data, "methods": methods, "sources": tuple(data["sources"])})
+        return cls(**{**data, "methods": methods, "sources": tuple(data["sources"]),
+                      "check_set": tuple(data.get("check_set") or ())})
 
     @property
     def pte_name(self) -> str:

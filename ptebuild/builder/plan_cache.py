@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptebuild.backends import bind
+from ptebuild.backends import bind_plan
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan
 
@@ -53,7 +53,7 @@ def load_plan(manifest: str, cache: Cache | None) -> BuildPlan:
     record = cache.memo_get(key)
     if record is not None and isinstance(record.get("plan"), str):
         try:
-            return bind(BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir)))
+            return bind_plan(BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir)))
         except (KeyError, TypeError, ValueError):
             pass
     plan = load_manifest(manifest)

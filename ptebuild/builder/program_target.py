@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Literal
 
 from ptebuild import keyinputs
-from ptebuild.backends import binding
+from ptebuild.backends import bound_backend
 from ptebuild.builder import keys
 from ptebuild.builder.target import Target
 from ptebuild.errors import CorruptObject, StoreError
@@ -51,7 +51,7 @@ class ProgramTarget(Target):
         result = context.results[program.name]
         super().__init__(context, publisher, result, keys.program_inputs(program, context.plan, context.digest_file))
         self.program = program
-        self.backend = binding(program).backend
+        self.backend = bound_backend(program).backend
         self.started = time.monotonic()
         self.direct = False
         """Its node's result in the shared cache could not be fetched: the task runs again, its

@@ -31,7 +31,6 @@ def default_max_rss() -> int:
         return 16 << 30
 
 
-
 def fork_is_safe() -> str | None:
     """None if this process may fork task children, else why not."""
     if threading.active_count() > 1:
@@ -62,11 +61,11 @@ def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
     """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
     if env_flag("PTEBUILD_DAEMON_FRESH"):
         return True
-    from ptebuild.backends import BACKEND_MODULES, get_backend
+    from ptebuild.backends import backend_names, get_backend
 
     plan = task.get("plan")
     name = plan.get("backend") if isinstance(plan, dict) else None  # Task.to_json(): the program's own plan
-    return name in BACKEND_MODULES and not get_backend(name).forks_safely
+    return name in backend_names() and not get_backend(name).forks_safely
 
 
 def spawn_fresh(submit: dict[str, Any], pipe: int, log_fd: int, folder: Path) -> subprocess.Popen[bytes]:

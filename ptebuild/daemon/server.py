@@ -70,7 +70,6 @@ CHECK_SECONDS = 0.25
 """How often memory and idle time are looked at."""
 
 
-
 @dataclass
 class _Client:
     sock: socket.socket

@@ -111,13 +111,15 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     import socket
     import tempfile
 
-    from ptebuild.backends import bind_program, binding
+    from ptebuild.backends import bind_program, bound_backend
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.lowering.samples import load_program_samples
     from ptebuild.store.cas import CAS
-    from ptebuild.worker.lower import lower, store_stream
+    from ptebuild.worker.lower import explained, lower, store_stream
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -129,7 +131,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     # Bound here, after the fresh module cache: its options validated once, by the backend's
     # modules as this task imports them (a task's model may be anything; ptebuild's own is too).
     program = bind_program(task.plan)
-    bound = binding(program)
+    bound = bound_backend(program)
     manifest_dir = Path(task.manifest_dir)
     store = CAS(Path(task.store))
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
@@ -141,8 +143,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             else:
                 model_memo.restore_random_state(kept)  # as just after building it
             model = kept.model
+            samples = load_program_samples(program, manifest_dir, task.manifest)
             inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-            lowered = lower(model, program, inputs, Path(folder), progress, store, exports=kept.exports)
+            lowered = lower(model, program, inputs, Path(folder), progress, store, samples, exports=kept.exports)
             lowered_at = time.monotonic()
             figures, check_name = [], ""
             if program.check_enabled:
@@ -150,7 +153,17 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 kind = backend.check_kind(program.options)
                 progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
                 ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd)
+                try:
+                    checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
+                except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                    from ptebuild.worker.divergence import locate
+
+                    raise locate(wrong, model, program, inputs, samples, progress) from None
+                except BuildError as error:
+                    again = explained(error, program.backend)  # a known limit of the toolchain, said so
+                    if again is error:
+                        raise
+                    raise again from error
                 figures = [f.to_json() for f in checked]
             if program.bpte_name:
                 from ptebuild.lowering.bundled_io import write_bpte
@@ -158,7 +171,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 progress("bundling the test cases")
                 reference = bound.backend.reference_model(model, program)  # what the check holds it to
                 pte = lowered.files[program.pte_name]
-                bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out))
+                bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out, samples))
                 lowered.add(bpte, store, Path(folder))
             deps = discover(manifest_dir, hash_file)
             for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
@@ -180,6 +193,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 lower_seconds=lowered_at - started,
                 check_seconds=time.monotonic() - lowered_at,
                 node=socket.gethostname(),
+                warnings=tuple(lowered.warnings),
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

@@ -244,7 +244,7 @@ def run_on_node(task_json: dict[str, Any], server: Any, remote: RemoteSettings |
         outcome = replace(outcome, node=node)
         if shared is not None:
             stored = shared.store(outcome, store)
-            warnings = shared.close()
+            warnings = outcome.warnings + shared.close()
             if stored is not None:
                 return ("done", replace(outcome, action=stored.to_json(), warnings=warnings))
             outcome = replace(outcome, warnings=warnings)

@@ -11,7 +11,10 @@ is a keyword like any other. The rules, in order:
 - a function without ``*args``: an input named after a positional-only parameter goes by position
   (those before it must be declared too), any other by keyword; a name that is no parameter is
   refused unless the function takes ``**kwargs``;
-- a function whose signature Python cannot read (a builtin) gets its inputs by position.
+- a function whose signature Python cannot read (a builtin) gets its inputs by position;
+- a function of PyTorch's own modules (``nn.Sequential.forward(input)``, ``nn.Linear.forward(input)``)
+  gets its inputs by position too: its parameter names are generic, and a manifest names the
+  inputs of such a model by what they mean (``image``), not as torch's code does.
 
 A name that is not a parameter, a name given twice, or a required parameter no input names is a
 :class:`~ptebuild.errors.ManifestError` located at the manifest's key that is wrong
@@ -89,6 +92,8 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # a builtin or an extension's function: nothing to bind by
         return positional_all
+    if _torch_own(function):
+        return positional_all
     parameters = signature.parameters
     kinds = {name: p.kind for name, p in parameters.items()}
     shown = describe_signature(function, signature)
@@ -130,6 +135,12 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
             location=where,
         ) from None
     return binding
+
+
+def _torch_own(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is PyTorch's own code (a method of one of ``torch.nn``'s modules)."""
+    module = getattr(getattr(function, "__func__", function), "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
 
 
 def call_method(model: Any, method: MethodPlan, inputs: Sequence[Any], model_name: str) -> Any:

@@ -44,6 +44,8 @@ class KnownLimit:
     empty: the text alone decides."""
     fixed_by: str = ""
     """The upstream change that fixes it and the release that carries it, where known."""
+    unfixed: str = ""
+    """Set instead when no upstream change fixes it yet: what upstream's code does."""
     applied_by_ptebuild: str = ""
     """Set when ptebuild applies a fix itself (then a failure means the fix did not cover the case)."""
 
@@ -59,6 +61,8 @@ class KnownLimit:
     def advice(self) -> str:
         """One clause for the failure's line: ``known limit of X: what to do (fixed by ...)``."""
         fixed = f"; fixed upstream by {self.fixed_by}" if self.fixed_by else ""
+        if self.unfixed:
+            fixed = f"; not fixed upstream yet ({self.unfixed})"
         return f"known limit of {self.toolchain}: {self.what_to_do}{fixed}"
 
 
@@ -74,7 +78,7 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
             "returns model.to(torch.bfloat16), its float inputs declare dtype = \"bfloat16\")"
         ),
         operators=("scaled_dot_product_attention", "_scaled_dot_product", "multi_head_attention"),
-        fixed_by="no release yet (executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes)",
+        unfixed="executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes",
     ),
     KnownLimit(
         name="cuda-transposed-convolution",

@@ -12,8 +12,10 @@ STEPS=${1:-data,repro,pytest,outputs,limits,checks,doctor,bench}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 LOG=$OUT/log.txt
 step() { echo "== $1 $(date -u +%T)" >>"$LOG"; }
-step install
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || exit 1
+if [ -z "${SKIP_INSTALL:-}" ]; then  # SKIP_INSTALL=1: another run of this script installed them (steps run side by side)
+  step install
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"

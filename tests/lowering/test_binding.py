@@ -96,6 +96,23 @@ def test_keyword_catch_all_positional_only_and_builtins():
     assert bind(max, method("p", "q"), "m").call(max, [3, 5]) == 5
 
 
+def test_pytorchs_own_modules_take_their_inputs_by_position():
+    """``nn.Sequential.forward(input)``: torch's generic parameter names are not what a manifest
+    names (``image``, ``x``); such a model's inputs go by position, as they always did."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert bind(model.forward, method("image"), "m") == Binding((0,))
+    assert bind(torch.nn.Linear(2, 2).forward, method("x"), "m") == Binding((0,))
+
+    class Own(torch.nn.Module):
+        def forward(self, image):
+            return image
+
+    with pytest.raises(ManifestError, match=r"^models\.m\.methods\.forward\.inputs\[0\]\.name: 'x' is not a parameter"):
+        bind(Own().forward, method("x"), "m")
+
+
 @pytest.fixture(scope="module")
 def decoders(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """``decoders.toml`` built once: (its project folder, the build)."""

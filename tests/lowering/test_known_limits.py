@@ -49,3 +49,12 @@ def test_a_failed_check_gets_the_advice_on_its_line():
     )
     plain = BuildError("something else", location="programs.p")
     assert explained(plain, "portable") is plain
+
+
+def test_the_advice_says_whether_upstream_fixed_it():
+    """A limit no upstream change fixes yet says so, not "fixed upstream by no release yet"."""
+    from ptebuild.lowering.known_limits import by_name
+
+    advice = by_name("cuda-attention-bfloat16").advice()
+    assert "fixed upstream by" not in advice
+    assert advice.endswith("; not fixed upstream yet (executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes)")

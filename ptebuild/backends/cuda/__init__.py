@@ -88,7 +88,7 @@ class CudaBackend(Backend):
 
     def code_in_named_data(self, key: str) -> bool:
         """The compiled AOTInductor library (``<sha256>_so_blob``) is code, kept in the ``.pte``."""
-        from ptebuild.runtime.cuda_payload import SO_BLOB_SUFFIX
+        from ptebuild.backends.cuda.payload import SO_BLOB_SUFFIX
 
         return key.endswith(SO_BLOB_SUFFIX)
 

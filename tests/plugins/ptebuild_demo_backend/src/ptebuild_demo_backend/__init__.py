@@ -48,7 +48,7 @@ class DemoBackend(Backend):
 
         return [DemoPartitioner(fuse=options.fuse, data_name=program.data_name if program is not None else None)]
 
-    def check(self, model: Any, program: Any, pte: Path, ptd: Path | None) -> tuple[list[Any], str]:
+    def check(self, model: Any, program: Any, pte: Path, ptd: Path | None, samples: Any = None) -> tuple[list[Any], str]:
         from ptebuild_demo_backend.check import check_program
 
         return check_program(model, program, pte, ptd), STRUCTURAL.name

@@ -115,11 +115,13 @@ def test_a_build_lowers_without_probing_first_and_probes_when_a_program_fails(ti
     assert done.returncode == 0, done.stderr
     assert "probing" not in done.stderr and not list((tmp_path / "caps").glob("*.json")), done.stderr
 
-    text = tiny_project.read_text().replace('[models.tiny.methods.forward]', '[models.tiny.methods.forward]\nfunction = "missing"')
-    tiny_project.write_text(text)
+    source = tiny_project.parent / "tinymodels" / "tiny.py"  # a wrong program, not a wrong manifest (exit 2, no probe)
+    source.write_text(source.read_text().replace("def make_tiny(**kwargs) -> Tiny:\n",
+                                                 "def make_tiny(**kwargs) -> Tiny:\n    raise RuntimeError('broken on purpose')\n"))
     failed = ptebuild("build", tiny_project, "--cache", tmp_path / "cache", "--only", "tiny_portable")
     assert failed.returncode == 1
     assert "tiny_portable  portable  failed" in failed.stdout, failed.stdout
-    assert "programs.tiny_portable: model 'tiny' has no callable 'missing'" in failed.stderr, failed.stderr
+    assert "programs.tiny_portable: factory 'tinymodels.tiny:make_tiny' failed: RuntimeError: broken on purpose" in failed.stderr, \
+        failed.stderr
     assert "probing what this machine can lower and check: portable" in failed.stderr, failed.stderr
     assert Capabilities(None, hash_file).known()["portable"] == Verdict()

@@ -428,6 +428,9 @@ ERROR_PATHS = {
             "--executor ray needs Ray: pip install 'ptebuild[ray]'",
             "start it (ray start --head) or give its address with --ray-address",
         ],
+        "RayExecutor._server": [
+            "run the build on a node of the cluster (a Ray Client driver, ray://, is not one)",
+        ],
     },
     "builder/keys.py": {
         "model_sources": [
@@ -449,16 +452,18 @@ ERROR_PATHS = {
             "give one of them another name or output folder, or delete {}",
         ],
     },
-    "builder/rebuild_check.py": {
-        "_member_file": [
-            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+    "builder/publish.py": {
+        "StoreBlobs.restore": [
+            "build again to store it anew",
         ],
     },
     "builder/shared_data.py": {
         "_output": [
             "build again (ptebuild cache verify removes broken entries)",
         ],
-        "SharedData._restore_file": [
+    },
+    "builder/target.py": {
+        "Target.own_file": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
     },
@@ -867,7 +872,7 @@ ERROR_PATHS = {
         ],
     },
     "runtime/record.py": {
-        "_validate": [
+        "validate_record": [
             "build the folder again with `ptebuild build MANIFEST` (it rewrites the record)",
             "build the folder again with `ptebuild build MANIFEST` (it rewrites the record)",
             "build the folder again with `ptebuild build MANIFEST` (it rewrites the record)",
@@ -1067,6 +1072,7 @@ ERROR_PATHS = {
     },
     "store/local.py": {
         "_LocalBlobs.put_file": [
+            "build again to store it anew",
             "not stored: it changed while stored, build again",
         ],
     },

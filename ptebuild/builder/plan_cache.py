@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ptebuild.backends import bind_plan
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan
 
@@ -28,7 +29,8 @@ SCHEMA = b"ptebuild-plan-cache 2\0"
 def _key(manifest_bytes: bytes, cache: Cache) -> str:
     import xxhash
 
-    from ptebuild import __version__, backend_registry, own_code
+    from ptebuild import backend_registry, own_code
+    from ptebuild._version import __version__
 
     digest = xxhash.xxh3_128(SCHEMA)
     digest.update(__version__.encode() + b"\0")
@@ -59,7 +61,7 @@ def load_plan(manifest: str, cache: Cache | None) -> BuildPlan:
     record = cache.memo_get(key)
     if record is not None and isinstance(record.get("plan"), str):
         try:
-            return BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir))
+            return bind_plan(BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir)))
         except (KeyError, TypeError, ValueError):
             pass
     plan = load_manifest(manifest)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import BoundBackend, get_backend
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
@@ -149,6 +149,7 @@ def _resolve_program(
     atol = check.atol if check.atol is not None else defaults.atol
     rtol = check.rtol if check.rtol is not None else defaults.rtol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
+    options_json = options.model_dump(mode="json")
     tolerance = backend.check_defaults(options)
     given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
@@ -173,7 +174,7 @@ def _resolve_program(
         sources=tuple(model.sources),
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
-        options=options.model_dump(mode="json"),
+        options=options_json,
         atol=atol if atol is not None else tolerance.atol,
         rtol=rtol if rtol is not None else tolerance.rtol,
         min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
@@ -184,6 +185,7 @@ def _resolve_program(
         model_entry=_model_entry(model),
         program_entry=program_entry,
         bundle_io=bundle_io,
+        bound=BoundBackend(backend_name, options_json, options),  # validated here, and nowhere again
     )
 
 

@@ -490,6 +490,11 @@ ERROR_PATHS = {
             "{} takes each parameter once: remove one of them",
             "name each input after the parameter it is passed as ({})",
             "declare it too",
+        ],
+        "_torch_own_binding": [
+            "name each input after the parameter it is passed as ({})",
+        ],
+        "_check_fits": [
             "declare one input per parameter it needs, named after it",
         ],
     },

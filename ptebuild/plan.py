@@ -94,6 +94,16 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    kind: str = "factory"
+    """The model's kind (:mod:`ptebuild.models`): how it is made, lowered and checked."""
+    model_files: tuple[tuple[str, str], ...] = ()
+    """``(manifest field, path)`` of files the model's kind reads besides its code and weights (an
+    LLM's params JSON and tokenizer), paths relative to the manifest folder: sources of the key."""
+    extra_outputs: tuple[str, ...] = ()
+    """Files the program writes beside its ``.pte`` (an LLM's tokenizer), published with it."""
+    min_token_agreement: float | None = None
+    """Generated-token checks (LLM programs): the least share of decode steps whose tokens must
+    agree with the eager model's."""
 
     @property
     def pte_name(self) -> str:
@@ -109,7 +119,11 @@ class ProgramPlan:
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name) if name))
+        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name) if name), *self.extra_outputs)
+
+    def model_file(self, field: str) -> str | None:
+        """The path of the model file the manifest gives as ``field`` (``params``, ``tokenizer``)."""
+        return next((path for name, path in self.model_files if name == field), None)
 
 
 @dataclass(frozen=True)
@@ -182,7 +196,11 @@ class BuildPlan:
                 )
                 for m in p["methods"]
             )
-            programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"])}))
+            programs.append(ProgramPlan(**{
+                **p, "methods": methods, "sources": tuple(p["sources"]),
+                "model_files": tuple(tuple(pair) for pair in p.get("model_files", ())),
+                "extra_outputs": tuple(p.get("extra_outputs", ())),
+            }))
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
             BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})

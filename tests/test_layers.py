@@ -17,7 +17,7 @@ LAYERS = [
     {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},
-    {"manifest"},
+    {"manifest", "models"},
     {"worker"},
     {"daemon"},
     {"builder"},

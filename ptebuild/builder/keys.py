@@ -31,6 +31,7 @@ from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
+from ptebuild.models import get_model_kind
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 if TYPE_CHECKING:
@@ -97,7 +98,24 @@ def _flatten_entry(prefix: str, value: object, out: dict[str, str]) -> None:
 
 
 def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
-    """The files of a model's code: name (relative, '/'-separated) -> path."""
+    """The files of a model's code and of what its kind reads (an LLM's params JSON and tokenizer):
+    name (relative, '/'-separated) -> path."""
+    sources: dict[str, Path] = {}
+    if program.factory:
+        sources.update(_factory_sources(program, manifest_dir, display))
+    for _, name in program.model_files:
+        sources[Path(name).as_posix()] = manifest_dir / name
+    for pattern in program.sources:
+        matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
+        if not matches:
+            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
+        for path in matches:
+            sources[path.relative_to(manifest_dir).as_posix()] = path
+    return sources
+
+
+def _factory_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
+    """The ``.py`` files of the factory's top-level package (or its lone module)."""
     module = program.factory.split(":", 1)[0]
     module_file = find_module_file(module, module_search_path(manifest_dir))
     if module_file is None:
@@ -112,12 +130,6 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
                 sources[path.relative_to(base).as_posix()] = path
     if not sources:  # a namespace package or a lone module
         sources[module_file.name] = module_file
-    for pattern in program.sources:
-        matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
-        if not matches:
-            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
-        for path in matches:
-            sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources
 
 
@@ -139,7 +151,7 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     a ``sources`` pattern looks into. For the no-op stamp (:mod:`ptebuild.builder.noop`)."""
     folders: set[str] = set()
     module = program.factory.split(":", 1)[0]
-    module_file = find_module_file(module, module_search_path(manifest_dir))
+    module_file = find_module_file(module, module_search_path(manifest_dir)) if program.factory else None
     found = _top_level(module, manifest_dir, module_file) if module_file is not None else None
     if found is not None and found[1].is_dir():
         for root, dirs, _ in os.walk(found[1]):
@@ -161,14 +173,23 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
     _flatten_entry("model", program.model_entry, inputs)
     _flatten_entry("program", program.program_entry, inputs)
+    files = dict(program.model_files)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
-        inputs[keyinputs.source(name)] = digest_file(path)[0]
+        field = next((f for f, file in files.items() if Path(file).as_posix() == name), None)
+        if field is None:
+            inputs[keyinputs.source(name)] = digest_file(path)[0]
+        else:  # a file the manifest names: one located line if it cannot be read
+            inputs[keyinputs.source(name)] = _digest_input(
+                path, name, f"{plan.manifest}: models.{program.model}.{field}", f"give the {field} file", digest_file
+            )
     if program.weights:
         where = f"{plan.manifest}: models.{program.model}.weights"
         inputs[keyinputs.weights(program.weights)] = _digest_input(
             manifest_dir / program.weights, program.weights, where, "give the path of a torch.save state dict", digest_file
         )
     inputs.update(toolchain_facts(digest_file))
+    for name, value in get_model_kind(program.kind).key_facts(digest_file).items():
+        inputs[keyinputs.toolchain(name)] = value
     if backend is not None:
         for name, value in backend.toolchain_facts(program.options).items():
             inputs[keyinputs.toolchain(name)] = str(value)

@@ -7,22 +7,25 @@ Every model is frozen and refuses unknown keys. ``ptebuild schema`` prints
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
+    Tag,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from ptebuild.backends import BackendName
+from ptebuild.models import DEFAULT_KIND, get_model_kind, model_kind_names
 
 DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"]
 DTYPES = get_args(DType)
@@ -139,6 +142,8 @@ class MethodSpec(_Strict):
 class ModelSpec(_Strict):
     """A PyTorch model: built by a factory, with optional weights and a seed."""
 
+    kind: Literal["factory"] = Field("factory", exclude=True)
+    """The model's kind: ``factory`` (the default), a Python callable that returns the model."""
     factory: str
     """``"package.module:callable"``, importable from the manifest's folder or the environment."""
     kwargs: dict[str, Any] = {}
@@ -177,6 +182,9 @@ class CheckSpec(_Strict):
     atol: Annotated[float, Field(ge=0)] | None = None
     min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
     enabled: bool = True
+    min_token_agreement: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Language models: the least share of greedy decode steps whose token must agree with the
+    eager model's (default 1 for float programs, 0.5 for quantized ones)."""
 
 
 class ProgramSpec(_Strict):
@@ -234,11 +242,43 @@ class BundleSpec(_Strict):
     """Every program of the bundle also writes ``<program>.bpte`` (as ``bundle_io`` on the program)."""
 
 
+def _model_kind(value: Any) -> str:
+    """The kind of a ``[models.NAME]`` table (the union's discriminator): its ``kind``, else ``factory``."""
+    kind = value.get("kind", DEFAULT_KIND) if isinstance(value, dict) else getattr(value, "kind", DEFAULT_KIND)
+    return kind if isinstance(kind, str) else repr(kind)
+
+
+def _model_table() -> Any:
+    """A ``[models.NAME]`` table: one of the registered model kinds' tables, chosen by its ``kind``."""
+    from typing import Union
+
+    tables = tuple(
+        Annotated[get_model_kind(name).spec_model(), Tag(name)]
+        for name in model_kind_names()
+    )
+    return Annotated[
+        Union[tables],  # noqa: UP007 - a Union of a tuple built at run time
+        Discriminator(
+            _model_kind,
+            custom_error_type="model_kind",
+            custom_error_message=f"unknown model kind; give kind = one of {', '.join(map(repr, model_kind_names()))}",
+        ),
+    ]
+
+
+if TYPE_CHECKING:
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec
+
+    ModelTable = ModelSpec | LlmModelSpec
+else:
+    ModelTable = _model_table()
+
+
 class Manifest(_Strict):
     """A ptebuild manifest."""
 
     defaults: Defaults = Defaults()
-    models: dict[str, ModelSpec] = {}
+    models: dict[str, ModelTable] = {}
     programs: dict[str, ProgramSpec] = {}
     shims: dict[str, ShimLibrarySpec] = {}
     """Import libraries to generate, by output name."""

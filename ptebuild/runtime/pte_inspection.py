@@ -29,7 +29,8 @@ from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import FormatError
 from ptebuild.hashing import hash_bytes
 from ptebuild.runtime import coreml_payload, cuda_payload, vulkan_payload
-from ptebuild.runtime.inspection import DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
+from ptebuild.runtime.inspection import BufferSpec, DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
+from ptebuild.runtime.llm_facts import constant_value, mutable_buffers
 from ptebuild.runtime.loader import with_cuda_keys
 from ptebuild.runtime.openvino_blob import BACKEND_ID as OPENVINO_BACKEND_ID
 from ptebuild.runtime.openvino_blob import read_openvino_blob
@@ -131,7 +132,11 @@ def _kernels(path: Path) -> dict[str, tuple[str, ...]]:
 
 def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo:
     name = plan.name()
-    values = [_value(v) for v in plan.values()]
+    read = plan.values()
+    returns_constant, constant = constant_value(plan, read)
+    buffers = tuple(BufferSpec(b.value, DTYPES.get(b.scalar_type, f"type {b.scalar_type}"), b.sizes, b.name)
+                    for b in mutable_buffers(plan, read))
+    values = [_value(v) for v in read]
     inputs = tuple(_spec(i, values) for i in plan.inputs())
     outputs = tuple(_spec(i, values) for i in plan.outputs())
     operators = tuple(op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators())
@@ -172,6 +177,9 @@ def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo
         plan_parts=digests,
         delegate_calls=calls.get("DelegateCall", 0),
         kernel_calls=calls.get("KernelCall", 0),
+        mutable_buffers=buffers,
+        returns_constant=returns_constant,
+        constant=constant,
     )
 
 

@@ -17,8 +17,10 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ptebuild.errors import BuildError, StaleWorker
+from ptebuild.plan import ProgramPlan
 from ptebuild.results import OutputFile
 from ptebuild.worker import imported
 from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
@@ -106,14 +108,13 @@ def fresh_state(seed: int = 0) -> None:
 def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     """Lower and check one program in this process; return its outputs by content."""
     import shutil
-    import socket
     import tempfile
 
     from ptebuild.backends import get_backend
-    from ptebuild.deps import STARTUP_PATH, discover
+    from ptebuild.deps import STARTUP_PATH
     from ptebuild.distributions import installed_dists
-    from ptebuild.hashing import hash_file
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.models import get_model_kind
     from ptebuild.plan import BuildPlan
     from ptebuild.worker.lower import lower
     from ptebuild.worker.model_loading import build_model
@@ -129,6 +130,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
     try:
+        model_kind = get_model_kind(program.kind)
+        if model_kind.lowers_itself:  # a kind with its own pipeline (an LLM through ExecuTorch's LLM export)
+            built = model_kind.build(program, manifest_dir, plan.manifest, staging, progress)
+            return _result(task, program, built.files, built.figures, built.check, built.delegated, manifest_dir,
+                           installed_at_start, built.lower_seconds, built.check_seconds, staging)
         progress("building the model")
         model = build_model(program, manifest_dir, plan.manifest)
         inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
@@ -152,37 +158,50 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             lowered.files[program.bpte_name] = write_bpte(
                 reference, program, lowered.files[program.pte_name], staging / program.bpte_name
             )
-        deps = discover(manifest_dir, hash_file)
-        for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
-            before = installed_at_start.get(dist)
-            if before is None or before.version != version:
-                _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
-                raise BuildError(
-                    f"distribution {dist} changed while the program was lowered "
-                    f"({before.version if before else 'not installed'} -> {version}); build again",
-                    location=f"programs.{program.name}",
-                )
-        outputs = []
-        for name, path in sorted(lowered.files.items()):
-            digest, size = hash_file(path)
-            outputs.append(OutputFile(name, digest, size))
-        data = None if task.staging else {o.name: (staging / o.name).read_bytes() for o in outputs}
-        return TaskResult(
-            outputs=tuple(outputs),
-            staging=task.staging,
-            data=data,
-            figures=tuple(figures),
-            check=check_name,
-            delegates=dict(lowered.delegated),
-            deps=deps,
-            lower_seconds=lowered_at - started,
-            check_seconds=time.monotonic() - lowered_at,
-            node=socket.gethostname(),
-        )
+        return _result(task, program, lowered.files, figures, check_name, lowered.delegated, manifest_dir,
+                       installed_at_start, lowered_at - started, time.monotonic() - lowered_at, staging)
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
         if not task.staging:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _result(task: Task, program: ProgramPlan, files: dict[str, Path], figures: list[dict[str, Any]], check_name: str,
+            delegated: dict[str, int], manifest_dir: Path, installed_at_start: dict[str, Any], lower_seconds: float,
+            check_seconds: float, staging: Path) -> TaskResult:
+    """The task's result: its outputs by content, and the dependencies its lowering used."""
+    import socket
+
+    from ptebuild.deps import discover
+    from ptebuild.hashing import hash_file
+
+    deps = discover(manifest_dir, hash_file)
+    for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
+        before = installed_at_start.get(dist)
+        if before is None or before.version != version:
+            _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
+            raise BuildError(
+                f"distribution {dist} changed while the program was lowered "
+                f"({before.version if before else 'not installed'} -> {version}); build again",
+                location=f"programs.{program.name}",
+            )
+    outputs = []
+    for name, path in sorted(files.items()):
+        digest, size = hash_file(path)
+        outputs.append(OutputFile(name, digest, size))
+    data = None if task.staging else {o.name: (staging / o.name).read_bytes() for o in outputs}
+    return TaskResult(
+        outputs=tuple(outputs),
+        staging=task.staging,
+        data=data,
+        figures=tuple(figures),
+        check=check_name,
+        delegates=dict(delegated),
+        deps=deps,
+        lower_seconds=lower_seconds,
+        check_seconds=check_seconds,
+        node=socket.gethostname(),
+    )
 
 
 def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:

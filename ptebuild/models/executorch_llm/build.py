@@ -1,0 +1,150 @@
+"""Build one ``executorch-llm`` program in a worker: tokenizer, metadata, export, files, check.
+
+1. The tokenizer is loaded as ExecuTorch's runner loads it and checked against the model's
+   ``vocab_size`` (:mod:`.tokenizer`); a misfit is one line at ``models.NAME.tokenizer``.
+2. The metadata methods: upstream's (``get_max_seq_len``, ``get_max_context_len``, ``get_n_layers``,
+   ``get_vocab_size``, ``use_kv_cache``, ``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``,
+   written by ``LLMEdgeManager``), plus ``get_bos_id`` and ``get_eos_ids`` from the tokenizer, with
+   the manifest's ``metadata`` over them (all given to upstream as ``LlmConfig.base.metadata``).
+3. The export (:mod:`.export`). Without a checkpoint the model's random weights are made here,
+   seeded, by ExecuTorch's own model definition constructed on the CPU (:func:`random_checkpoint`),
+   and given to the export as its checkpoint: upstream's export without one builds the model on
+   the meta device and then only resets modules that have ``reset_parameters``, leaving RMSNorm
+   weights and the RoPE tables as uninitialized memory (seen: logits of 1e-18, then NaN; never
+   the same twice).
+4. The tokenizer is copied beside the program (``<program>.<file name>``), streamed.
+5. The check (:mod:`.generation`) against the eager model the export left.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import ManifestError
+from ptebuild.models.base import BuiltProgram, Progress
+from ptebuild.models.executorch_llm import PTEBUILD_LOWERED_BACKENDS, token_agreement_floor
+from ptebuild.plan import ProgramPlan
+
+GENERATION_CHECK = "executorch-llm-generation"
+"""The check's name: prefill, teacher-forced greedy decode and ExecuTorch's TextLLMRunner."""
+
+
+def params_vocab_size(params: Path, display: str, where: str) -> int:
+    """The model's ``vocab_size``: from its params JSON, else ExecuTorch's ``ModelArgs`` default."""
+    try:
+        data = json.loads(params.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"{params.name} is not a params JSON: {exc}", manifest=display, location=where) from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{params.name} is not a JSON object of the model's params", manifest=display, location=where)
+    if "vocab_size" in data:
+        return int(data["vocab_size"])
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    return int(ModelArgs().vocab_size)
+
+
+def build_program(program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
+    from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
+    from ptebuild.models.executorch_llm.spec import OPTIONS_BY_BACKEND, LlmModelSpec, LlmOptions
+    from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
+
+    started = time.monotonic()
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = OPTIONS_BY_BACKEND.get(program.backend, LlmOptions).model_validate(program.options)
+    where = f"models.{program.model}"
+    progress("reading the tokenizer")
+    tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
+    vocab_size = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params")
+    check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", spec.params)
+    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": [tokenizer.eos], **spec.metadata}
+
+    scratch = Path(tempfile.mkdtemp(prefix="ptebuild-llm-"))
+    try:
+        if spec.checkpoint is None:
+            progress(f"making random weights (seed {program.seed})")
+            checkpoint = random_checkpoint(spec, manifest_dir, program.seed, scratch)
+            spec = spec.model_copy(update={"checkpoint": str(checkpoint)})
+        progress(f"exporting with ExecuTorch's LLM export ({spec.model_class}, {program.backend})")
+        export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
+        exported = export(spec, options, program, manifest_dir, metadata, staging)
+        return _finish(program, spec, manifest_dir, staging, progress, exported, tokenizer, started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -> Path:
+    """A state dict of ExecuTorch's model definition for ``spec``'s params, initialised on the CPU
+    after ``torch.manual_seed(seed)`` (every module as its constructor makes it), saved into
+    ``scratch``. The model is freed before this returns: the export loads the file (mmap)."""
+    import gc
+
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params = json.loads((manifest_dir / spec.params).read_text())
+    torch.manual_seed(seed)
+    model = construct_transformer(ModelArgs(
+        max_seq_len=spec.max_seq_length, max_context_len=spec.context_length, max_batch_size=1,
+        use_kv_cache=spec.use_kv_cache, enable_dynamic_shape=spec.enable_dynamic_shape, **params,
+    ))
+    path = scratch / "random_weights.pth"
+    torch.save(model.state_dict(), path)
+    del model
+    gc.collect()
+    return path
+
+
+def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, progress: Progress, exported: Any,
+            tokenizer: Any, started: float) -> BuiltProgram:
+    """Copy the tokenizer beside the program and check it."""
+    from ptebuild.models.executorch_llm import tokenizer_output
+
+    files = dict(exported.files)
+    tokenizer_name = tokenizer_output(program.name, spec.tokenizer)
+    shutil.copyfile(manifest_dir / spec.tokenizer, staging / tokenizer_name)
+    files[tokenizer_name] = staging / tokenizer_name
+    lowered_at = time.monotonic()
+
+    figures: list[dict[str, Any]] = []
+    check = ""
+    if program.check_enabled:
+        ptd = files.get(program.ptd_name) if program.ptd_name else None
+        if program.backend in PTEBUILD_LOWERED_BACKENDS:
+            figures, check = _backend_check(exported.model, program, files[program.pte_name], ptd, progress)
+        else:
+            from ptebuild.models.executorch_llm.generation import Shape, check_generation
+
+            progress("checking by generation against the eager model, then in ExecuTorch's TextLLMRunner")
+            shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
+            figures = check_generation(
+                exported.model, program, shape, files[program.pte_name], ptd, tokenizer, files[tokenizer_name],
+                exported.mutable_buffers, token_agreement_floor(program),
+            )
+            check = GENERATION_CHECK
+    return BuiltProgram(
+        files=files, delegated=exported.delegated, figures=figures, check=check,
+        lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
+    )
+
+
+def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[dict[str, Any]], str]:
+    """A program ptebuild's backend lowered (CUDA): that backend's own check of ``forward`` on the
+    plan's example inputs (tokens and position), against upstream's eager model."""
+    from ptebuild.backends import get_backend
+
+    backend = get_backend(program.backend)
+    progress(f"checking with the {program.backend} backend's check")
+
+    class Forward:  # the eager model called as the program's forward: (tokens, input_pos)
+        def forward(self, tokens: Any, input_pos: Any = None) -> Any:
+            return model(tokens) if input_pos is None else model(tokens, {"input_pos": input_pos})
+
+    checked, name = backend.check(Forward(), program, pte, ptd)
+    return [f.to_json() for f in checked], name

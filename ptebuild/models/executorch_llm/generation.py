@@ -1,0 +1,354 @@
+"""Check an LLM program as an LLM runs, and generate text with it through ExecuTorch's own runner.
+
+**The check** (:func:`check_generation`), in ExecuTorch's runtime:
+
+1. Prefill: a seeded prompt of random token ids (``prompt_tokens`` of them, drawn from the
+   tokenizer's ids with the model's seed) goes through ``forward`` from position 0, in one call
+   when the program takes a dynamic sequence, else one token per call (or, without a KV cache,
+   the whole sequence each call); the same calls go to the eager model (upstream's model after its
+   source transforms, its KV cache zeroed as the runtime's planned memory is). The prefill logits
+   are compared: max absolute error and cosine, within the program's tolerances.
+2. Decode: ``decode_steps`` greedy steps through the program's own KV cache. Both models are fed
+   the eager model's greedy token at each step (teacher forcing), so every step compares the two
+   on the same context: the step's logits (max error, least cosine over the steps) and its token.
+   A step agrees when the program's greedy token is the eager model's, or ties with it within the
+   check's ``atol`` on the eager logits (random weights give near-ties a float rounding may flip).
+   Float programs must agree on every step; quantized ones on ``min_token_agreement`` of them.
+3. The runner: ExecuTorch's ``TextLLMRunner`` loads the ``.pte``, ``.ptd`` and the tokenizer
+   written beside the program and generates greedily from a text prompt; its text must be the
+   decoded greedy continuation of the same program run step by step here. This proves that the
+   metadata methods (lengths, BOS/EOS, KV cache, dynamic shape) and the tokenizer fit the real runner.
+
+**Generation** (:func:`generate_with_runner`, ``ptebuild run MANIFEST PROGRAM --prompt TEXT``):
+``TextLLMRunner`` generates from the prompt; tokens per second of prefill and decode are timed
+from its token callbacks (``perf_counter``: the runner's own stats count whole milliseconds).
+
+The runner and the method need ExecuTorch's LLM kernels registered in this process
+(``executorch.extension.llm.custom_ops.custom_ops``: ``llama::custom_sdpa``, ``update_cache``;
+``executorch.kernels.quantized``: quantized embeddings), imported by :func:`register_llm_kernels`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import CheckError, LoadError
+from ptebuild.plan import BuildPlan, ProgramPlan
+
+PROMPT_TOKENS = 16
+DECODE_STEPS = 16
+RUNNER_PROMPT = "Once upon a time"
+RUNNER_TOKENS = 8
+
+
+def register_llm_kernels() -> None:
+    """Register ExecuTorch's LLM operators (custom SDPA, KV-cache update, quantized embeddings) in
+    this process: the runtime resolves a program's operators when its method is loaded."""
+    import executorch.extension.llm.custom_ops.custom_ops
+    import executorch.kernels.quantized  # noqa: F401
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How the program is called (from the model's table): a KV cache, a dynamic sequence."""
+
+    use_kv_cache: bool
+    dynamic: bool
+    max_seq_length: int
+    context_length: int
+
+    @property
+    def positions(self) -> int:
+        """How many tokens one sequence may hold: the KV cache's length, else one call's."""
+        if self.use_kv_cache:
+            return self.context_length
+        return self.max_seq_length - 1 if self.dynamic else self.max_seq_length
+
+
+class _Stepper:
+    """Calls ``forward`` of the program or of the eager model as an LLM runner does."""
+
+    def __init__(self, call: Any, shape: Shape) -> None:
+        self.call, self.shape = call, shape
+        self.tokens: list[int] = []
+
+    def feed(self, tokens: list[int]) -> Any:
+        """Feed ``tokens`` after those fed so far; return the logits of the last one."""
+        import torch
+
+        start = len(self.tokens)
+        self.tokens += tokens
+        if not self.shape.use_kv_cache:
+            ids = self.tokens if self.shape.dynamic else (self.tokens + [0] * self.shape.max_seq_length)[: self.shape.max_seq_length]
+            return self.call(torch.tensor([ids], dtype=torch.long), None)
+        if self.shape.dynamic:
+            return self.call(torch.tensor([tokens], dtype=torch.long), torch.tensor([start], dtype=torch.long))
+        logits = None
+        for offset, token in enumerate(tokens):
+            logits = self.call(torch.tensor([[token]], dtype=torch.long), torch.tensor([start + offset], dtype=torch.long))
+        return logits
+
+
+def _last_logits(value: Any) -> Any:
+    import torch
+
+    out = value[0] if isinstance(value, (list, tuple)) else value
+    out = out.detach().to(torch.float64)
+    return out.reshape(-1, out.shape[-1])[-1]
+
+
+def eager_caller(model: Any, mutable_buffers: tuple[str, ...]) -> Any:
+    """``call(tokens, input_pos)`` of the eager model, its mutable buffers zeroed first."""
+    import torch
+
+    buffers = dict(model.named_buffers())
+    with torch.no_grad():
+        for name in mutable_buffers:
+            if name in buffers:
+                buffers[name].zero_()
+
+    def call(tokens: Any, input_pos: Any) -> Any:
+        with torch.no_grad():
+            if input_pos is None:
+                return _last_logits(model(tokens))
+            return _last_logits(model(tokens, {"input_pos": input_pos}))
+
+    return call
+
+
+def program_caller(method: Any) -> Any:
+    """``call(tokens, input_pos)`` of a loaded ExecuTorch method."""
+
+    def call(tokens: Any, input_pos: Any) -> Any:
+        inputs = [tokens] if input_pos is None else [tokens, input_pos]
+        return _last_logits(list(method.execute(inputs)))
+
+    return call
+
+
+def _compare(expected: Any, actual: Any) -> tuple[float, float]:
+    from ptebuild.lowering.check import compare
+
+    return compare(expected, actual)
+
+
+def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | None,
+                     tokenizer: Any, tokenizer_file: Path, mutable_buffers: tuple[str, ...],
+                     min_agreement: float) -> list[dict[str, Any]]:
+    """Prefill, decode and runner checks (module docstring); return the figures. Raises CheckError."""
+    import torch
+    from executorch.runtime import Runtime
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.runtime import check as check_files
+
+    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    register_llm_kernels()
+    where = f"programs.{program.name}"
+    prompt_length = max(1, min(PROMPT_TOKENS, shape.max_seq_length - 1))
+    steps = max(1, min(DECODE_STEPS, shape.positions - prompt_length))
+    generator = torch.Generator().manual_seed(program.seed)
+    prompt = torch.randint(0, tokenizer.vocab_size, (prompt_length,), generator=generator).tolist()
+
+    with runtime_log() as log:
+        try:
+            loaded = Runtime.get().load_program(pte, data_path=ptd)
+            method = loaded.load_method("forward")
+        except Exception as exc:
+            raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
+    eager = _Stepper(eager_caller(model, mutable_buffers), shape)
+    ours = _Stepper(program_caller(method), shape)
+    expected = eager.feed(prompt)
+    with runtime_log() as log:
+        try:
+            actual = ours.feed(prompt)
+        except Exception as exc:
+            raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
+    prefill_error, prefill_cosine = _compare(expected, actual)
+    if not (prefill_error <= program.atol and prefill_cosine >= program.min_cosine):
+        raise CheckError(
+            f"the prefill logits of a seeded prompt of {prompt_length} tokens differ from the eager model's: "
+            f"max abs error {prefill_error:.3g} (atol {program.atol:g}), cosine {prefill_cosine:.6f} "
+            f"(min {program.min_cosine:g}); fix the model or loosen {where}.check",
+            location=where,
+        )
+    decode_error, decode_cosine, agreed, exact = 0.0, 1.0, 0, 0
+    for step in range(steps):
+        token = int(expected.argmax())
+        mine = int(actual.argmax())
+        exact += mine == token
+        agreed += mine == token or float(expected[mine]) >= float(expected[token]) - program.atol
+        expected = eager.feed([token])
+        with runtime_log() as log:
+            try:
+                actual = ours.feed([token])
+            except Exception as exc:
+                raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
+        error, cosine = _compare(expected, actual)
+        decode_error, decode_cosine = max(decode_error, error), min(decode_cosine, cosine)
+    share = agreed / steps
+    if share < min_agreement:
+        raise CheckError(
+            f"greedy decoding agrees with the eager model on {agreed} of {steps} steps ({share:.0%}; "
+            f"at least {min_agreement:.0%} needed); the decode logits differ by up to {decode_error:.3g} "
+            f"(least cosine {decode_cosine:.6f})",
+            location=where,
+        )
+    runner = _runner_agrees(program, shape, pte, ptd, tokenizer, tokenizer_file, loaded)
+    common = {"method": "forward", "output": 0}
+    return [
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length},
+         "max_abs_error": prefill_error, "cosine": prefill_cosine},
+        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, "max_abs_error": decode_error,
+         "cosine": decode_cosine, "tokens_agreed": agreed, "tokens_exact": exact, "tokens": steps,
+         "min_token_agreement": min_agreement, "runner_tokens": runner},
+    ]
+
+
+def _runner_agrees(program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | None, tokenizer: Any,
+                   tokenizer_file: Path, loaded: Any) -> int:
+    """Generate with ``TextLLMRunner``; its text must be the program's own greedy continuation.
+    Returns the number of tokens the runner generated."""
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+
+    where = f"programs.{program.name}"
+    prompt = tokenizer.encode(RUNNER_PROMPT)
+    wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(prompt)))
+    pieces: list[str] = []
+    with runtime_log() as log:
+        try:
+            runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
+            runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=wanted, temperature=0.0),
+                            pieces.append)
+        except Exception as exc:
+            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    stops = _stop_ids(pte, tokenizer)
+    ours = _Stepper(program_caller(loaded.load_method("forward")), shape)
+    logits = ours.feed(prompt)
+    tokens: list[int] = []
+    while len(tokens) < wanted:
+        token = int(logits.argmax())
+        if token in stops:
+            break
+        tokens.append(token)
+        if len(tokens) < wanted:
+            logits = ours.feed([token])
+    expected = "".join(tokenizer.piece(t) for t in tokens)
+    text = "".join(pieces)
+    if text != expected:
+        raise CheckError(
+            f"ExecuTorch's TextLLMRunner generated {text!r} from {RUNNER_PROMPT!r}, the program run step by step "
+            f"{expected!r}: its metadata methods or its tokenizer do not fit the runner",
+            location=where,
+        )
+    return len(pieces)
+
+
+def _stop_ids(pte: Path, tokenizer: Any) -> set[int]:
+    """The ids the runner stops at: the program's ``get_eos_ids`` (else the tokenizer's EOS)."""
+    from ptebuild.runtime.llm_facts import metadata_values
+
+    eos = metadata_values(pte).get("get_eos_ids")
+    if isinstance(eos, list):
+        return {int(i) for i in eos}
+    if isinstance(eos, int):
+        return {eos}
+    return {tokenizer.eos}
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Text generated by ExecuTorch's ``TextLLMRunner`` from a prompt, with its speed."""
+
+    program: str
+    backend: str
+    pte: Path
+    ptd: Path | None
+    tokenizer: Path
+    prompt: str
+    text: str
+    prompt_tokens: int
+    generated_tokens: int
+    prefill_seconds: float
+    """From the call to the first generated token (the prompt's prefill and the first sampling)."""
+    decode_seconds: float
+    """From the first generated token to the last."""
+    runner_stats: dict[str, Any]
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        steps = self.generated_tokens - 1
+        return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "program": self.program, "backend": self.backend, "pte": str(self.pte),
+            "ptd": str(self.ptd) if self.ptd else None, "tokenizer": str(self.tokenizer),
+            "prompt": self.prompt, "text": self.text, "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second,
+            "decode_tokens_per_second": self.decode_tokens_per_second,
+            "runner_stats": self.runner_stats,
+        }
+
+
+def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
+                         out_dir: Path | None) -> Generation:
+    """Generate text from ``prompt`` with the built program through ``TextLLMRunner`` (greedy).
+
+    Raises:
+        LoadError: the program is not built, or its files do not belong together.
+        BuildError: the runner fails (its line says why).
+    """
+    import json
+
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    from ptebuild.lowering.check import native_stderr_silenced, runtime_error, runtime_log
+    from ptebuild.runtime import load
+
+    folder = out_dir if out_dir is not None else plan.out_dir()
+    pte = folder / program.pte_name
+    ptd = folder / program.ptd_name if program.ptd_name else None
+    tokenizer = folder / program.extra_outputs[0]
+    for path in (pte, ptd, tokenizer):
+        if path is not None and not path.is_file():
+            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
+            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    with native_stderr_silenced():
+        load(pte, [ptd] if ptd else [])  # refuses a .ptd that is not the program's, before running
+        register_llm_kernels()
+    pieces: list[str] = []
+    times: list[float] = []
+    stats: list[Any] = []
+
+    def on_token(piece: str) -> None:
+        times.append(time.perf_counter())
+        pieces.append(piece)
+
+    with runtime_log() as log:
+        try:
+            runner = TextLLMRunner(str(pte), str(tokenizer), str(ptd) if ptd else None)
+            config = GenerationConfig(echo=False, max_new_tokens=max_new_tokens, temperature=0.0)
+            started = time.perf_counter()
+            runner.generate(prompt, config, on_token, stats.append)
+        except Exception as exc:
+            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    runner_stats = json.loads(stats[0].to_json_string()) if stats else {}
+    prompt_tokens = int(runner_stats.get("prompt_tokens", 0))
+    return Generation(
+        program=program.name, backend=program.backend, pte=pte, ptd=ptd, tokenizer=tokenizer, prompt=prompt,
+        text="".join(pieces), prompt_tokens=prompt_tokens, generated_tokens=len(pieces),
+        prefill_seconds=(times[0] - started) if times else 0.0,
+        decode_seconds=(times[-1] - times[0]) if len(times) > 1 else 0.0,
+        runner_stats=runner_stats,
+    )

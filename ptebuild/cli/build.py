@@ -131,6 +131,9 @@ def summary(document: dict[str, Any]) -> str:
             worst = max(f["max_abs_error"] for f in figures)
             cosine = min(f["cosine"] for f in figures)
             check = f"err {worst:.1e} cos {cosine:.6f}"
+            decoded = [f for f in figures if "tokens" in f]  # a language model's generation check
+            if decoded:
+                check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{sum(f['tokens'] for f in decoded)}"
         else:  # a check without numbers (a Windows program's imports): its name
             check = p.get("check_kind") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"

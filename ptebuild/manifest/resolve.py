@@ -173,6 +173,10 @@ def _resolve_program(
     )
     # Set here or by a bundle; absent when off, so that programs without it keep their keys.
     program_entry.pop("bundle_io", None)
+    if bundle_io and kind.no_test_cases:
+        at = f"{where}.bundle_io" if program.bundle_io else "bundles (bundle_io = true)"
+        raise ManifestError(f"{display}: {at}: program {name!r} writes no .bpte: {kind.no_test_cases}; "
+                            "leave bundle_io off for it")
     if bundle_io:
         program_entry["bundle_io"] = True
     # Absent when unset, so that programs without it keep their keys.

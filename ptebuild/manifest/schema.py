@@ -299,21 +299,29 @@ def json_schema() -> dict[str, Any]:
     the program's backend); here each backend's options model fills them in: under
     ``defaults.options.<backend>`` and ``defaults.compile_specs.<backend>``, and, for a program
     that names its backend, under its own ``options`` and ``compile_specs``. Both tables feed the
-    one options model, so both accept its keys; unknown keys are flagged.
+    one options model, so both accept its keys; unknown keys are flagged. A program of a model
+    kind that gives its programs options of its own (an LLM's ``qmode``...) takes those instead:
+    a program's tables are then one of the backend's and the kinds' (``anyOf``).
     """
     from ptebuild.backends import backend_names, get_backend
 
     schema = Manifest.model_json_schema()
     defs = schema.setdefault("$defs", {})
-    refs = {}
-    for name in backend_names():
-        model = get_backend(name).options_model
+    refs: dict[str, Any] = {}
+    program_refs: dict[str, Any] = {}
+
+    def define(model: Any, description: str) -> dict[str, str]:
         own = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(own.pop("$defs", {}))
-        title = f"{model.__name__}"
-        own.setdefault("description", f"Options and compile specs of the {name} backend.")
-        defs[title] = own
-        refs[name] = {"$ref": f"#/$defs/{title}"}
+        own.setdefault("description", description)
+        defs[model.__name__] = own
+        return {"$ref": f"#/$defs/{model.__name__}"}
+
+    for name in backend_names():
+        refs[name] = define(get_backend(name).options_model, f"Options and compile specs of the {name} backend.")
+        kinds = [(kind, get_model_kind(kind).program_options_model(name)) for kind in model_kind_names()]
+        own = [define(model, f"Options of a {name} program of a {kind} model.") for kind, model in kinds if model is not None]
+        program_refs[name] = {"anyOf": [refs[name], *own]} if own else refs[name]
     for table in ("options", "compile_specs"):
         defaults = defs["Defaults"]["properties"][table]
         defaults.pop("propertyNames", None)
@@ -324,7 +332,7 @@ def json_schema() -> dict[str, Any]:
             "if": {"properties": {"backend": {"const": name}}, "required": ["backend"]},
             "then": {"properties": {"options": ref, "compile_specs": ref}},
         }
-        for name, ref in refs.items()
+        for name, ref in program_refs.items()
     ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ptebuild manifest"

@@ -81,6 +81,8 @@ class ModelKind:
     """The manifest's ``kind``."""
     generates_text: bool = False
     """True for language models: ``ptebuild run --prompt`` generates text with its programs."""
+    no_test_cases: str | None = None
+    """Set (to why) if its programs cannot write a ``.bpte`` (``bundle_io`` is then refused)."""
     lowers_itself: bool = True
     """True: :meth:`build` lowers and checks the kind's programs. False: the worker's pipeline does
     (the model made from the plan's ``factory``, each method exported and lowered with the

@@ -73,6 +73,8 @@ class ExecutorchLlmKind(ModelKind):
     name = "executorch-llm"
     generates_text = True
     lowers_itself = True
+    no_test_cases = ("a language model's test case is a generation through its KV cache, which ExecuTorch's "
+                     "BundledProgram (one call per case) does not hold; its check is the generation check")
 
     def spec_model(self) -> type[BaseModel]:
         from ptebuild.models.executorch_llm.spec import LlmModelSpec

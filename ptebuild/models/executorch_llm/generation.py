@@ -30,7 +30,10 @@ The runner and the method need ExecuTorch's LLM kernels registered in this proce
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,9 +49,37 @@ RUNNER_TOKENS = 8
 
 def register_llm_kernels() -> None:
     """Register ExecuTorch's LLM operators (custom SDPA, KV-cache update, quantized embeddings) in
-    this process: the runtime resolves a program's operators when its method is loaded."""
-    import executorch.extension.llm.custom_ops.custom_ops
-    import executorch.kernels.quantized  # noqa: F401
+    this process: the runtime resolves a program's operators when its method is loaded. Also
+    imports the runner, quietly: its tokenizers announce themselves on stderr when loaded."""
+    import ctypes
+
+    from ptebuild.lowering.check import native_stderr_silenced
+
+    with native_stderr_silenced():
+        import executorch.extension.llm.custom_ops.custom_ops
+        import executorch.extension.llm.runner
+        import executorch.kernels.quantized  # noqa: F401
+
+        ctypes.CDLL(None).fflush(None)  # what C's stdio buffered goes out now, silenced
+
+
+@contextlib.contextmanager
+def runner_stdout_to_stderr() -> Iterator[None]:
+    """The runner prints what it generates and its stats ("PyTorchObserver {...}") on file
+    descriptor 1, which is a report's channel (``--json``, an executor's pipe): send it to fd 2
+    while it runs (where :func:`~ptebuild.lowering.check.runtime_log` collects it)."""
+    import ctypes
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # what the runner and its tokenizer left in C's buffers goes to fd 2 now
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @dataclass(frozen=True)
@@ -220,7 +251,7 @@ def _runner_agrees(program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | No
     prompt = tokenizer.encode(RUNNER_PROMPT)
     wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(prompt)))
     pieces: list[str] = []
-    with runtime_log() as log:
+    with runtime_log() as log, runner_stdout_to_stderr():
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
             runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=wanted, temperature=0.0),
@@ -275,7 +306,8 @@ class Generation:
     prompt_tokens: int
     generated_tokens: int
     prefill_seconds: float
-    """From the call to the first generated token (the prompt's prefill and the first sampling)."""
+    """From the call to the first generated token (the prompt's encoding, its prefill and the first
+    sampling), the program loaded already (a one-token generation before)."""
     decode_seconds: float
     """From the first generated token to the last."""
     runner_stats: dict[str, Any]
@@ -311,10 +343,11 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
     """
     import json
 
-    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
-
     from ptebuild.lowering.check import native_stderr_silenced, runtime_error, runtime_log
     from ptebuild.runtime import load
+
+    register_llm_kernels()
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
 
     folder = out_dir if out_dir is not None else plan.out_dir()
     pte = folder / program.pte_name
@@ -326,7 +359,6 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
             raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
     with native_stderr_silenced():
         load(pte, [ptd] if ptd else [])  # refuses a .ptd that is not the program's, before running
-        register_llm_kernels()
     pieces: list[str] = []
     times: list[float] = []
     stats: list[Any] = []
@@ -335,9 +367,13 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
         times.append(time.perf_counter())
         pieces.append(piece)
 
-    with runtime_log() as log:
+    with runtime_log() as log, runner_stdout_to_stderr():
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer), str(ptd) if ptd else None)
+            # A first token loads the program and its delegates (the runner loads on first use),
+            # so that the timed generation measures prefill and decode only.
+            runner.generate(prompt, GenerationConfig(echo=False, max_new_tokens=1, temperature=0.0))
+            runner.reset()
             config = GenerationConfig(echo=False, max_new_tokens=max_new_tokens, temperature=0.0)
             started = time.perf_counter()
             runner.generate(prompt, config, on_token, stats.append)

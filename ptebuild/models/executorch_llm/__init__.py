@@ -133,7 +133,7 @@ class ExecutorchLlmKind(ModelKind):
                                  f"(export.foundation_weights_file); a {backend_name} program keeps its weights "
                                  "in the .pte: remove data_name")
         if options.use_sdpa_with_kv_cache and not spec.use_kv_cache:
-            return ("options.use_sdpa_with_kv_cache", "the custom SDPA works on the KV cache, and model "
+            return ("options.use_sdpa_with_kv_cache", "the custom SDPA works on the KV cache, and the model "
                                                        "has use_kv_cache = false; remove it or turn the KV cache on")
         if options.quantize_kv_cache and not spec.use_kv_cache:
             return ("options.quantize_kv_cache", "needs the model's use_kv_cache = true")

@@ -112,6 +112,16 @@ class LlmOptions(BackendOptions):
     quantize_kv_cache: bool = False
     """``LlmConfig.model.quantize_kv_cache``: int8 KV cache, quantized per token."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_the_backend_option(cls, data: object) -> object:
+        if isinstance(data, dict) and "quantize" in data and "quantize" not in cls.model_fields:
+            raise ValueError(
+                "quantize is the XNNPACK option of factory models; a program of an executorch-llm model "
+                "takes ExecuTorch's LLM spelling: qmode = '8da4w' (with group_size) and embedding_quantize = '8,0'"
+            )
+        return data
+
     @field_validator("embedding_quantize")
     @classmethod
     def _embedding_form(cls, value: str | None) -> str | None:
@@ -122,7 +132,8 @@ class LlmOptions(BackendOptions):
     @model_validator(mode="after")
     def _groups(self) -> Self:
         if self.group_size is not None and self.qmode not in ("8da4w", "4w"):
-            raise ValueError(f"group_size is for qmode '8da4w' or '4w' (qmode is {self.qmode!r}); remove it")
+            given = f"qmode is {self.qmode!r}" if self.qmode else "no qmode"
+            raise ValueError(f"group_size is for qmode '8da4w' or '4w' ({given}); remove it")
         return self
 
 

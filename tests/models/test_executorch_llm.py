@@ -1,0 +1,235 @@
+"""The ``executorch-llm`` model kind, built for real: ``manifests/chat.toml`` (a tiny Llama-3-style
+decoder, float32 and 8da4w XNNPACK programs) through ExecuTorch's own LLM export, checked by
+generation and in ExecuTorch's TextLLMRunner, then inspected, restored, run, packed and verified.
+
+The build is shared by the session (``chat_build`` in ``tests/conftest.py``); the slow tests build
+a decoder of SmolLM2-135M's dimensions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import copy_chat_project
+from helpers import ptebuild
+
+import ptebuild as api
+from ptebuild.errors import LoadError
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ("chat_xnnpack", "chat_xnnpack_8da4w")
+
+
+def _programs(document: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in document["programs"]}
+
+
+def test_chat_programs_build_and_pass_the_generation_check(chat_build):
+    manifest, out, _, code, document, stderr = chat_build
+    assert code == 0, stderr
+    programs = _programs(document)
+    for name in PROGRAMS:
+        program = programs[name]
+        assert program["status"] == "built"
+        assert program["check_kind"] == "executorch-llm-generation"
+        prefill, decode = program["check"]
+        assert prefill["stage"] == "prefill" and prefill["sizes"] == {"prompt_tokens": 16}
+        assert decode["stage"] == "decode" and decode["tokens"] == 16
+        assert decode["runner_tokens"] >= 1  # ExecuTorch's TextLLMRunner generated, and matched the program
+        names = sorted(Path(o["path"]).name for o in program["outputs"])
+        assert names == sorted([f"{name}.pte", f"{name}_weights.ptd", f"{name}.tokenizer.json"])
+    float_check = programs["chat_xnnpack"]["check"]
+    assert float_check[0]["max_abs_error"] <= 1e-3 and float_check[0]["cosine"] >= 0.9999
+    assert float_check[1]["tokens_agreed"] == 16  # a float program agrees on every step
+    quantized = programs["chat_xnnpack_8da4w"]["check"]
+    assert quantized[1]["tokens_agreed"] >= quantized[1]["min_token_agreement"] * 16
+    assert "tokens 16/16" in ptebuild("build", manifest, "--cache", chat_build[2]).stdout
+
+
+def test_the_tokenizer_is_written_beside_each_program(chat_build):
+    _, out, *_ = chat_build
+    declared = (ROOT / "manifests" / "chat" / "tokenizer.json").read_bytes()
+    for name in PROGRAMS:
+        assert (out / f"{name}.tokenizer.json").read_bytes() == declared
+
+
+def test_inspect_lists_the_kv_cache_and_the_metadata_values(chat_build):
+    _, out, *_ = chat_build
+    inspection = api.inspect(out / "chat_xnnpack.pte")
+    forward = inspection.method("forward")
+    assert [(b.name, b.dtype, b.sizes) for b in forward.mutable_buffers] == [
+        (f"layers.{layer}.attention.kv_cache.{cache}", "float32", (1, 64, 2, 16))
+        for layer in (0, 1) for cache in ("k_cache", "v_cache")
+    ]
+    metadata = {m.name: m.constant for m in inspection.methods if m.returns_constant}
+    assert metadata == {
+        "get_max_seq_len": 64, "get_max_context_len": 64, "get_n_layers": 2, "get_vocab_size": 256,
+        "use_kv_cache": True, "use_sdpa_with_kv_cache": True, "enable_dynamic_shape": True,
+        "get_bos_id": 0, "get_eos_ids": 1,  # one id: ExecuTorch emits a one-item list as its int
+    }
+    text = ptebuild("inspect", out / "chat_xnnpack.pte").stdout
+    assert "layers.1.attention.kv_cache.v_cache  float32[1, 64, 2, 16]" in text
+    assert "returns: 256 (a constant: metadata)" in text
+
+
+def test_weights_are_keyed_by_sha256_and_a_pte_refuses_another_programs_ptd(chat_build):
+    _, out, *_ = chat_build
+    keys = api.inspect(out / "chat_xnnpack_weights.ptd").keys
+    assert keys and all("@sha256:" in k.key or len(k.key) == 64 for k in keys)
+    assert any(k.key.startswith("tok_embeddings.weight@sha256:") for k in keys)  # a portable constant, rekeyed
+    from ptebuild.runtime import check
+
+    check(out / "chat_xnnpack.pte", [out / "chat_xnnpack_weights.ptd"], verify_bytes=True)
+    with pytest.raises(LoadError, match="chat_xnnpack.pte"):
+        check(out / "chat_xnnpack.pte", [out / "chat_xnnpack_8da4w_weights.ptd"])
+
+
+def test_a_second_build_restores_from_the_cache(chat_build, tmp_path):
+    manifest, out, cache, *_ = chat_build
+    again = tmp_path / "again"
+    done = ptebuild("build", manifest, "--cache", cache, "--out", again, "--json")
+    assert done.returncode == 0, done.stderr
+    assert {p["status"] for p in json.loads(done.stdout)["programs"]} == {"cached"}
+    for name in out.iterdir():
+        if name.is_file() and name.name != "ptebuild.json":
+            assert (again / name.name).read_bytes() == name.read_bytes(), name.name
+
+
+def test_run_generates_text_through_the_runner_and_times_it(chat_build):
+    manifest, out, *_ = chat_build
+    done = ptebuild("run", manifest, "chat_xnnpack", "--out", out, "--prompt", "The robot", "--max-new-tokens", "8", "--json")
+    assert done.returncode == 0, done.stderr
+    generation = json.loads(done.stdout)  # nothing else on stdout: the runner's own printing goes to stderr
+    assert generation["prompt"] == "The robot" and generation["program"] == "chat_xnnpack"
+    assert 1 <= generation["generated_tokens"] <= 8 and generation["text"]
+    assert generation["prefill_tokens_per_second"] > 0 and generation["decode_tokens_per_second"] > 0
+
+
+def test_run_prints_the_text_and_the_speed(chat_build, capsys):
+    from ptebuild.cli import main
+
+    manifest, out, *_ = chat_build
+    assert main(["run", str(manifest), "chat_xnnpack_8da4w", "--out", str(out), "--max-new-tokens", "4"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.splitlines()[1].startswith("Once upon a time")  # the default prompt, then the text
+    assert "tokens/s" in printed.err and "decode: 4 tokens" in printed.err
+
+
+def test_prompt_for_a_program_that_is_not_a_language_model(tiny_project):
+    done = ptebuild("run", tiny_project, "tiny_portable", "--prompt", "hello")
+    assert done.returncode == 2
+    assert "is not a language model (factory model); --prompt is for programs of executorch-llm models" in done.stderr
+
+
+def test_bundles_carry_the_tokenizer_and_verify(chat_build, tmp_path):
+    manifest, out, *_ = chat_build
+    archive = tmp_path / "chat.tar.gz"
+    done = ptebuild("pack", manifest, "--out", out, "-o", archive)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(archive) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"chat_xnnpack.tokenizer.json", "chat_xnnpack_8da4w.tokenizer.json", "chat_xnnpack_weights.ptd"} <= names
+    assert ptebuild("verify", archive).returncode == 0
+
+
+def test_the_key_covers_params_tokenizer_and_checkpoint_by_content(tmp_path):
+    from ptebuild.builder.keys import action_key, explain_changes, program_inputs
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+
+    manifest = copy_chat_project(tmp_path / "project")
+
+    def inputs() -> dict[str, str]:
+        plan = load_manifest(manifest)
+        return program_inputs(plan.programs[0], plan, hash_file)
+
+    before = inputs()
+    tokenizer = manifest.parent / "chat" / "tokenizer.json"
+    tokenizer.write_bytes(tokenizer.read_bytes().replace(b'"ver', b'"Ver', 1))
+    after = inputs()
+    assert action_key(after) != action_key(before)
+    assert explain_changes(before, after) == ["source file chat/tokenizer.json changed"]
+    params = manifest.parent / "chat" / "params.json"
+    params.write_text(params.read_text().replace('"norm_eps": 1e-05', '"norm_eps": 1e-06'))
+    assert explain_changes(after, inputs()) == ["source file chat/params.json changed"]
+    torch_free = inputs()
+    (manifest.parent / "chat" / "weights.pth").write_bytes(b"a checkpoint's bytes")
+    manifest.write_text(manifest.read_text().replace('seed = 20261203', 'seed = 20261203\ncheckpoint = "chat/weights.pth"'))
+    assert "weights file chat/weights.pth added" in explain_changes(torch_free, inputs())
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_one_located_line(tmp_path):
+    manifest = copy_chat_project(tmp_path / "project")
+    params = manifest.parent / "chat" / "params.json"
+    params.write_text(params.read_text().replace('"vocab_size": 256', '"vocab_size": 200'))
+    done = ptebuild("build", manifest, "--only", "chat_xnnpack", "--cache", tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"error: {manifest}: models.chat.tokenizer: tokenizer.json (a Hugging Face tokenizer.json) has 256 tokens, and "
+        "the model's vocab_size (chat/params.json) is 200: its ids would index past the embedding table; give the "
+        "model's own tokenizer or a vocab_size that holds it"
+    ) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_path):
+    """The check names a wrong program: the built chat program against the eager model of another
+    seed fails at the prefill, with its figures; against its own seed it passes."""
+    from ptebuild.errors import CheckError
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm import token_agreement_floor
+    from ptebuild.models.executorch_llm.build import random_checkpoint
+    from ptebuild.models.executorch_llm.export import llm_config
+    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+
+    manifest, out, *_ = chat_build
+    plan = load_manifest(manifest)
+    program = next(p for p in plan.programs if p.name == "chat_xnnpack")
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = LlmXnnpackOptions.model_validate(program.options)
+    shape = Shape(True, True, 64, 64)
+    tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", str(manifest), "models.chat.tokenizer")
+    buffers = tuple(f"layers.{i}.attention.kv_cache.{c}" for i in (0, 1) for c in ("k_cache", "v_cache"))
+
+    def eager(seed: int):
+        from executorch.examples.models.llama.export_llama_lib import _prepare_for_llama_export
+
+        checkpoint = random_checkpoint(spec, manifest.parent, seed, tmp_path)
+        config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
+        return _prepare_for_llama_export(config).model
+
+    files = (out / "chat_xnnpack.pte", out / "chat_xnnpack_weights.ptd", out / "chat_xnnpack.tokenizer.json")
+    with pytest.raises(CheckError, match=r"the prefill logits of a seeded prompt of 16 tokens differ from the eager model's: max abs error"):
+        check_generation(eager(program.seed + 1), program, shape, files[0], files[1], tokenizer, files[2], buffers,
+                         token_agreement_floor(program))
+    figures = check_generation(eager(program.seed), program, shape, files[0], files[1], tokenizer, files[2], buffers,
+                               token_agreement_floor(program))
+    assert figures[1]["tokens_agreed"] == 16
+
+
+@pytest.mark.slow
+def test_a_decoder_of_smollm2_135m_dimensions_builds_float_and_8da4w(tmp_path):
+    """SmolLM2-135M's shape (30 layers, 576 wide, 9/3 heads, vocab 49152), random weights."""
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parent / "smollm2", project / "smollm2")
+    text = (Path(__file__).parent / "smollm2.toml").read_text()
+    (project / "smollm2.toml").write_text(text.replace("../../manifests/chat/tokenizer.json", str(ROOT / "manifests/chat/tokenizer.json")))
+    done = ptebuild("build", project / "smollm2.toml", "--cache", tmp_path / "cache", "--json", "-j1")
+    assert done.returncode == 0, done.stderr
+    programs = _programs(json.loads(done.stdout))
+    for name in ("smol_xnnpack", "smol_xnnpack_8da4w"):
+        prefill, decode = programs[name]["check"]
+        assert decode["runner_tokens"] >= 1
+    assert programs["smol_xnnpack"]["check"][1]["tokens_agreed"] == 16
+    inspection = api.inspect(project / "out" / "smol_xnnpack.pte")
+    assert len(inspection.method("forward").mutable_buffers) == 60
+    assert {m.name: m.constant for m in inspection.methods if m.returns_constant}["get_vocab_size"] == 49152
+    digest = hashlib.sha256((project / "out" / "smol_xnnpack_weights.ptd").read_bytes()).hexdigest()
+    assert digest == next(o["sha256"] for o in programs["smol_xnnpack"]["outputs"] if o["path"].endswith(".ptd"))

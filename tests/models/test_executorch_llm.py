@@ -30,7 +30,7 @@ def _programs(document: dict) -> dict[str, dict]:
 
 
 def test_chat_programs_build_and_pass_the_generation_check(chat_build):
-    manifest, out, _, code, document, stderr = chat_build
+    manifest, _, _, code, document, stderr = chat_build
     assert code == 0, stderr
     programs = _programs(document)
     for name in PROGRAMS:
@@ -225,7 +225,7 @@ def test_a_decoder_of_smollm2_135m_dimensions_builds_float_and_8da4w(tmp_path):
     assert done.returncode == 0, done.stderr
     programs = _programs(json.loads(done.stdout))
     for name in ("smol_xnnpack", "smol_xnnpack_8da4w"):
-        prefill, decode = programs[name]["check"]
+        _, decode = programs[name]["check"]
         assert decode["runner_tokens"] >= 1
     assert programs["smol_xnnpack"]["check"][1]["tokens_agreed"] == 16
     inspection = api.inspect(project / "out" / "smol_xnnpack.pte")

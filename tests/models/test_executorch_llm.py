@@ -233,3 +233,27 @@ def test_a_decoder_of_smollm2_135m_dimensions_builds_float_and_8da4w(tmp_path):
     assert {m.name: m.constant for m in inspection.methods if m.returns_constant}["get_vocab_size"] == 49152
     digest = hashlib.sha256((project / "out" / "smol_xnnpack_weights.ptd").read_bytes()).hexdigest()
     assert digest == next(o["sha256"] for o in programs["smol_xnnpack"]["outputs"] if o["path"].endswith(".ptd"))
+
+
+@pytest.mark.slow
+def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch):
+    """CUDA programs take upstream's model and export, then ptebuild's backend lowers and checks
+    them (its partitioners, weights file, keys and check). The same route, run here with the
+    portable backend standing in for CUDA (which needs the GPU machine), gives a program that its
+    backend's check passes and ExecuTorch's runtime loads."""
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm import build
+
+    manifest = copy_chat_project(tmp_path / "project")
+    manifest.write_text(manifest.read_text() + '\n[programs.chat_portable]\nmodel = "chat"\nbackend = "portable"\n')
+    plan = load_manifest(manifest)
+    program = next(p for p in plan.programs if p.name == "chat_portable")
+    monkeypatch.setattr(build, "PTEBUILD_LOWERED_BACKENDS", ("portable",))
+    built = build.build_program(program, manifest.parent, str(manifest), tmp_path / "staging", lambda _: None)
+    assert built.check == "executorch-runtime"
+    assert {f["sizes"]["seq"] for f in built.figures} == {1, 3, 63}
+    assert all(f["max_abs_error"] <= program.atol for f in built.figures)
+    assert sorted(built.files) == ["chat_portable.pte", "chat_portable.tokenizer.json"]
+    inspection = api.inspect(built.files["chat_portable.pte"])
+    assert len(inspection.method("forward").mutable_buffers) == 4
+    assert {m.name for m in inspection.methods if m.returns_constant} >= {"get_max_seq_len", "get_bos_id", "get_eos_ids"}

@@ -58,14 +58,19 @@ QUANTIZED_TOKEN_AGREEMENT = 0.5
 def forward_method(spec: LlmModelSpec) -> MethodPlan:
     """The program's ``forward`` as upstream exports it: int64 ``tokens [1, seq]`` (``seq`` up to
     ``max_seq_length - 1`` with a dynamic shape, else 1 with a KV cache or ``max_seq_length``
-    without) and, with a KV cache, int64 ``input_pos [1]``; it returns the last position's logits."""
+    without) and, with a KV cache, int64 ``input_pos [1]``; it returns the last position's logits.
+    The values of its example inputs are token ids 0 to 9 at position 0: what a backend's own check
+    (CUDA's) feeds it, and what the build report shows of the program's interface."""
     if spec.enable_dynamic_shape:
         tokens = InputPlan(name="tokens", shape=(1, "seq"), dtype="int64")
         dims: tuple[DimPlan, ...] = (DimPlan(name="seq", min=1, max=spec.max_seq_length - 1, example=min(3, spec.max_seq_length - 1)),)
     else:
         tokens = InputPlan(name="tokens", shape=(1, 1 if spec.use_kv_cache else spec.max_seq_length), dtype="int64")
         dims = ()
-    inputs = (tokens, InputPlan(name="input_pos", shape=(1,), dtype="int64")) if spec.use_kv_cache else (tokens,)
+    # Example inputs start at position 0 (``high`` is exclusive): a call at any later position
+    # could run past the KV cache with the longest prompt.
+    position = InputPlan(name="input_pos", shape=(1,), dtype="int64", low=0, high=1)
+    inputs = (tokens, position) if spec.use_kv_cache else (tokens,)
     return MethodPlan(name="forward", function="forward", inputs=inputs, dims=dims)
 
 
@@ -118,9 +123,9 @@ class ExecutorchLlmKind(ModelKind):
         )
 
     def program_options_model(self, backend_name: str) -> type[BaseModel] | None:
-        from ptebuild.models.executorch_llm.spec import OPTIONS_BY_BACKEND, LlmOptions
+        from ptebuild.models.executorch_llm.spec import options_model
 
-        return OPTIONS_BY_BACKEND.get(backend_name, LlmOptions)
+        return options_model(backend_name)
 
     def program_problem(self, spec: Any, backend_name: str, backend: Backend, options: Any,
                         data_name: str | None) -> tuple[str, str] | None:

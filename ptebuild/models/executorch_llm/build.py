@@ -51,12 +51,12 @@ def params_vocab_size(params: Path, display: str, where: str) -> int:
 
 def build_program(program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
     from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
-    from ptebuild.models.executorch_llm.spec import OPTIONS_BY_BACKEND, LlmModelSpec, LlmOptions
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, options_model
     from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
 
     started = time.monotonic()
     spec = LlmModelSpec.model_validate(program.model_entry)
-    options = OPTIONS_BY_BACKEND.get(program.backend, LlmOptions).model_validate(program.options)
+    options = options_model(program.backend).model_validate(program.options)
     where = f"models.{program.model}"
     progress("reading the tokenizer")
     tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")

@@ -171,8 +171,10 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     from executorch.examples.models.llama import export_llama_lib
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
+    from ptebuild.models.executorch_llm.spec import backend_options as own_options
+
     backend = get_backend(program.backend)
-    backend_options = backend.options_model.model_validate({})
+    backend_options = backend.options_model.model_validate(own_options(program.backend, options))
     config = llm_config(spec, options, program, manifest_dir, metadata, None)
     try:
         with _quiet_stdout():

@@ -9,6 +9,7 @@ the backend's own switches) on each program. Imports pydantic, never torch.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Literal, Self
 
@@ -182,6 +183,30 @@ OPTIONS_BY_BACKEND: dict[str, type[LlmOptions]] = {
     "vulkan": LlmVulkanOptions,
     "coreml": LlmCoremlOptions,
     "openvino": LlmOpenvinoOptions,
-    "cuda": LlmOptions,
 }
-"""The options model of each backend an ``executorch-llm`` program may name."""
+"""The options model of each backend upstream's LLM export lowers for (its own switches)."""
+
+
+@functools.cache
+def options_model(backend_name: str) -> type[LlmOptions]:
+    """The options of an ``executorch-llm`` program for ``backend_name``: upstream's LLM options,
+    and for a backend ptebuild lowers it with itself (CUDA) that backend's own options and compile
+    specs besides (``platform``, ``max_autotune``...)."""
+    if backend_name in OPTIONS_BY_BACKEND:
+        return OPTIONS_BY_BACKEND[backend_name]
+    from ptebuild.backends import backend_names, get_backend
+
+    if backend_name not in backend_names():
+        return LlmOptions
+    own = get_backend(backend_name).options_model
+    name = f"Llm{own.__name__}"
+    return type(name, (LlmOptions, own), {"__doc__": f"Options of an ``executorch-llm`` program for {backend_name}: "
+                                                     f"upstream's LLM options and the {backend_name} backend's own."})
+
+
+def backend_options(backend_name: str, options: LlmOptions) -> dict[str, object]:
+    """The backend's own options among ``options`` (what its options model takes)."""
+    from ptebuild.backends import get_backend
+
+    fields = get_backend(backend_name).options_model.model_fields
+    return {key: value for key, value in options.model_dump().items() if key in fields}

@@ -11,8 +11,7 @@ Everything is written to a fresh temporary folder, deleted at the end. For each 
   RMSNorm weights and RoPE tables uninitialised), no check;
 * ptebuild local: ``ptebuild build --only PROGRAM --executor local`` with an empty cache (a fresh
   worker interpreter, as ``export_llm``), which also makes the random weights, checks the program
-  by generation and in ExecuTorch's TextLLMRunner, and stores it (the report splits lowering and
-
+  by generation and in ExecuTorch's TextLLMRunner, and stores it;
 * ptebuild warm: the same on the warm worker server (torch and executorch imported already).
 
 Each empty cache gets the machine's probe of what it can lower (``capabilities/``) from an untimed

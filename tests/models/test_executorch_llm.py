@@ -12,6 +12,7 @@ import hashlib
 import json
 import shutil
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,7 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
     from ptebuild.models.executorch_llm import token_agreement_floor
     from ptebuild.models.executorch_llm.build import random_checkpoint
     from ptebuild.models.executorch_llm.export import llm_config
-    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+    from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 
@@ -205,13 +206,15 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
         config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
         return _prepare_for_llama_export(config).model
 
-    files = (out / "chat_xnnpack.pte", out / "chat_xnnpack_weights.ptd", out / "chat_xnnpack.tokenizer.json")
+    pte, ptd = out / "chat_xnnpack.pte", out / "chat_xnnpack_weights.ptd"
     with pytest.raises(CheckError, match=r"the prefill logits of a seeded prompt of 16 tokens differ from the eager model's: max abs error"):
-        check_generation(eager(program.seed + 1), program, shape, files[0], files[1], tokenizer, files[2], buffers,
-                         token_agreement_floor(program))
-    figures = check_generation(eager(program.seed), program, shape, files[0], files[1], tokenizer, files[2], buffers,
-                               token_agreement_floor(program))
-    assert figures[1]["tokens_agreed"] == 16
+        check_generation(eager(program.seed + 1), program, shape, pte, ptd, tokenizer, buffers, token_agreement_floor(program))
+    agreement = check_generation(eager(program.seed), program, shape, pte, ptd, tokenizer, buffers, token_agreement_floor(program))
+    assert agreement.figures[1]["tokens_agreed"] == 16
+    assert check_in_runner(program, pte, ptd, out / "chat_xnnpack.tokenizer.json", agreement) == agreement.tokens
+    wrong = replace(agreement, continuation="something else")
+    with pytest.raises(CheckError, match=r"ExecuTorch's TextLLMRunner generated '.*' from 'Once upon a time', the program run step by step 'something else'"):
+        check_in_runner(program, pte, ptd, out / "chat_xnnpack.tokenizer.json", wrong)
 
 
 @pytest.mark.slow

@@ -119,14 +119,22 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
         if program.backend in PTEBUILD_LOWERED_BACKENDS:
             figures, check = _backend_check(exported.model, program, files[program.pte_name], ptd, progress)
         else:
-            from ptebuild.models.executorch_llm.generation import Shape, check_generation
+            import gc
 
-            progress("checking by generation against the eager model, then in ExecuTorch's TextLLMRunner")
+            from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
+
+            progress("checking by generation against the eager model")
             shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
-            figures = check_generation(
-                exported.model, program, shape, files[program.pte_name], ptd, tokenizer, files[tokenizer_name],
+            agreement = check_generation(
+                exported.model, program, shape, files[program.pte_name], ptd, tokenizer,
                 exported.mutable_buffers, token_agreement_floor(program),
             )
+            exported.model = None  # the eager model's last reference: gone before the runner loads the program
+            gc.collect()
+            progress("generating in ExecuTorch's TextLLMRunner")
+            runner_tokens = check_in_runner(program, files[program.pte_name], ptd, files[tokenizer_name], agreement)
+            figures = agreement.figures
+            figures[-1]["runner_tokens"] = runner_tokens
             check = GENERATION_CHECK
     return BuiltProgram(
         files=files, delegated=exported.delegated, figures=figures, check=check,

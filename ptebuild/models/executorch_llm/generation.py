@@ -166,10 +166,25 @@ def _compare(expected: Any, actual: Any) -> tuple[float, float]:
     return compare(expected, actual)
 
 
+@dataclass(frozen=True)
+class EagerAgreement:
+    """What :func:`check_generation` found: the figures, and the program's own greedy continuation
+    of the runner's prompt (what :func:`check_in_runner` must see the runner generate)."""
+
+    figures: list[dict[str, Any]]
+    continuation: str
+    tokens: int
+    """How many tokens the runner is asked for (the continuation may stop earlier, at EOS)."""
+
+
 def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | None,
-                     tokenizer: Any, tokenizer_file: Path, mutable_buffers: tuple[str, ...],
-                     min_agreement: float) -> list[dict[str, Any]]:
-    """Prefill, decode and runner checks (module docstring); return the figures. Raises CheckError."""
+                     tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float) -> EagerAgreement:
+    """The prefill and decode checks against the eager model (module docstring), then the program's
+    own greedy continuation of the runner's prompt. Raises CheckError.
+
+    The program is loaded once and freed on return, so that the runner, which loads its own,
+    never holds the weights beside it.
+    """
     import torch
     from executorch.runtime import Runtime
 
@@ -186,8 +201,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
 
     with runtime_log() as log:
         try:
-            loaded = Runtime.get().load_program(pte, data_path=ptd)
-            method = loaded.load_method("forward")
+            method = Runtime.get().load_program(pte, data_path=ptd).load_method("forward")
         except Exception as exc:
             raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
     eager = _Stepper(eager_caller(model, mutable_buffers), shape)
@@ -228,39 +242,14 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
             f"(least cosine {decode_cosine:.6f})",
             location=where,
         )
-    runner = _runner_agrees(program, shape, pte, ptd, tokenizer, tokenizer_file, loaded)
-    common = {"method": "forward", "output": 0}
-    return [
-        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length},
-         "max_abs_error": prefill_error, "cosine": prefill_cosine},
-        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, "max_abs_error": decode_error,
-         "cosine": decode_cosine, "tokens_agreed": agreed, "tokens_exact": exact, "tokens": steps,
-         "min_token_agreement": min_agreement, "runner_tokens": runner},
-    ]
-
-
-def _runner_agrees(program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | None, tokenizer: Any,
-                   tokenizer_file: Path, loaded: Any) -> int:
-    """Generate with ``TextLLMRunner``; its text must be the program's own greedy continuation.
-    Returns the number of tokens the runner generated."""
-    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
-
-    from ptebuild.lowering.check import runtime_error, runtime_log
-
-    where = f"programs.{program.name}"
-    prompt = tokenizer.encode(RUNNER_PROMPT)
-    wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(prompt)))
-    pieces: list[str] = []
-    with runtime_log() as log, runner_stdout_to_stderr():
-        try:
-            runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
-            runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=wanted, temperature=0.0),
-                            pieces.append)
-        except Exception as exc:
-            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
+    # positions written is never read (attention stops at the current position), as when the
+    # runner itself is reset between two prompts.
+    runner_prompt = tokenizer.encode(RUNNER_PROMPT)
+    wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
     stops = _stop_ids(pte, tokenizer)
-    ours = _Stepper(program_caller(loaded.load_method("forward")), shape)
-    logits = ours.feed(prompt)
+    again = _Stepper(program_caller(method), shape)
+    logits = again.feed(runner_prompt)
     tokens: list[int] = []
     while len(tokens) < wanted:
         token = int(logits.argmax())
@@ -268,14 +257,43 @@ def _runner_agrees(program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | No
             break
         tokens.append(token)
         if len(tokens) < wanted:
-            logits = ours.feed([token])
-    expected = "".join(tokenizer.piece(t) for t in tokens)
+            logits = again.feed([token])
+    common = {"method": "forward", "output": 0}
+    figures = [
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length},
+         "max_abs_error": prefill_error, "cosine": prefill_cosine},
+        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, "max_abs_error": decode_error,
+         "cosine": decode_cosine, "tokens_agreed": agreed, "tokens_exact": exact, "tokens": steps,
+         "min_token_agreement": min_agreement},
+    ]
+    return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
+
+
+def check_in_runner(program: ProgramPlan, pte: Path, ptd: Path | None, tokenizer_file: Path,
+                    expected: EagerAgreement) -> int:
+    """ExecuTorch's ``TextLLMRunner`` generates greedily from :data:`RUNNER_PROMPT`; its text must be
+    the program's own continuation (``expected``). Returns the number of tokens it generated.
+    Raises CheckError."""
+    register_llm_kernels()
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+
+    pieces: list[str] = []
+    with runtime_log() as log, runner_stdout_to_stderr():
+        try:
+            runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
+            runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
+                            pieces.append)
+        except Exception as exc:
+            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    del runner
     text = "".join(pieces)
-    if text != expected:
+    if text != expected.continuation:
         raise CheckError(
             f"ExecuTorch's TextLLMRunner generated {text!r} from {RUNNER_PROMPT!r}, the program run step by step "
-            f"{expected!r}: its metadata methods or its tokenizer do not fit the runner",
-            location=where,
+            f"{expected.continuation!r}: its metadata methods or its tokenizer do not fit the runner",
+            location=f"programs.{program.name}",
         )
     return len(pieces)
 

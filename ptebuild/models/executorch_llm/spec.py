@@ -78,6 +78,11 @@ class LlmModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _lengths(self) -> Self:
+        if not self.use_kv_cache and not self.enable_dynamic_shape:
+            raise ValueError(
+                "use_kv_cache = false needs enable_dynamic_shape = true: without either, every call takes "
+                "max_seq_length tokens, padded, and returns the logits of the last (a padding) position"
+            )
         if self.max_context_length is not None and self.max_context_length < self.max_seq_length:
             raise ValueError(
                 f"max_context_length ({self.max_context_length}) is shorter than max_seq_length "

@@ -129,6 +129,9 @@ def main() -> int:
                 print(f"{name} run {i + 1}: export_llm {upstream[-1]:.1f} s, ptebuild local {local[-1]:.1f} s, "
                       f"warm {warm[-1]:.1f} s; .pte {ours.stat().st_size} bytes (export_llm's "
                       f"{theirs.stat().st_size}{', same size' if same_size else ''})", flush=True)
+                if i == 0:  # which parts of the two programs differ (ptebuild diff)
+                    diff = subprocess.run([str(PTEBUILD), "diff", theirs, ours], capture_output=True, text=True)
+                    print("  ptebuild diff export_llm's ptebuild's:", "; ".join(diff.stdout.split("\n")[:12]), flush=True)
             rows.append((name, statistics.median(upstream), statistics.median(local), statistics.median(warm)))
         subprocess.run([str(PTEBUILD), "workers", "stop"], env={**os.environ, **workers}, capture_output=True)
     print()

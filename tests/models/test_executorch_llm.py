@@ -253,10 +253,33 @@ def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch)
     program = next(p for p in plan.programs if p.name == "chat_portable")
     monkeypatch.setattr(build, "PTEBUILD_LOWERED_BACKENDS", ("portable",))
     built = build.build_program(program, manifest.parent, str(manifest), tmp_path / "staging", lambda _: None)
-    assert built.check == "executorch-runtime"
+    assert built.check == "executorch-runtime"  # the portable backend's own check, as CUDA's would be
     assert {f["sizes"]["seq"] for f in built.figures} == {1, 3, 63}
     assert all(f["max_abs_error"] <= program.atol for f in built.figures)
     assert sorted(built.files) == ["chat_portable.pte", "chat_portable.tokenizer.json"]
     inspection = api.inspect(built.files["chat_portable.pte"])
     assert len(inspection.method("forward").mutable_buffers) == 4
     assert {m.name for m in inspection.methods if m.returns_constant} >= {"get_max_seq_len", "get_bos_id", "get_eos_ids"}
+
+
+@pytest.mark.slow
+def test_portable_and_vulkan_programs(tmp_path):
+    """Portable (upstream's export with no backend enabled): checked by generation. Vulkan (a
+    fixed shape: upstream's Vulkan lowering fails with a dynamic one): its backend's structural
+    check, ExecuTorch's pip runtime having no Vulkan delegate."""
+    manifest = copy_chat_project(tmp_path / "project")
+    text = manifest.read_text().split("# Float32, XNNPACK")[0]
+    text = text.replace("[models.chat]", '[models.chat_static]\nkind = "executorch-llm"\nparams = "chat/params.json"\n'
+                        'tokenizer = "chat/tokenizer.json"\nmax_seq_length = 64\nenable_dynamic_shape = false\nseed = 7\n\n[models.chat]')
+    text += '[programs.chat_portable]\nmodel = "chat"\nbackend = "portable"\n\n'
+    text += '[programs.chat_vulkan]\nmodel = "chat_static"\nbackend = "vulkan"\n'
+    manifest.write_text(text)
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json", "-j1")
+    assert done.returncode == 0, done.stderr
+    programs = _programs(json.loads(done.stdout))
+    assert programs["chat_portable"]["check_kind"] == "executorch-llm-generation"
+    assert programs["chat_portable"]["check"][1]["tokens_agreed"] == 16
+    assert programs["chat_vulkan"]["check_kind"] == "vulkan-structural"
+    vulkan = api.inspect(tmp_path / "out" / "chat" / "chat_vulkan.pte")
+    assert {d.backend for d in vulkan.method("forward").delegates} == {"VulkanBackend"}
+    assert len(vulkan.method("forward").mutable_buffers) == 4

@@ -13,7 +13,9 @@ weights by SHA-256 and name the mutable buffers, and then checks the program by 
 Backends: those upstream's LLM export lowers for (portable, i.e. none enabled; XNNPACK; Vulkan;
 Core ML; OpenVINO) go through it whole. CUDA, which it lacks, lowers upstream's exported model
 with ptebuild's CUDA backend (its partitioner, weights file and keys), checked on the GPU by that
-backend's own check. Other registered backends are refused with one line.
+backend's own check. Other registered backends are refused with one line. Programs that
+ExecuTorch's pip runtime runs here are checked by generation; Vulkan and Core ML ones by their
+backend's structural check.
 
 Nothing here imports torch or executorch; :mod:`.build` and :mod:`.generation` do, in a worker.
 """
@@ -39,6 +41,10 @@ UPSTREAM_BACKENDS = ("portable", "xnnpack", "vulkan", "coreml", "openvino")
 """Backends ExecuTorch 1.5.1's LLM export lowers for (portable: no backend enabled)."""
 PTEBUILD_LOWERED_BACKENDS = ("cuda",)
 """Backends its LLM export lacks, lowered by ptebuild's own backend from upstream's exported model."""
+GENERATION_CHECKED_BACKENDS = ("portable", "xnnpack", "openvino")
+"""Backends whose programs ExecuTorch's pip runtime runs here: checked by generation and in the
+runner. The others are checked by their backend's own check (Vulkan and Core ML: structural;
+CUDA: on the GPU)."""
 EXTERNAL_WEIGHTS_BACKENDS = ("xnnpack", "cuda")
 """Where a data name works: upstream's export writes a ``.ptd`` only for XNNPACK
 (``export.foundation_weights_file``); the CUDA backend always writes one."""
@@ -147,6 +153,9 @@ class ExecutorchLlmKind(ModelKind):
                                "set enable_dynamic_shape = false on the model")
         if backend_name == "vulkan" and options.dtype_override != "fp32":
             return ("options.dtype_override", "ExecuTorch's Vulkan LLM partitioner takes fp32 only")
+        if backend_name == "vulkan" and spec.enable_dynamic_shape:
+            return ("backend", "ExecuTorch 1.5.1's LLM export fails for Vulkan with a dynamic shape (seen: "
+                               "AssertionError: graph_output_allocated not set); set enable_dynamic_shape = false on the model")
         if backend_name in PTEBUILD_LOWERED_BACKENDS:
             if options.dtype_override != "bf16":
                 return ("options.dtype_override", "ExecuTorch's CUDA attention takes bfloat16 only: set dtype_override = 'bf16'")

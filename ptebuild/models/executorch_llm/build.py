@@ -27,7 +27,7 @@ from typing import Any
 
 from ptebuild.errors import ManifestError
 from ptebuild.models.base import BuiltProgram, Progress
-from ptebuild.models.executorch_llm import PTEBUILD_LOWERED_BACKENDS, token_agreement_floor
+from ptebuild.models.executorch_llm import GENERATION_CHECKED_BACKENDS, PTEBUILD_LOWERED_BACKENDS, token_agreement_floor
 from ptebuild.plan import ProgramPlan
 
 GENERATION_CHECK = "executorch-llm-generation"
@@ -116,7 +116,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
     check = ""
     if program.check_enabled:
         ptd = files.get(program.ptd_name) if program.ptd_name else None
-        if program.backend in PTEBUILD_LOWERED_BACKENDS:
+        if program.backend in PTEBUILD_LOWERED_BACKENDS or program.backend not in GENERATION_CHECKED_BACKENDS:
             figures, check = _backend_check(exported.model, program, files[program.pte_name], ptd, progress)
         else:
             import gc
@@ -143,8 +143,9 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
 
 
 def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[dict[str, Any]], str]:
-    """A program ptebuild's backend lowered (CUDA): that backend's own check of ``forward`` on the
-    plan's example inputs (tokens and position), against upstream's eager model."""
+    """A program this machine's ExecuTorch runtime cannot run, or one ptebuild's backend lowered
+    (Vulkan, Core ML: structural; CUDA: on the GPU): the backend's own check of ``forward`` with
+    the plan's example inputs (tokens and position), against upstream's eager model."""
     from ptebuild.backends import get_backend
 
     backend = get_backend(program.backend)

@@ -230,6 +230,8 @@ def write_program(executorch_program: Any, program: ProgramPlan, staging: Path) 
 def _serialize_again(executorch_program: Any, config: Any) -> None:
     from executorch.exir._serialize._serialize import serialize_for_executorch
 
+    # The first serialization goes before the second is made: never two of the weights file at once.
+    executorch_program._pte_data = executorch_program._tensor_data = executorch_program._buffer = None
     executorch_program._pte_data, executorch_program._tensor_data = serialize_for_executorch(
         executorch_program._emitter_output, config, executorch_program._data_serializer, executorch_program._named_data
     )

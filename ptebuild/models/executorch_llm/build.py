@@ -151,9 +151,15 @@ def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None
     backend = get_backend(program.backend)
     progress(f"checking with the {program.backend} backend's check")
 
-    class Forward:  # the eager model called as the program's forward: (tokens, input_pos)
-        def forward(self, tokens: Any, input_pos: Any = None) -> Any:
-            return model(tokens) if input_pos is None else model(tokens, {"input_pos": input_pos})
+    import torch
 
-    checked, name = backend.check(Forward(), program, pte, ptd)
+    class Forward(torch.nn.Module):  # the eager model called as the program's forward: (tokens, input_pos)
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, tokens: Any, input_pos: Any = None) -> Any:
+            return self.model(tokens) if input_pos is None else self.model(tokens, {"input_pos": input_pos})
+
+    checked, name = backend.check(Forward().eval(), program, pte, ptd)
     return [f.to_json() for f in checked], name

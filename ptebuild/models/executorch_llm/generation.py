@@ -266,6 +266,13 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
          "cosine": decode_cosine, "tokens_agreed": agreed, "tokens_exact": exact, "tokens": steps,
          "min_token_agreement": min_agreement},
     ]
+    beyond = next((t for t in tokens if t >= tokenizer.vocab_size), None)
+    if beyond is not None:
+        raise CheckError(
+            f"the program generated token {beyond} from {RUNNER_PROMPT!r}, beyond the {tokenizer.vocab_size} tokens of "
+            f"{tokenizer.path.name}: the runner cannot decode it; give the model's own tokenizer",
+            location=f"models.{program.model}.tokenizer",
+        )
     return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
 
 

@@ -235,6 +235,7 @@ def test_a_decoder_of_smollm2_135m_dimensions_builds_float_and_8da4w(tmp_path):
     for name in ("smol_xnnpack", "smol_xnnpack_8da4w"):
         _, decode = programs[name]["check"]
         assert decode["runner_tokens"] >= 1
+        print(name, programs[name]["seconds"], "s:", json.dumps(programs[name]["check"]))  # the figures, with -s
     assert programs["smol_xnnpack"]["check"][1]["tokens_agreed"] == 16
     inspection = api.inspect(project / "out" / "smol_xnnpack.pte")
     assert len(inspection.method("forward").mutable_buffers) == 60

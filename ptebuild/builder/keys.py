@@ -173,9 +173,8 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     inputs: dict[str, str] = {"schema": KEY_SCHEMA}
     _flatten_entry("model", program.model_entry, inputs)
     _flatten_entry("program", program.program_entry, inputs)
-    files = dict(program.model_files)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
-        field = next((f for f, file in files.items() if Path(file).as_posix() == name), None)
+        field = next((f for f, file in program.model_files if Path(file).as_posix() == name), None)
         if field is None:
             inputs[keyinputs.source(name)] = digest_file(path)[0]
         else:  # a file the manifest names: one located line if it cannot be read

@@ -114,6 +114,20 @@ class ExecutorchLlmKind(ModelKind):
             problem = file_problem(manifest_dir / path)
             if problem:
                 raise ManifestError(f"{display}: models.{model_name}.{field}: {describe(path, problem)}; {fixes[field]}")
+        if spec.checkpoint is not None and ("int8" in spec.checkpoint or "8da4w" in spec.checkpoint):
+            raise ManifestError(
+                f"{display}: models.{model_name}.checkpoint: ExecuTorch's model loader takes a checkpoint whose path holds "
+                "'int8' or '8da4w' for one quantized so (examples/models/llama/model.py); rename it"
+            )
+        model_files: tuple[tuple[str, str], ...] = (("params", spec.params),) if spec.params else ()
+        if spec.huggingface is not None:
+            from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
+
+            try:
+                folder = read_folder(manifest_dir / spec.huggingface)
+            except FolderProblem as exc:
+                raise ManifestError(f"{display}: models.{model_name}.huggingface: {spec.huggingface!r}: {exc}") from None
+            model_files = tuple(("huggingface", (Path(spec.huggingface) / name).as_posix()) for name in folder.files)
         problem = name_problem(Path(spec.tokenizer).name, extension=".pte")
         if problem:
             raise ManifestError(
@@ -125,7 +139,7 @@ class ExecutorchLlmKind(ModelKind):
             seed=spec.seed,
             weights=spec.checkpoint,
             sources=tuple(spec.sources),
-            model_files=(("params", spec.params), ("tokenizer", spec.tokenizer)),
+            model_files=(*model_files, ("tokenizer", spec.tokenizer)),
         )
 
     def program_options_model(self, backend_name: str) -> type[BaseModel] | None:

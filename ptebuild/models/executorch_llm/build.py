@@ -60,22 +60,53 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, stagin
     where = f"models.{program.model}"
     progress("reading the tokenizer")
     tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
-    vocab_size = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params")
-    check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", spec.params)
+    huggingface = _read_huggingface(spec, manifest_dir, display, where) if spec.huggingface else None
+    if huggingface is not None:
+        vocab_size, params_name = int(huggingface.params["vocab_size"]), f"{spec.huggingface}/config.json"
+    else:
+        assert spec.params is not None  # the table gives params or huggingface
+        vocab_size, params_name = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params"), spec.params
+    check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", params_name)
     metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": [tokenizer.eos], **spec.metadata}
 
-    scratch = Path(tempfile.mkdtemp(prefix="ptebuild-llm-"))
+    scratch = _scratch()
     try:
-        if spec.checkpoint is None:
+        if huggingface is not None:
+            from ptebuild.models.executorch_llm.huggingface import convert
+
+            progress(f"converting the Hugging Face {huggingface.model_type} weights with ExecuTorch's converter")
+            params, checkpoint = convert(manifest_dir / str(spec.huggingface), huggingface, scratch)
+            spec = spec.model_copy(update={"params": str(params), "checkpoint": str(checkpoint),
+                                           "model_class": spec.model_class or huggingface.model_class})
+        elif spec.checkpoint is None:
             progress(f"making random weights (seed {program.seed})")
             checkpoint = random_checkpoint(spec, manifest_dir, program.seed, scratch)
             spec = spec.model_copy(update={"checkpoint": str(checkpoint)})
-        progress(f"exporting with ExecuTorch's LLM export ({spec.model_class}, {program.backend})")
+        progress(f"exporting with ExecuTorch's LLM export ({spec.model_class or 'llama3'}, {program.backend})")
         export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
         exported = export(spec, options, program, manifest_dir, metadata, staging)
         return _finish(program, spec, manifest_dir, staging, progress, exported, tokenizer, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read_huggingface(spec: Any, manifest_dir: Path, display: str, where: str) -> Any:
+    from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
+
+    try:
+        return read_folder(manifest_dir / spec.huggingface)
+    except FolderProblem as exc:
+        raise ManifestError(f"{spec.huggingface!r}: {exc}", manifest=display, location=f"{where}.huggingface") from None
+
+
+def _scratch() -> Path:
+    """A temporary folder for the weights the export reads. Its path must not hold 'int8' or
+    '8da4w': ExecuTorch's loader takes a checkpoint whose path does for one quantized so."""
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix="ptebuild-llm-"))
+        if "int8" not in str(folder) and "8da4w" not in str(folder):
+            return folder
+        folder.rmdir()
 
 
 def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -> Path:

@@ -61,7 +61,8 @@ def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, ma
     )
 
     config = LlmConfig()
-    config.base.model_class = ModelType(spec.model_class)
+    config.base.model_class = ModelType(spec.model_class or "llama3")
+    assert spec.params is not None  # a Hugging Face folder is converted into params first (build.py)
     config.base.params = str(manifest_dir / spec.params)
     config.base.checkpoint = str(manifest_dir / spec.checkpoint) if spec.checkpoint else None
     config.base.tokenizer_path = str(manifest_dir / spec.tokenizer)

@@ -39,13 +39,20 @@ class LlmModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     kind: Literal["executorch-llm"]
-    model_class: ModelClass = "llama3"
-    """``LlmConfig.base.model_class``: which of ExecuTorch's model definitions."""
-    params: str
-    """The model's params JSON (``dim``, ``n_layers``, ``n_heads``, ``vocab_size``...), relative to the manifest."""
+    model_class: ModelClass | None = None
+    """``LlmConfig.base.model_class``: which of ExecuTorch's model definitions (default ``llama3``;
+    with ``huggingface``, the family of its ``model_type``: ``llama3``, ``qwen2_5_0_5b``, ``qwen3_0_6b``)."""
+    params: str | None = None
+    """The model's params JSON (``dim``, ``n_layers``, ``n_heads``, ``vocab_size``...), relative to the
+    manifest. Give it, or ``huggingface``."""
     checkpoint: str | None = None
     """A checkpoint in ExecuTorch's Llama layout (``torch.save`` state dict), relative to the manifest;
-    absent: random weights from ``seed``."""
+    absent: random weights from ``seed`` (not with ``huggingface``, which has its weights)."""
+    huggingface: str | None = None
+    """A Hugging Face causal LM saved in a folder (``config.json`` and ``model.safetensors``, or
+    shards with ``model.safetensors.index.json``), relative to the manifest: Llama, Qwen2 or Qwen3.
+    Its config becomes the params, its weights are converted by ExecuTorch's own converter
+    (``examples/models/*/convert_weights.py``); nothing is downloaded. Instead of ``params``."""
     tokenizer: str
     """The tokenizer the runner uses: a ``tokenizer.json`` (Hugging Face), a tiktoken file or a
     SentencePiece model, relative to the manifest. Written beside each program."""
@@ -78,6 +85,13 @@ class LlmModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _lengths(self) -> Self:
+        if (self.params is None) == (self.huggingface is None):
+            raise ValueError(
+                "give params (a params JSON, with an optional checkpoint) or huggingface (a Hugging Face "
+                "model folder)" + (", not both" if self.params is not None else "")
+            )
+        if self.huggingface is not None and self.checkpoint is not None:
+            raise ValueError("a Hugging Face folder has its own weights: remove checkpoint (or give params instead)")
         if not self.use_kv_cache and not self.enable_dynamic_shape:
             raise ValueError(
                 "use_kv_cache = false needs enable_dynamic_shape = true: without either, every call takes "

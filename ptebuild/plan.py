@@ -11,9 +11,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.canonical import canonical_json
+
+if TYPE_CHECKING:
+    from ptebuild.tolerances import CheckSettings
 
 CONTAINERS = ("tuple", "list", "dict")
 """The kinds of input that hold other inputs."""
@@ -60,6 +63,9 @@ class MethodPlan:
     function: str
     inputs: tuple[InputPlan, ...]
     dims: tuple[DimPlan, ...]
+    samples: str | None = None
+    """Real inputs (:mod:`ptebuild.lowering.samples`): a file or folder relative to the manifest's
+    folder, or a factory ``package.module:callable``; None: generated inputs only."""
 
     def leaves(self) -> list[InputPlan]:
         """The tensors and scalars of the method's inputs, in torch.export's order."""
@@ -85,6 +91,8 @@ class ProgramPlan:
     data_name: str | None
     options: dict[str, Any]
     atol: float
+    """The check's ``atol`` for float32 outputs: the manifest's, else the backend's default
+    (:meth:`check_settings` gives each output's by its dtype)."""
     min_cosine: float
     check_enabled: bool
     model_entry: dict[str, Any]
@@ -94,6 +102,14 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    rtol: float = 0.0
+    """The check's ``rtol`` for float32 outputs, as ``atol``."""
+    calibrated: bool = False
+    """Its quantization is calibrated on inputs (:meth:`~ptebuild.backends.base.Backend.calibrates`):
+    on the methods' samples where they have some, and the check's generated inputs follow them."""
+    check_set: tuple[str, ...] = ()
+    """The parts of the tolerance the manifest sets (``atol``, ``rtol``, ``min_cosine``): they
+    hold for every output; the others follow each output's dtype."""
     kind: str = "factory"
     """The model's kind (:mod:`ptebuild.models`): how it is made, lowered and checked."""
     model_files: tuple[tuple[str, str], ...] = ()
@@ -104,6 +120,13 @@ class ProgramPlan:
     min_token_agreement: float | None = None
     """Generated-token checks (LLM programs): the least share of decode steps whose tokens must
     agree with the eager model's."""
+
+    def check_settings(self) -> CheckSettings:
+        """The tolerances the check holds this program's outputs to (:mod:`ptebuild.tolerances`)."""
+        from ptebuild.tolerances import CheckSettings, Tolerance
+
+        given = {part: getattr(self, part) for part in self.check_set}
+        return CheckSettings(Tolerance(self.atol, self.rtol, self.min_cosine), **given)
 
     @property
     def pte_name(self) -> str:
@@ -193,11 +216,13 @@ class BuildPlan:
                     function=m["function"],
                     inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
                     dims=tuple(DimPlan(**d) for d in m["dims"]),
+                    samples=m.get("samples"),
                 )
                 for m in p["methods"]
             )
             programs.append(ProgramPlan(**{
                 **p, "methods": methods, "sources": tuple(p["sources"]),
+                "check_set": tuple(p.get("check_set") or ()),
                 "model_files": tuple(tuple(pair) for pair in p.get("model_files", ())),
                 "extra_outputs": tuple(p.get("extra_outputs", ())),
             }))

@@ -243,6 +243,11 @@ class TargetResult:
             "check_kind": self.check,
             "key": self.key,
         }
+        from ptebuild.figures import CheckSummary
+
+        summary = CheckSummary.of(self.figures)
+        if summary is not None:
+            data["checked"] = summary.to_json()
         if self.source is not None:
             data["source"] = self.source.value
         if self.node:

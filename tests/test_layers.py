@@ -1,5 +1,6 @@
 """The package's layers hold: no module imports from a layer above its own, not even inside a
-function (a hidden circle), and the CLI is the only layer that prints.
+function (a hidden circle), the CLI is the only layer that prints, and ``runtime/`` names no
+backend (it finds payload readers through ``ptebuild.backend_registry``, at the bottom floor).
 
 The layers, lowest first, as the README's Layout lists them. Floor one is every top-level module
 of ``ptebuild`` but the package's face (``__init__``, ``__main__``).
@@ -94,3 +95,18 @@ def test_only_the_cli_prints():
                 printing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.func.id}()")
     allowed = {"ptebuild/daemon/server.py"}  # the warm server's own log (its stdout is a log file)
     assert [p for p in printing if p.split(":")[0] not in allowed] == [], "\n".join(printing)
+
+
+def test_runtime_names_no_backend():
+    """``runtime/`` reads delegates through the payload readers backends declare (found by delegate
+    id in the registry): no delegate id and no backend's name is written in it (``portable`` is
+    also ExecuTorch's name for its own kernels, which the runtime runs)."""
+    from ptebuild.backends import backend_names, get_backend
+
+    ids = {reader.delegate_id for name in backend_names() for reader in get_backend(name).payload_readers}
+    names = {f"{quote}{name}{quote}" for name in backend_names() if name != "portable" for quote in "\"'`"}
+    found = []
+    for path in sorted((PACKAGE / "runtime").rglob("*.py")):
+        text = path.read_text()
+        found += [f"{path.relative_to(PACKAGE.parent)}: {word}" for word in sorted(ids | names) if word in text]
+    assert ids and found == [], "\n".join(found)

@@ -1,51 +1,86 @@
-"""Backends: one module each, registered here by name.
+"""Backends: one module (or package) each, found by name through the backend registry.
 
 A backend module defines a ``BACKEND`` object, a :class:`ptebuild.backends.base.Backend` (or a
 subclass overriding some of its hooks). It declares what it is (:mod:`.base`): its manifest name
 (``backend = "xnnpack"``), its options model (a frozen pydantic model of its options and compile
 specs, validated when the manifest is loaded, before anything is imported from torch; the
 manifest's JSON Schema shows it per backend), where its weights live, whether it needs a GPU,
-which check its programs pass and whether their bytes are reproducible; and it implements the
-hooks documented there: cheap ones the builder calls (key facts, can this machine build or check
-it) and worker ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
-``data_files``, ``rewrite_keys``, ``check``).
+which check its programs pass, whether their bytes are reproducible, and the readers of its
+delegates' payloads (:mod:`ptebuild.runtime.payloads`); and it implements the hooks documented
+there: cheap ones the builder calls (key facts, can this machine build or check it) and worker
+ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``, ``data_files``,
+``rewrite_keys``, ``check``).
 
 Only the worker hooks may import torch or executorch, and only inside the function: loading the
-registry stays cheap. A new backend is one module (or package) and one line in
-:data:`BACKEND_MODULES`; nothing else names a backend.
+registry stays cheap. ptebuild's own backends are one module (or package) here and one line in
+:data:`ptebuild.backend_registry.BUILTIN_BACKENDS`; a separately installed distribution adds one
+through the ``ptebuild.backends`` entry-point group (:mod:`ptebuild.backend_registry`). Nothing
+else names a backend.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any
 
-# Manifest name -> module under ptebuild.backends.
-BACKEND_MODULES = {
-    "portable": "portable",
-    "xnnpack": "xnnpack",
-    "cuda": "cuda",
-    "openvino": "openvino",
-    "coreml": "coreml",
-    "vulkan": "vulkan",
-}
+from ptebuild import backend_registry
 
 if TYPE_CHECKING:
     from ptebuild.backends.base import Backend
 
     BackendName = str
-else:
-    BackendName = Literal[tuple(BACKEND_MODULES)]
-    """The manifest's ``backend`` values (a ``Literal`` of the registry's names, for the schema)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``BackendName``: the manifest's ``backend`` values, a ``Literal`` of the registry's names
+    (for the schema), made when first asked for: plug-ins are looked up then, not at import."""
+    if name == "BackendName":
+        from typing import Literal
+
+        return Literal[tuple(backend_names())]
+    raise AttributeError(f"module 'ptebuild.backends' has no attribute {name!r}")
 
 
 def get_backend(name: str) -> Backend:
-    """Return the ``BACKEND`` object of the backend called ``name`` (KeyError if unknown)."""
-    module = importlib.import_module(f"ptebuild.backends.{BACKEND_MODULES[name]}")
-    backend: Backend = module.BACKEND
-    return backend
+    """Return the ``BACKEND`` object of the backend called ``name``.
+
+    Raises KeyError if no backend has that name, PluginError (one line naming its distribution)
+    for an installed plug-in that cannot be loaded or whose object is not a backend of that name.
+    """
+    from ptebuild.backends.base import Backend
+
+    entry = backend_registry.entries()[name]
+    backend = backend_registry.load(entry)
+    if entry.plugin and not (isinstance(backend, Backend) and backend.name == name):
+        what = f"a Backend named {backend.name!r}" if isinstance(backend, Backend) else f"a {type(backend).__name__}"
+        raise backend_registry.refuse(entry, f"{entry.target} is {what}, not a ptebuild.backends.base.Backend "
+                                             f"named {name!r}")
+    found: Backend = backend
+    return found
 
 
 def backend_names() -> list[str]:
-    """The registered backends' names, in registration order."""
-    return list(BACKEND_MODULES)
+    """The registered backends' names: ptebuild's own in registration order, then installed plug-ins."""
+    return list(backend_registry.entries())
+
+
+def is_plugin(name: str) -> bool:
+    """True if ``name`` is a backend of another installed distribution."""
+    entry = backend_registry.entries().get(name)
+    return entry is not None and entry.plugin
+
+
+def plugin_problems() -> list[str]:
+    """One line for each installed plug-in that is left out or cannot be loaded (loads them all)."""
+    from ptebuild.errors import PluginError
+
+    lines = list(backend_registry.problems())
+    for name in backend_names():
+        if is_plugin(name):
+            try:
+                get_backend(name)
+            except PluginError as exc:
+                lines.append(str(exc))
+    return lines
+
+
+__all__ = ["backend_names", "get_backend", "is_plugin", "plugin_problems"]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild import own_code
+from ptebuild import backend_registry, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.results import Status
 
@@ -113,7 +113,7 @@ def _module_file(name: str) -> Path | None:
 
 def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """What the verdict depends on (no torch import): the key's toolchain facts, the interpreter,
-    torch's and executorch's ``version.py`` and ptebuild's probe code."""
+    torch's and executorch's ``version.py``, ptebuild's probe code and the installed plug-in backends."""
     from ptebuild.builder.keys import toolchain_facts as key_facts
 
     facts = key_facts(digest_file)
@@ -122,6 +122,9 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         path = _module_file(package)
         facts[f"{package}.version_py"] = digest_file(path)[0] if path is not None else "none"
     facts["probe-code"] = own_code.digest(own_code.files("worker/probe.py", "builder/capabilities.py"), digest_file)
+    plugins = backend_registry.fingerprint(digest_file)
+    if plugins:  # a plug-in backend's verdict is its code's
+        facts["backend-plugins"] = plugins
     return facts
 
 

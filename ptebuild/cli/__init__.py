@@ -116,4 +116,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entrypoint() -> None:
+    """The ``ptebuild`` program: :func:`main` on ``sys.argv``, stopped by SIGINT however it was started."""
+    _interrupted_by_sigint()
     sys.exit(main())
+
+
+def _interrupted_by_sigint() -> None:
+    """Let SIGINT interrupt ptebuild (exit 130, workers stopped, no partial output) even where it
+    was started with SIGINT ignored, as it is in the foreground.
+
+    A shell starts each background job of a script (``ptebuild build ... &``, a CI runner's
+    step) with SIGINT ignored, and Python keeps an inherited ``SIG_IGN``: the runner's or the
+    user's SIGINT would then leave the build running to its end. ninja stops on SIGINT however
+    it was started; so does ptebuild. Only the program does this, not :func:`main` (a caller's
+    process keeps its own disposition)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

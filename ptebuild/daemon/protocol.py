@@ -7,9 +7,10 @@ Place
     server's stdout and stderr), ``<id>.pid`` and ``<id>.lock`` (an ``flock`` the server holds for
     its whole life: a second server for the same socket exits at once). The toolchain id
     (:func:`toolchain_id`) digests the Python executable and version, ``PYTHONPATH``, the torch,
-    executorch and ptebuild versions (from their ``.dist-info`` folder names, no import) and
-    ptebuild's own source files: any ``pip install`` of another toolchain, or an edit of
-    ptebuild, names another socket, so a stale server is never reused; it idles out.
+    executorch and ptebuild versions (from their ``.dist-info`` folder names, no import),
+    ptebuild's own source files and the installed plug-in backends (version and code): any
+    ``pip install`` of another toolchain or plug-in, or an edit of ptebuild or a plug-in, names
+    another socket, so a stale server is never reused; it idles out.
 
 Framing
     Every message is one JSON object (UTF-8), preceded by its length as a 4-byte big-endian
@@ -56,7 +57,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ptebuild import own_code
+from ptebuild import backend_registry, own_code
 from ptebuild.results import Dependencies, OutputFile
 from ptebuild.worker.tasks import TaskResult
 
@@ -155,6 +156,7 @@ def toolchain_id() -> str:
             f"pythonpath={os.environ.get('PYTHONPATH', '')}",
             *(f"{name}={versions.get(name, '-')}" for name in ("torch", "executorch", "ptebuild")),
             f"source={own_code.digest(own_code.files())}",
+            f"plugins={backend_registry.fingerprint()}",  # a server must not run a plug-in's old code
         ]
         _toolchain = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
     return _toolchain
@@ -231,6 +233,7 @@ def result_to_json(result: TaskResult) -> dict[str, Any]:
         "lower_seconds": result.lower_seconds,
         "check_seconds": result.check_seconds,
         "node": result.node,
+        "warnings": list(result.warnings),
     }
 
 
@@ -247,4 +250,5 @@ def result_from_json(data: dict[str, Any]) -> TaskResult:
         lower_seconds=float(data.get("lower_seconds") or 0.0),
         check_seconds=float(data.get("check_seconds") or 0.0),
         node=str(data.get("node") or ""),
+        warnings=tuple(str(w) for w in data.get("warnings") or ()),
     )

@@ -84,6 +84,7 @@ def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str
                     used.add(dim)
         methods[method_name] = MethodPlan(
             name=method_name,
+            samples=method.samples,
             function=method.function or method_name,
             inputs=tuple(_input_plan(i) for i in method.inputs),
             dims=tuple(
@@ -156,6 +157,7 @@ def _resolve_program(
     check = program.check
     defaults = manifest.defaults.check
     atol = check.atol if check.atol is not None else defaults.atol
+    rtol = check.rtol if check.rtol is not None else defaults.rtol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
     min_token_agreement = check.min_token_agreement if check.min_token_agreement is not None else defaults.min_token_agreement
     if check.min_token_agreement is not None and not kind.generates_text:
@@ -163,7 +165,8 @@ def _resolve_program(
             f"{display}: {where}.check.min_token_agreement: model {program.model!r} is not a language model "
             f"({model.kind} model); remove it"
         )
-    tolerances = kind.check_defaults(backend, options)
+    tolerance = kind.check_defaults(backend, options)
+    given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
     program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
     program_entry.update(
@@ -195,8 +198,11 @@ def _resolve_program(
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
         options=options.model_dump(mode="json"),
-        atol=atol if atol is not None else tolerances.atol,
-        min_cosine=min_cosine if min_cosine is not None else tolerances.min_cosine,
+        atol=atol if atol is not None else tolerance.atol,
+        rtol=rtol if rtol is not None else tolerance.rtol,
+        min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
+        check_set=tuple(part for part, value in given.items() if value is not None),
+        calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,
@@ -291,14 +297,17 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
             owners[key] = (file_name, owner)
 
 
-def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPlan:
+def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bool = False) -> BuildPlan:
+    """The plan of a validated manifest. ``offline``: the manifest away from its project (in a
+    release bundle): its factory modules and shim lists are not looked for."""
     search_path = module_search_path(manifest_dir)
     models: dict[str, ResolvedModel] = {}
     for model_name, model in manifest.models.items():
-        resolved = get_model_kind(model.kind).resolve(model, display=display, model_name=model_name, manifest_dir=manifest_dir)
+        resolved = get_model_kind(model.kind).resolve(model, display=display, model_name=model_name, manifest_dir=manifest_dir,
+                                                        offline=offline)
         models[model_name] = resolved
         module = resolved.factory.split(":", 1)[0]
-        if resolved.factory and find_module_file(module, search_path) is None:
+        if resolved.factory and not offline and find_module_file(module, search_path) is None:
             users = sorted(p for p, spec in manifest.programs.items() if spec.model == model_name)
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
@@ -315,7 +324,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
     shims = []
     for name, spec in manifest.shims.items():
         _check_name(display, dotted(("shims", name)), name, ".lib")
-        problem = file_problem(manifest_dir / spec.source)
+        problem = None if offline else file_problem(manifest_dir / spec.source)
         if problem:
             raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))

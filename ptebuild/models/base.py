@@ -100,8 +100,10 @@ class ModelKind:
         """The pydantic model of a ``[models.NAME]`` table of this kind (frozen, unknown keys refused)."""
         raise NotImplementedError
 
-    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path) -> ResolvedModel:
-        """The validated table ``spec`` as plan values. Raises ManifestError (one located line)."""
+    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
+        """The validated table ``spec`` as plan values. Raises ManifestError (one located line).
+        ``offline``: the manifest away from its project (a release bundle's copy): the files it
+        names are not there to read."""
         raise NotImplementedError
 
     def program_options_model(self, backend_name: str) -> type[BaseModel] | None:

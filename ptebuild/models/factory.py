@@ -25,7 +25,7 @@ class FactoryKind(ModelKind):
 
         return ModelSpec
 
-    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path) -> ResolvedModel:
+    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
         from ptebuild.manifest.resolve import resolve_methods
 
         return ResolvedModel(

@@ -16,7 +16,8 @@ What gen_oplist (executorch 1.5.1) derives from the ``Program`` flatbuffer:
   ``is_used_for_training: true``, ``include_all_overloads: false`` and ``debug_info``: the
   ``--model_file_path`` string as given (ptebuild passes the file name, never a path, so the
   YAML does not depend on where the file lies). Delegated calls are not operators: a program
-  that XNNPACK runs whole lists none (what it needs is the backend's library).
+  that a delegate runs whole lists none (what it needs is the backend's library; what the
+  delegate runs, its payload reader says: :func:`delegated_operators`).
 - ``et_kernel_metadata``: for every ``KernelCall`` instruction, the kernel key of the call:
   ``v1/`` followed by ``<ScalarType code>;<dim order joined by ','>`` of each of its tensor
   arguments (in argument order; the out tensor is an argument twice, as ``out`` and as the
@@ -157,6 +158,25 @@ def _at(values: list[Value], index: int, where: str) -> Value:
 def _describe(value: Value) -> str:
     assert value.tensor is not None
     return f"{value.tensor.scalar_type};{','.join(map(str, value.tensor.dim_order))}"
+
+
+def delegated_operators(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """What the delegates of the ``.pte`` at ``path`` run, beside the kernels above: delegate id ->
+    operator -> count, summed over its delegates, as each delegate's payload reader says
+    (:meth:`~ptebuild.runtime.payloads.PayloadReader.operators`; ids whose reader does not say are
+    left out). The operator names are the delegate's own (``XNNFullyConnected``, a MIL ``linear``).
+
+    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read.
+    """
+    from ptebuild.runtime.payloads import delegates
+
+    found: dict[str, dict[str, int]] = {}
+    for delegate in delegates(path):
+        if delegate.operators:
+            counts = found.setdefault(delegate.delegate_id, {})
+            for name, count in delegate.operators.items():
+                counts[name] = counts.get(name, 0) + count
+    return {key: dict(sorted(counts.items())) for key, counts in sorted(found.items())}
 
 
 def merge(lists: Iterable[OperatorList]) -> OperatorList:

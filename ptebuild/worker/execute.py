@@ -113,10 +113,12 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.backends import get_backend
     from ptebuild.deps import STARTUP_PATH
     from ptebuild.distributions import installed_dists
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
+    from ptebuild.lowering.samples import load_program_samples
     from ptebuild.models import get_model_kind
     from ptebuild.plan import BuildPlan
-    from ptebuild.worker.lower import lower
+    from ptebuild.worker.lower import explained, lower
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -137,8 +139,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                            installed_at_start, built.lower_seconds, built.check_seconds, staging)
         progress("building the model")
         model = build_model(program, manifest_dir, plan.manifest)
+        samples = load_program_samples(program, manifest_dir, plan.manifest)
         inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, progress)
+        lowered = lower(model, program, inputs, staging, progress, samples)
         lowered_at = time.monotonic()
         figures, check_name = [], ""
         if program.check_enabled:
@@ -146,9 +149,17 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             kind = backend.check_kind(program.options)
             progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = backend.check(
-                model, program, lowered.files[program.pte_name], ptd
-            )
+            try:
+                checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
+            except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                from ptebuild.worker.divergence import locate
+
+                raise locate(wrong, model, program, inputs, samples, progress) from None
+            except BuildError as error:
+                again = explained(error, program.backend)  # a known limit of the toolchain, said so
+                if again is error:
+                    raise
+                raise again from error
             figures = [f.to_json() for f in checked]
         if program.bpte_name:
             from ptebuild.lowering.bundled_io import write_bpte
@@ -156,10 +167,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             progress("bundling the test cases")
             reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
             lowered.files[program.bpte_name] = write_bpte(
-                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
+                reference, program, lowered.files[program.pte_name], staging / program.bpte_name, samples
             )
         return _result(task, program, lowered.files, figures, check_name, lowered.delegated, manifest_dir,
-                       installed_at_start, lowered_at - started, time.monotonic() - lowered_at, staging)
+                       installed_at_start, lowered_at - started, time.monotonic() - lowered_at, staging,
+                       tuple(lowered.warnings))
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
         if not task.staging:
@@ -168,7 +180,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
 
 def _result(task: Task, program: ProgramPlan, files: dict[str, Path], figures: list[dict[str, Any]], check_name: str,
             delegated: dict[str, int], manifest_dir: Path, installed_at_start: dict[str, Any], lower_seconds: float,
-            check_seconds: float, staging: Path) -> TaskResult:
+            check_seconds: float, staging: Path, warnings: tuple[str, ...] = ()) -> TaskResult:
     """The task's result: its outputs by content, and the dependencies its lowering used."""
     import socket
 
@@ -201,6 +213,7 @@ def _result(task: Task, program: ProgramPlan, files: dict[str, Path], figures: l
         lower_seconds=lower_seconds,
         check_seconds=check_seconds,
         node=socket.gethostname(),
+        warnings=warnings,
     )
 
 

@@ -6,15 +6,19 @@ staging folder; publishing them into the output folder is the parent's job.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
-from ptebuild.errors import BuildError
+from ptebuild.errors import BuildError, ManifestError
+from ptebuild.lowering.binding import Binding, bind
+from ptebuild.lowering.fit import explain_misfit
+from ptebuild.lowering.known_limits import explain, operators_of
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.typos import did_you_mean
 
 Progress = Callable[[str], None]
 
@@ -28,14 +32,21 @@ class LoweredProgram:
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
+    warnings: list[str] = field(default_factory=list)
+    """For the build's report: weights a program with a data name keeps inside its ``.pte``."""
 
 
 class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 
     @staticmethod
-    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False) -> Any:
-        """``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
+    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False, binding: Binding | None = None) -> Any:
+        """A module whose ``forward`` takes the method's declared inputs by position, in the
+        declared order (what the exported program, and so ExecuTorch's runtime, takes), and
+        calls ``function`` with them as ``binding`` says (:mod:`ptebuild.lowering.binding`;
+        default: by position).
+
+        ``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
         or aliased by another slot, is cloned); ``contiguous``: a strided output is made
         contiguous. Both for runtimes that need it (:attr:`Backend.distinct_outputs`,
         :attr:`Backend.contiguous_outputs`); the eager check compares the outputs as always."""
@@ -47,7 +58,8 @@ class MethodModule:
                 self.model = model
 
             def forward(self, *args: Any) -> Any:
-                out = getattr(self.model, function)(*args)
+                call = getattr(self.model, function)
+                out = call(*args) if binding is None else binding.call(call, args)
                 if distinct or contiguous:
                     out = separate_outputs(out, distinct, contiguous)
                 return out
@@ -119,15 +131,20 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
-def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress) -> Any:
+def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress,
+                  samples: list[tuple[Any, ...]] | None = None) -> Any:
     import torch
 
     if not callable(getattr(model, method.function, None)):
-        raise BuildError(
-            f"model {program.model!r} has no callable {method.function!r} "
-            f"for method {method.name!r}",
-            location=f"programs.{program.name}",
+        key = "function" if method.function != method.name else ""
+        callables = [n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+        raise ManifestError(
+            f"model {program.model!r} ({type(model).__name__}) has no callable {method.function!r}"
+            f"{did_you_mean(method.function, callables)}; name one of its methods",
+            location=f"models.{program.model}.methods.{method.name}" + (f".{key}" if key else ""),
         )
+    function = getattr(model, method.function)
+    binding = bind(function, method, program.model)
     shapes = dynamic_shapes(method)
 
     def export(module: Any) -> Any:
@@ -140,14 +157,18 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     try:
         # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
         exported = torch.export.export(
-            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
+            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs), binding),
             example_inputs,
             dynamic_shapes=None if shapes is None else (shapes,),
             strict=False,
         )
     except Exception as exc:
+        # An input that does not fit the model fails eager PyTorch too: then the manifest is wrong.
+        misfit = explain_misfit(function, binding, method, program.model, example_inputs)
+        if misfit is not None:
+            raise misfit from exc
         raise BuildError(
-            f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
+            f"torch.export of method {method.name!r} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
         ) from exc
     shared = shared_output_slots(exported) if backend.distinct_outputs else []
@@ -162,10 +183,11 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     if quantize != "none":
         progress(f"quantizing {method.name} ({quantize})")
     try:
-        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
+        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method, samples))
     except Exception as exc:
         raise BuildError(
-            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}",
+            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, operators_of(exported.graph_module))}",
             location=f"programs.{program.name}",
         ) from exc
 
@@ -173,10 +195,13 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
 CALIBRATION_DRAWS = 4
 
 
-def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[Any, ...]]:
-    """Inputs to calibrate quantization with: each check size, several seeded draws each."""
+def calibration_inputs(program: ProgramPlan, method: MethodPlan, samples: list[tuple[Any, ...]] | None = None) -> list[tuple[Any, ...]]:
+    """Inputs to calibrate quantization with: the method's samples (real inputs) if it has any,
+    else each check size, several seeded draws each."""
     from ptebuild.lowering.examples import check_sizes, make_inputs
 
+    if samples:
+        return list(samples)
     return [
         make_inputs(method, program.seed + 1 + draw, sizes)
         for sizes in check_sizes(method)
@@ -185,9 +210,27 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    samples: dict[str, list[tuple[Any, ...]]] | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
+    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``; ``samples`` (method
+    name -> its samples) calibrate static quantization.
+
+    Export and lowering run under ``torch.no_grad()``, as ExecuTorch's own LLM export does: a
+    buffer the model updates in place (a KV cache written with ``index_copy_``) from values that
+    depend on parameters would otherwise be an autograd leaf written in place, which ExecuTorch's
+    passes refuse ("a leaf Variable that requires grad is being used in an in-place operation").
+    """
+    import torch
+
+    with torch.no_grad():
+        return _lower(model, program, inputs_by_method, staging, progress, samples)
+
+
+def _lower(
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    samples: dict[str, list[tuple[Any, ...]]] | None = None,
+) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     backend = get_backend(program.backend)
@@ -202,7 +245,8 @@ def lower(
             location=f"programs.{program.name}",
         ) from exc
     exported = {
-        method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
+        method.name: export_method(model, program, method, inputs_by_method[method.name], progress,
+                                   (samples or {}).get(method.name))
         for method in program.methods
     }
     progress(f"lowering for {program.backend}")
@@ -217,12 +261,15 @@ def lower(
             config = backend.emit_config(data_name, options)
             progress("emitting the program")
             executorch_program = edge.to_executorch(config)
+        if data_name:
+            backend.place_weights(executorch_program, config, data_name)
         backend.rewrite_keys(executorch_program, config)
     except BuildError:
         raise
     except Exception as exc:
         raise BuildError(
-            f"lowering for {program.backend} failed: {summary_of(exc)}",
+            f"lowering for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, [n for ep in exported.values() for n in operators_of(ep.graph_module)])}",
             location=f"programs.{program.name}",
         ) from exc
     staging.mkdir(parents=True, exist_ok=True)
@@ -239,11 +286,36 @@ def lower(
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated)
+    warnings = []
+    if data_name:
+        from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
+
+        kept = weights_in_pte(pte_path, backend.code_in_named_data)
+        if kept:
+            warnings.append(describe(kept, data_name, program.backend))
+    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, warnings=warnings)
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
+
+
+def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:
+    """``; known limit of ...: what to do`` when ``exc`` is a known failure of the toolchain
+    (:mod:`ptebuild.lowering.known_limits`), else empty: the clause a failure's line ends with."""
+    found = explain(describe(exc).text, operators, backend)
+    return f"; {found.advice()}" if found else ""
+
+
+def explained(error: BuildError, backend: str) -> BuildError:
+    """``error`` with the known limit it is appended to its message (the check's failures)."""
+    found = explain(error.message + "\n" + "\n".join(getattr(error, "__notes__", ())), (), backend)
+    if found is None:
+        return error
+    again = type(error)(f"{error.message}; {found.advice()}", manifest=error.manifest, location=error.location)
+    for note in getattr(error, "__notes__", ()):
+        again.add_note(note)
+    return again
 
 
 def summary_of(exc: BaseException) -> str:

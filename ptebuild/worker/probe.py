@@ -39,12 +39,12 @@ def probe_plan(backend: Backend) -> ProgramPlan:
 
     options = backend.options_model.model_validate({}).model_dump(mode="json")
     defaults = backend.check_defaults(backend.options_model.model_validate({}))
-    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("x", (2, 4), "float32"),), dims=())
+    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("input", (2, 4), "float32"),), dims=())  # nn.Linear.forward(input)
     data_name = None if backend.keeps_data_in_pte else "probe_weights"
     return ProgramPlan(
         name="probe", model="probe", backend=backend.name, factory="probe:linear", kwargs={}, weights=None,
         seed=PROBE_SEED, sources=(), methods=(method,), data_name=data_name, options=options,
-        atol=defaults.atol, min_cosine=defaults.min_cosine, check_enabled=True, model_entry={}, program_entry={},
+        atol=defaults.atol, rtol=defaults.rtol, min_cosine=defaults.min_cosine, check_enabled=True, model_entry={}, program_entry={},
     )
 
 

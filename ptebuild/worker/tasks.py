@@ -143,7 +143,8 @@ class TaskResult:
     cached: bool = False
     """The node found ``action`` in the shared cache: nothing was lowered."""
     warnings: tuple[str, ...] = ()
-    """What the node's cache tiers warned about (one line each), for the builder to report."""
+    """What the lowering (weights a backend kept inside the ``.pte``) or the node's cache tiers
+    warned about (one line each), for the builder to report."""
 
     def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
         """The action result of this lowering of ``target`` (the program) under ``key``."""
@@ -220,6 +221,8 @@ class TaskFailure:
             return cls(FailureKind.STALE, exc.message, "", where)
         cause = describe(exc)
         if isinstance(exc, ManifestError):
+            if exc.location:  # found while lowering (an input the function has no parameter for): the builder adds the manifest
+                return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text)
             return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
             return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where, cause.text)

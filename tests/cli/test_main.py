@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ptebuild import __version__
+from ptebuild.backends import backend_names
 from ptebuild.cli import main
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
@@ -50,7 +51,8 @@ def test_schema_is_json_schema_of_the_manifest(capsys):
     assert set(schema["properties"]) == {"bundles", "defaults", "models", "programs", "shims"}
     assert schema["additionalProperties"] is False
     backend = schema["$defs"]["ProgramSpec"]["properties"]["backend"]
-    assert {"enum": ["portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"], "type": "string"} in backend["anyOf"]
+    assert {"enum": backend_names(), "type": "string"} in backend["anyOf"]
+    assert {"portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"} <= set(backend_names())
 
 
 def test_bad_manifest_through_main(capsys, monkeypatch):
@@ -59,7 +61,7 @@ def test_bad_manifest_through_main(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err == (
         "error: bad-backend-typo.toml: programs.tiny_xnnpack.backend: unknown backend 'xnnpak' "
-        "(did you mean 'xnnpack'?); expected one of 'portable', 'xnnpack', 'cuda', 'openvino', 'coreml', 'vulkan'\n"
+        f"(did you mean 'xnnpack'?); expected one of {', '.join(map(repr, backend_names()))}\n"
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import STARTS, started
 from project_copy import copy_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -329,14 +330,16 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
         stop_servers(cache)
 
 
-def test_ctrl_c_of_a_build_kills_its_task_on_the_warm_server(warm, tmp_path):
+@pytest.mark.parametrize("start", STARTS)
+def test_ctrl_c_of_a_build_kills_its_task_on_the_warm_server(warm, tmp_path, start):
+    """However the build was started (a background job has SIGINT ignored), its SIGINT kills its task."""
     manifest = copy_project(tmp_path / "project")
     marker = tmp_path / "started"
     slow_on_first_attempt(manifest, marker)
     build = subprocess.Popen(
         [sys.executable, "-m", "ptebuild", "build", str(manifest), "--executor", "daemon", "--only", "tiny_portable"],
         cwd=ROOT, env={**os.environ, "PTEBUILD_CACHE": str(warm)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=started(start),
     )
     try:
         wait_for(marker.exists, 120, "the task to start")

@@ -155,7 +155,7 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
         outcome = replace(outcome, node=node)
         if shared is not None:
             stored = shared.store(outcome, outputs)
-            warnings = shared.close()
+            warnings = outcome.warnings + shared.close()
             if stored is not None:
                 return ("done", replace(outcome, staging=None, action=stored.to_json(), warnings=warnings))
             outcome = replace(outcome, warnings=warnings)

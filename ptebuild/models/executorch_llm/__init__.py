@@ -97,7 +97,7 @@ class ExecutorchLlmKind(ModelKind):
 
         return {"executorch-llm-code": own_code.digest(own_code.files("models/executorch_llm"), digest_file)}
 
-    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path) -> ResolvedModel:
+    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
         from ptebuild.errors import ManifestError
         from ptebuild.manifest.paths import describe, file_problem
         from ptebuild.names import name_problem
@@ -109,7 +109,7 @@ class ExecutorchLlmKind(ModelKind):
         }
         for field in ("params", "tokenizer", "checkpoint"):
             path = getattr(spec, field)
-            if path is None:
+            if path is None or offline:
                 continue
             problem = file_problem(manifest_dir / path)
             if problem:
@@ -120,7 +120,9 @@ class ExecutorchLlmKind(ModelKind):
                 "'int8' or '8da4w' for one quantized so (examples/models/llama/model.py); rename it"
             )
         model_files: tuple[tuple[str, str], ...] = (("params", spec.params),) if spec.params else ()
-        if spec.huggingface is not None:
+        if spec.huggingface is not None and offline:
+            model_files = (("huggingface", (Path(spec.huggingface) / "config.json").as_posix()),)
+        elif spec.huggingface is not None:
             from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
 
             try:

@@ -150,14 +150,17 @@ def eager_caller(model: Any, mutable_buffers: tuple[str, ...]) -> Any:
     return call
 
 
-def program_caller(method: Any) -> Any:
-    """``call(tokens, input_pos)`` of a loaded ExecuTorch method."""
+class ProgramCaller:
+    """``call(tokens, input_pos)`` of a loaded ExecuTorch method; ``dtype``: its logits' (``float32``)."""
 
-    def call(tokens: Any, input_pos: Any) -> Any:
+    def __init__(self, method: Any) -> None:
+        self.method, self.dtype = method, ""
+
+    def __call__(self, tokens: Any, input_pos: Any) -> Any:
         inputs = [tokens] if input_pos is None else [tokens, input_pos]
-        return _last_logits(list(method.execute(inputs)))
-
-    return call
+        outputs = list(self.method.execute(inputs))
+        self.dtype = str(outputs[0].dtype).removeprefix("torch.")
+        return _last_logits(outputs)
 
 
 def _compare(expected: Any, actual: Any) -> tuple[float, float]:
@@ -205,11 +208,12 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         except Exception as exc:
             raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
     eager = _Stepper(eager_caller(model, mutable_buffers), shape)
-    ours = _Stepper(program_caller(method), shape)
+    ours = ProgramCaller(method)
+    stepper = _Stepper(ours, shape)
     expected = eager.feed(prompt)
     with runtime_log() as log:
         try:
-            actual = ours.feed(prompt)
+            actual = stepper.feed(prompt)
         except Exception as exc:
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
     prefill_error, prefill_cosine = _compare(expected, actual)
@@ -229,7 +233,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         expected = eager.feed([token])
         with runtime_log() as log:
             try:
-                actual = ours.feed([token])
+                actual = stepper.feed([token])
             except Exception as exc:
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
         error, cosine = _compare(expected, actual)
@@ -248,7 +252,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     runner_prompt = tokenizer.encode(RUNNER_PROMPT)
     wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
     stops = _stop_ids(pte, tokenizer)
-    again = _Stepper(program_caller(method), shape)
+    again = _Stepper(ProgramCaller(method), shape)
     logits = again.feed(runner_prompt)
     tokens: list[int] = []
     while len(tokens) < wanted:
@@ -258,7 +262,9 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         tokens.append(token)
         if len(tokens) < wanted:
             logits = again.feed([token])
-    common = {"method": "forward", "output": 0}
+    # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own.
+    common = {"method": "forward", "output": 0, "dtype": ours.dtype, "atol": program.atol, "rtol": 0.0,
+              "min_cosine": program.min_cosine, "data": "random", "samples": 0, "verdict": "passed", "reason": ""}
     figures = [
         {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length},
          "max_abs_error": prefill_error, "cosine": prefill_cosine},

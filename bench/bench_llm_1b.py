@@ -26,8 +26,9 @@ Timed, per pair (export_llm first, then ptebuild):
   process) with an empty cache: upstream's export, the weights keyed by SHA-256, the check by
   generation in ExecuTorch's runtime and TextLLMRunner, the files stored into the cache.
 
-Peak RSS: the process tree's resident memory summed, sampled every 0.1 s (``/proc``), and the
-largest single process's exact peak (``ru_maxrss`` of the waited-for children). After the last
+Peak memory: the process tree's resident memory summed as each process's proportional share
+(PSS: a page shared by forked processes counts once), sampled every 0.1 s (``/proc``), and the
+largest single process's exact peak RSS (``ru_maxrss`` of the waited-for children). After the last
 pair: a no-op build (outputs in place) and a restore from the cache into an empty folder.
 """
 
@@ -102,7 +103,7 @@ print(sum(v.numel() for k, v in state.items() if k != "output.weight"))
 
 
 class TreeMemory:
-    """Samples the summed RSS of a process and its descendants until stopped."""
+    """Samples the summed PSS of a process and its descendants until stopped."""
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
         self.pid, self.interval, self.peak = pid, interval, 0
@@ -124,6 +125,15 @@ class TreeMemory:
         return tree
 
     def _rss(self, pid: int) -> int:
+        """The process's proportional set size (its share of pages shared with others: a tree's
+        sum counts a page shared by a fork once), else its RSS."""
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
         try:
             with open(f"/proc/{pid}/statm") as f:
                 return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -212,7 +222,7 @@ def main() -> int:
                  f"base.metadata='{json.dumps(METADATA)}'", *EXPORT_LLM], cwd=folder)
             theirs.append((seconds, tree, single))
             sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.suffix in (".pte", ".ptd")}
-            print(f"pair {pair + 1}: export_llm {seconds:.1f} s, peak RSS {gib(tree)} (largest process {gib(single)}); "
+            print(f"pair {pair + 1}: export_llm {seconds:.1f} s, peak memory {gib(tree)} (largest process RSS {gib(single)}); "
                   f"files {sizes}", flush=True)
             seconds, tree, single, done = measured(
                 [PTEBUILD, "build", project / "llama1b.toml", "--executor", "local", "--cache", tmp / f"cache{pair}",
@@ -222,7 +232,7 @@ def main() -> int:
             if program["status"] != "built":
                 sys.exit(f"bench: ptebuild's program was {program['status']}, not built")
             sizes = {Path(o["path"]).name: o["bytes"] for o in program["outputs"] if o["path"].endswith((".pte", ".ptd"))}
-            print(f"pair {pair + 1}: ptebuild {seconds:.1f} s (the program's own {program['seconds']:.1f} s), peak RSS {gib(tree)} (largest process {gib(single)}); "
+            print(f"pair {pair + 1}: ptebuild {seconds:.1f} s (the program's own {program['seconds']:.1f} s), peak memory {gib(tree)} (largest process RSS {gib(single)}); "
                   f"files {sizes}; check {json.dumps(program['check'])}", flush=True)
             if args.keep and pair == 0:
                 args.keep.mkdir(parents=True, exist_ok=True)
@@ -245,7 +255,7 @@ def main() -> int:
     o_seconds, o_tree, o_single = (statistics.median(x) for x in zip(*ours, strict=True))
     print(f"{'':24s}  {'export_llm':>12s}  {'ptebuild':>12s}  {'ratio':>6s}")
     print(f"{'wall time':24s}  {t_seconds:11.1f}s  {o_seconds:11.1f}s  {o_seconds / t_seconds:5.2f}x")
-    print(f"{'peak RSS (tree)':24s}  {gib(t_tree):>12s}  {gib(o_tree):>12s}  {o_tree / t_tree:5.2f}x")
+    print(f"{'peak PSS (process tree)':24s}  {gib(t_tree):>12s}  {gib(o_tree):>12s}  {o_tree / t_tree:5.2f}x")
     print(f"{'peak RSS (one process)':24s}  {gib(t_single):>12s}  {gib(o_single):>12s}  {o_single / t_single:5.2f}x")
     print(f"(medians of {args.pairs} pair(s); ratio = ptebuild / export_llm; ptebuild includes its check and storing)")
     print(f"no-op build {noop:.2f} s ({', '.join(statuses)}); restore from the cache into an empty folder "

@@ -109,7 +109,7 @@ def copy_chat_project(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def chat_build(tmp_path_factory: pytest.TempPathFactory):
-    """``manifests/chat.toml`` (the tiny LLM, float and 8da4w XNNPACK programs) built once, on the
+    """``manifests/chat.toml`` (the tiny LLM: float and 8da4w XNNPACK programs, a LoRA pair) built once, on the
     warm server, into a cache of its own: ``(manifest, out folder, cache, exit code, JSON report, stderr)``."""
     import json
 

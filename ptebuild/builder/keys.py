@@ -205,8 +205,9 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
         if field is None:
             inputs[keyinputs.source(name)] = digest_file(path)[0]
         else:  # a file the manifest names: one located line if it cannot be read
+            at = f"programs.{program.name}.{field}" if field.startswith("options.") else f"models.{program.model}.{field}"
             inputs[keyinputs.source(name)] = _digest_input(
-                path, name, f"{plan.manifest}: models.{program.model}.{field}", f"give the {field} file", digest_file
+                path, name, f"{plan.manifest}: {at}", f"give the {field.rsplit('.', 1)[-1]} file", digest_file
             )
     if program.weights:
         where = f"{plan.manifest}: models.{program.model}.weights"

@@ -98,7 +98,7 @@ def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str
 
 def _resolve_program(
     display: str, manifest: Manifest, name: str, program: ProgramSpec, models: dict[str, ResolvedModel],
-    bundle_io: bool = False,
+    bundle_io: bool = False, manifest_dir: Path | None = None,
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -185,7 +185,15 @@ def _resolve_program(
     # Absent when unset, so that programs without it keep their keys.
     if program_entry.get("check", {}).get("min_token_agreement") is None:
         program_entry.get("check", {}).pop("min_token_agreement", None)
-    extra_outputs = kind.extra_outputs(name, resolved)
+    extra_outputs = kind.extra_outputs(name, resolved, options)
+    program_files = kind.program_files(options)
+    for key, path in program_files:
+        unreadable = file_problem(manifest_dir / path) if manifest_dir is not None else None  # offline: not there
+        if unreadable:
+            raise ManifestError(f"{display}: {where}.{key}: {describe(path, unreadable)}")
+    for extra in extra_outputs:
+        if extra.endswith(".ptd"):
+            _check_name(display, f"{where}.options", extra.removesuffix(".ptd"), ".ptd")
     return ProgramPlan(
         name=name,
         model=program.model,
@@ -208,7 +216,7 @@ def _resolve_program(
         program_entry=program_entry,
         bundle_io=bundle_io,
         kind=kind.name,
-        model_files=resolved.model_files,
+        model_files=resolved.model_files + program_files,
         extra_outputs=extra_outputs,
         min_token_agreement=min_token_agreement,
     )
@@ -318,7 +326,8 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bo
     with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
     with_io |= {p for name, spec in manifest.bundles.items() if spec.bundle_io for p in members[name]}
     programs = tuple(
-        _resolve_program(display, manifest, name, spec, models, bundle_io=name in with_io)
+        _resolve_program(display, manifest, name, spec, models, bundle_io=name in with_io,
+                         manifest_dir=None if offline else manifest_dir)
         for name, spec in manifest.programs.items()
     )
     shims = []

@@ -14,7 +14,8 @@ In the builder (cheap: no torch, no executorch, no model code):
 - :meth:`ModelKind.backend_problem`: why a program of this kind cannot be lowered for a backend
   (one line), or None;
 - :meth:`ModelKind.check_defaults` and :meth:`ModelKind.extra_outputs`: the tolerances of its
-  programs' check and the files they write beside the ``.pte`` (published, cached, bundled with it).
+  programs' check and the files they write beside the ``.pte`` (published, cached, bundled with it);
+- :meth:`ModelKind.program_files`: files a program's options name (hashed into its key).
 
 In a worker (may import torch and executorch, inside the function):
 
@@ -121,8 +122,15 @@ class ModelKind:
         """The check's tolerances for a program with these (validated) options."""
         return backend.check_defaults(options)
 
-    def extra_outputs(self, program_name: str, resolved: ResolvedModel) -> tuple[str, ...]:
-        """Files a program writes beside its ``.pte`` (published and bundled with it)."""
+    def extra_outputs(self, program_name: str, resolved: ResolvedModel, options: Any) -> tuple[str, ...]:
+        """Files a program with these (validated) options writes beside its ``.pte`` and its
+        ``data_name``'s ``.ptd`` (published and bundled with it; a ``.ptd`` among them is one of the
+        program's weights files, loaded with it)."""
+        return ()
+
+    def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
+        """``(key under the program, path)`` of files a program's options name (relative to the
+        manifest): checked to exist, hashed into its key by content (an LLM's LoRA adapter)."""
         return ()
 
     # -- in a worker ----------------------------------------------------------------------------

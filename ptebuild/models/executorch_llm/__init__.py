@@ -159,6 +159,17 @@ class ExecutorchLlmKind(ModelKind):
             return ("data_name", f"ExecuTorch's LLM export (1.5.1) writes a weights file only for XNNPACK "
                                  f"(export.foundation_weights_file); a {backend_name} program keeps its weights "
                                  "in the .pte: remove data_name")
+        if options.adapter_checkpoint is not None and backend_name not in ("portable", "xnnpack"):
+            return ("options.adapter_checkpoint", f"ExecuTorch's LLM export (1.5.1) applies a LoRA adapter for portable "
+                                                  f"and XNNPACK programs, not {backend_name}")
+        if options.lora_data_name is not None:
+            if backend_name != "xnnpack" or data_name is None:
+                return ("options.lora_data_name", "ExecuTorch's LLM export writes an adapter's own weights file for "
+                                                  "XNNPACK beside the program's data_name (its foundation weights): "
+                                                  + ("use backend 'xnnpack'" if backend_name != "xnnpack" else "set data_name"))
+            if options.lora_data_name == data_name:
+                return ("options.lora_data_name", f"is the program's data_name {data_name!r}: the adapter's weights "
+                                                  "need a file of their own (the foundation file is shared)")
         if options.use_sdpa_with_kv_cache and not spec.use_kv_cache:
             return ("options.use_sdpa_with_kv_cache", "the custom SDPA works on the KV cache, and the model "
                                                        "has use_kv_cache = false; remove it or turn the KV cache on")
@@ -185,9 +196,13 @@ class ExecutorchLlmKind(ModelKind):
             return QUANTIZED_CHECK
         return BF16_CHECK if options.dtype_override == "bf16" else FLOAT_CHECK
 
-    def extra_outputs(self, program_name: str, resolved: ResolvedModel) -> tuple[str, ...]:
+    def extra_outputs(self, program_name: str, resolved: ResolvedModel, options: Any) -> tuple[str, ...]:
         tokenizer = dict(resolved.model_files)["tokenizer"]
-        return (tokenizer_output(program_name, tokenizer),)
+        lora = (f"{options.lora_data_name}.ptd",) if options.lora_data_name else ()
+        return (tokenizer_output(program_name, tokenizer), *lora)
+
+    def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
+        return tuple(options.files())
 
     def build(self, program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
         from ptebuild.models.executorch_llm.build import build_program
@@ -204,6 +219,11 @@ class ExecutorchLlmKind(ModelKind):
 def tokenizer_output(program_name: str, tokenizer: str) -> str:
     """The file name of a program's tokenizer in the output folder: ``<program>.<tokenizer's file name>``."""
     return f"{program_name}.{Path(tokenizer).name}"
+
+
+def data_file_names(program: ProgramPlan) -> list[str]:
+    """The ``.ptd`` files a program loads: its ``data_name``'s, then its adapter's (a LoRA program)."""
+    return [name for name in (program.ptd_name, *program.extra_outputs) if name and name.endswith(".ptd")]
 
 
 def token_agreement_floor(program: ProgramPlan) -> float:

@@ -27,7 +27,12 @@ from typing import Any
 
 from ptebuild.errors import ManifestError
 from ptebuild.models.base import BuiltProgram, Progress
-from ptebuild.models.executorch_llm import GENERATION_CHECKED_BACKENDS, PTEBUILD_LOWERED_BACKENDS, token_agreement_floor
+from ptebuild.models.executorch_llm import (
+    GENERATION_CHECKED_BACKENDS,
+    PTEBUILD_LOWERED_BACKENDS,
+    data_file_names,
+    token_agreement_floor,
+)
 from ptebuild.plan import ProgramPlan
 
 GENERATION_CHECK = "executorch-llm-generation"
@@ -146,9 +151,12 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
     figures: list[dict[str, Any]] = []
     check = ""
     if program.check_enabled:
-        ptd = files.get(program.ptd_name) if program.ptd_name else None
+        ptds = [files[name] for name in data_file_names(program)]
+        ptd = ptds[0] if ptds else None
         if program.backend in PTEBUILD_LOWERED_BACKENDS or program.backend not in GENERATION_CHECKED_BACKENDS:
             figures, check = _backend_check(exported.model, program, files[program.pte_name], ptd, progress)
+            if program.backend == "cuda":
+                figures += _generation_on_the_gpu(exported, program, spec, files[program.pte_name], ptds, tokenizer, progress)
         else:
             import gc
 
@@ -157,13 +165,13 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
             progress("checking by generation against the eager model")
             shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
             agreement = check_generation(
-                exported.model, program, shape, files[program.pte_name], ptd, tokenizer,
+                exported.model, program, shape, files[program.pte_name], ptds, tokenizer,
                 exported.mutable_buffers, token_agreement_floor(program),
             )
             exported.model = None  # the eager model's last reference: gone before the runner loads the program
             gc.collect()
             progress("generating in ExecuTorch's TextLLMRunner")
-            runner_tokens = check_in_runner(program, files[program.pte_name], ptd, files[tokenizer_name], agreement)
+            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], agreement)
             figures = agreement.figures
             figures[-1]["runner_tokens"] = runner_tokens
             check = GENERATION_CHECK
@@ -171,6 +179,28 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, 
         files=files, delegated=exported.delegated, figures=figures, check=check,
         lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
     )
+
+
+def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: Path, ptds: list[Path], tokenizer: Any,
+                           progress: Progress) -> list[dict[str, Any]]:
+    """A CUDA program's prefill and greedy decode through its own KV cache, its compiled code run by
+    PyTorch's AOTInductor runner on the GPU (ExecuTorch's pip runtime has no CUDA backend), against
+    the eager model on the GPU: the generation check's figures and token agreement (no
+    TextLLMRunner: it would need ExecuTorch's CUDA runtime)."""
+    import copy
+
+    from ptebuild.backends.cuda.check import aoti_method
+    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+
+    progress("checking by generation on the GPU (AOTInductor runner) against the eager model")
+    eager = copy.deepcopy(exported.model).to("cuda").eval()
+    caches = exported.mutable_buffers or tuple(n for n, _ in eager.named_buffers() if ".kv_cache." in n)
+    shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
+    with aoti_method(pte, ptds[0] if ptds else None, "forward", program.name) as run:
+        agreement = check_generation(eager, program, shape, pte, ptds, tokenizer, caches, token_agreement_floor(program),
+                                     execute=run, device="cuda")
+    del eager
+    return agreement.figures
 
 
 def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[dict[str, Any]], str]:

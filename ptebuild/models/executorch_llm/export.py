@@ -78,12 +78,19 @@ def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, ma
     config.quantization.qmode = options.qmode
     config.quantization.group_size = options.group_size
     config.quantization.embedding_quantize = options.embedding_quantize
+    if options.adapter_checkpoint is not None:
+        from executorch.extension.llm.export.config.llm_config import LoraConfig
+
+        config.base.lora_config = LoraConfig(adapter_checkpoint=str(manifest_dir / options.adapter_checkpoint),
+                                             adapter_config=str(manifest_dir / str(options.adapter_config)))
     if backend == "xnnpack":
         config.backend.xnnpack.enabled = True
         config.backend.xnnpack.extended_ops = options.extended_ops  # type: ignore[attr-defined]
         config.backend.xnnpack.enable_bf16 = options.enable_bf16  # type: ignore[attr-defined]
-        # The tag of every weight outside the delegates' own: the .ptd's name.
+        # The tag of every weight outside the delegates' own: the .ptd's name; a LoRA adapter's
+        # weights (nodes named ...lora...) are tagged with their own file's.
         config.export.foundation_weights_file = program.data_name
+        config.export.lora_weights_file = options.lora_data_name
     elif backend == "vulkan":
         config.backend.vulkan.enabled = True
         config.backend.vulkan.force_fp16 = options.force_fp16  # type: ignore[attr-defined]  # an LlmVulkanOptions
@@ -141,7 +148,7 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     written: dict[str, Any] = {}
 
     def write(manager: Any) -> None:
-        written.update(write_program(manager.export_program, program, staging))
+        written.update(write_program(manager.export_program, program, staging, options.lora_data_name))
 
     try:
         with _saves_through(write), _quiet_stdout():
@@ -208,7 +215,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
                        mutable_buffers=written["mutable_buffers"], metadata=metadata_written)
 
 
-def write_program(executorch_program: Any, program: ProgramPlan, staging: Path) -> dict[str, Any]:
+def write_program(executorch_program: Any, program: ProgramPlan, staging: Path, lora_data_name: str | None = None) -> dict[str, Any]:
     """Name the mutable buffers, key the weights by SHA-256 and write the ``.pte`` and ``.ptd``.
 
     ``executorch_program``: the ``ExecutorchProgramManager`` upstream's ``to_executorch`` made,
@@ -223,7 +230,7 @@ def write_program(executorch_program: Any, program: ProgramPlan, staging: Path) 
     backend.rewrite_keys(executorch_program, config)
     if mutable and not executorch_program._emitter_output.external_constant_map:
         _serialize_again(executorch_program, config)  # the key pass did not (nothing to rename)
-    written = _write(executorch_program, program, staging, backend)
+    written = _write(executorch_program, program, staging, backend, lora_data_name)
     written["mutable_buffers"] = mutable
     return written
 
@@ -239,14 +246,24 @@ def _serialize_again(executorch_program: Any, config: Any) -> None:
     executorch_program._buffer = None
 
 
-def _write(executorch_program: Any, program: ProgramPlan, staging: Path, backend: Any) -> dict[str, Any]:
+def _write(executorch_program: Any, program: ProgramPlan, staging: Path, backend: Any,
+           lora_data_name: str | None = None) -> dict[str, Any]:
+    """Stream the ``.pte`` and each ``.ptd`` into ``staging``: the program's ``data_name`` (the
+    backend's files) and, for a LoRA adapter, ``lora_data_name`` (upstream's LoRA weights file)."""
     staging.mkdir(parents=True, exist_ok=True)
     files = {}
     pte_path = staging / program.pte_name
     with open(pte_path, "wb") as out:
         executorch_program.write_to_file(out)
     files[program.pte_name] = pte_path
-    for stem, cord in backend.data_files(executorch_program, program.data_name, program.name).items():
+    data = dict(backend.data_files(_without(executorch_program, lora_data_name), program.data_name, program.name))
+    if lora_data_name is not None:
+        lora = (executorch_program._tensor_data or {}).get(lora_data_name)
+        if lora is None:
+            raise BuildError(f"ExecuTorch's LLM export wrote no LoRA weights into '{lora_data_name}.ptd' (is the "
+                             "adapter's target_modules empty?)", location=f"programs.{program.name}")
+        data[lora_data_name] = lora
+    for stem, cord in data.items():
         ptd_path = staging / f"{stem}.ptd"
         with open(ptd_path, "wb") as out:
             cord.write_to_file(out)
@@ -254,6 +271,13 @@ def _write(executorch_program: Any, program: ProgramPlan, staging: Path, backend
     plans = executorch_program.executorch_program.execution_plan
     delegated = {plan.name: len(plan.delegates) for plan in plans if plan.name == "forward"}
     return {"files": files, "delegated": delegated, "mutable_buffers": ()}
+
+
+class _without:
+    """``executorch_program`` as the backend's :meth:`data_files` sees it: without the LoRA file."""
+
+    def __init__(self, executorch_program: Any, stem: str | None) -> None:
+        self._tensor_data = {k: v for k, v in (executorch_program._tensor_data or {}).items() if k != stem}
 
 
 def name_mutable_buffers(executorch_program: Any) -> tuple[str, ...]:

@@ -131,8 +131,8 @@ def _last_logits(value: Any) -> Any:
     return out.reshape(-1, out.shape[-1])[-1]
 
 
-def eager_caller(model: Any, mutable_buffers: tuple[str, ...]) -> Any:
-    """``call(tokens, input_pos)`` of the eager model, its mutable buffers zeroed first."""
+def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cpu") -> Any:
+    """``call(tokens, input_pos)`` of the eager model (on ``device``), its mutable buffers zeroed first."""
     import torch
 
     buffers = dict(model.named_buffers())
@@ -142,25 +142,28 @@ def eager_caller(model: Any, mutable_buffers: tuple[str, ...]) -> Any:
                 buffers[name].zero_()
 
     def call(tokens: Any, input_pos: Any) -> Any:
+        tokens = tokens.to(device)
         with torch.no_grad():
             if input_pos is None:
                 return _last_logits(model(tokens))
-            return _last_logits(model(tokens, {"input_pos": input_pos}))
+            return _last_logits(model(tokens, {"input_pos": input_pos.to(device)}))
 
     return call
 
 
 class ProgramCaller:
-    """``call(tokens, input_pos)`` of a loaded ExecuTorch method; ``dtype``: its logits' (``float32``)."""
+    """``call(tokens, input_pos)`` of a program's ``forward``: ``execute(inputs) -> outputs`` (a
+    loaded ExecuTorch method's, or the CUDA program's compiled code), its inputs on ``device``;
+    ``dtype``: its logits' (``float32``)."""
 
-    def __init__(self, method: Any) -> None:
-        self.method, self.dtype = method, ""
+    def __init__(self, execute: Any, device: str = "cpu") -> None:
+        self.execute, self.device, self.dtype = execute, device, ""
 
     def __call__(self, tokens: Any, input_pos: Any) -> Any:
         inputs = [tokens] if input_pos is None else [tokens, input_pos]
-        outputs = list(self.method.execute(inputs))
+        outputs = list(self.execute([t.to(self.device) for t in inputs]))
         self.dtype = str(outputs[0].dtype).removeprefix("torch.")
-        return _last_logits(outputs)
+        return _last_logits(outputs[0].cpu())
 
 
 def _compare(expected: Any, actual: Any) -> tuple[float, float]:
@@ -180,35 +183,40 @@ class EagerAgreement:
     """How many tokens the runner is asked for (the continuation may stop earlier, at EOS)."""
 
 
-def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptd: Path | None,
-                     tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float) -> EagerAgreement:
+def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
+                     tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float,
+                     execute: Any = None, device: str = "cpu") -> EagerAgreement:
     """The prefill and decode checks against the eager model (module docstring), then the program's
     own greedy continuation of the runner's prompt. Raises CheckError.
 
-    The program is loaded once and freed on return, so that the runner, which loads its own,
+    ``execute``: the program's ``forward`` as ``execute(inputs) -> outputs`` (the CUDA program's
+    compiled code on the GPU, the eager model then on ``device`` too); None: loaded here in
+    ExecuTorch's runtime, once, and freed on return, so that the runner, which loads its own,
     never holds the weights beside it.
     """
     import torch
-    from executorch.runtime import Runtime
 
     from ptebuild.lowering.check import runtime_error, runtime_log
-    from ptebuild.runtime import check as check_files
+    from ptebuild.runtime import one_data_file
 
-    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
-    register_llm_kernels()
+    if execute is None:  # ExecuTorch's runtime runs it: its LLM kernels must be there
+        register_llm_kernels()
     where = f"programs.{program.name}"
     prompt_length = max(1, min(PROMPT_TOKENS, shape.max_seq_length - 1))
     steps = max(1, min(DECODE_STEPS, shape.positions - prompt_length))
     generator = torch.Generator().manual_seed(program.seed)
     prompt = torch.randint(0, tokenizer.vocab_size, (prompt_length,), generator=generator).tolist()
 
-    with runtime_log() as log:
-        try:
-            method = Runtime.get().load_program(pte, data_path=ptd).load_method("forward")
-        except Exception as exc:
-            raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
-    eager = _Stepper(eager_caller(model, mutable_buffers), shape)
-    ours = ProgramCaller(method)
+    if execute is None:
+        from executorch.runtime import Runtime
+
+        with one_data_file(pte, ptds, verify_bytes=True) as ptd, runtime_log() as log:
+            try:
+                execute = Runtime.get().load_program(pte, data_path=ptd).load_method("forward").execute
+            except Exception as exc:
+                raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
+    eager = _Stepper(eager_caller(model, mutable_buffers, device), shape)
+    ours = ProgramCaller(execute, device)
     stepper = _Stepper(ours, shape)
     expected = eager.feed(prompt)
     with runtime_log() as log:
@@ -252,7 +260,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     runner_prompt = tokenizer.encode(RUNNER_PROMPT)
     wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
     stops = _stop_ids(pte, tokenizer)
-    again = _Stepper(ProgramCaller(method), shape)
+    again = _Stepper(ProgramCaller(execute, device), shape)
     logits = again.feed(runner_prompt)
     tokens: list[int] = []
     while len(tokens) < wanted:
@@ -282,7 +290,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
 
 
-def check_in_runner(program: ProgramPlan, pte: Path, ptd: Path | None, tokenizer_file: Path,
+def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer_file: Path,
                     expected: EagerAgreement) -> int:
     """ExecuTorch's ``TextLLMRunner`` generates greedily from :data:`RUNNER_PROMPT`; its text must be
     the program's own continuation (``expected``). Returns the number of tokens it generated.
@@ -291,9 +299,10 @@ def check_in_runner(program: ProgramPlan, pte: Path, ptd: Path | None, tokenizer
     from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
 
     from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.runtime import one_data_file
 
     pieces: list[str] = []
-    with runtime_log() as log, runner_stdout_to_stderr():
+    with one_data_file(pte, ptds) as ptd, runtime_log() as log, runner_stdout_to_stderr():
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
             runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
@@ -374,22 +383,22 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
     """
     import json
 
-    from ptebuild.lowering.check import native_stderr_silenced, runtime_error, runtime_log
-    from ptebuild.runtime import load
+    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.models.executorch_llm import data_file_names
+    from ptebuild.runtime import one_data_file
 
     register_llm_kernels()
     from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
 
     folder = out_dir if out_dir is not None else plan.out_dir()
     pte = folder / program.pte_name
-    ptd = folder / program.ptd_name if program.ptd_name else None
+    ptds = [folder / name for name in data_file_names(program)]
     tokenizer = folder / program.extra_outputs[0]
-    for path in (pte, ptd, tokenizer):
-        if path is not None and not path.is_file():
+    for path in (pte, *ptds, tokenizer):
+        if not path.is_file():
             command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
             raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
-    with native_stderr_silenced():
-        load(pte, [ptd] if ptd else [])  # refuses a .ptd that is not the program's, before running
+    ptd = ptds[0] if ptds else None
     pieces: list[str] = []
     times: list[float] = []
     stats: list[Any] = []
@@ -398,9 +407,10 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
         times.append(time.perf_counter())
         pieces.append(piece)
 
-    with runtime_log() as log, runner_stdout_to_stderr():
+    # one_data_file refuses a .ptd that is not the program's before anything runs.
+    with one_data_file(pte, ptds) as data, runtime_log() as log, runner_stdout_to_stderr():
         try:
-            runner = TextLLMRunner(str(pte), str(tokenizer), str(ptd) if ptd else None)
+            runner = TextLLMRunner(str(pte), str(tokenizer), str(data) if data else None)
             # A first token loads the program and its delegates (the runner loads on first use),
             # so that the timed generation measures prefill and decode only.
             runner.generate(prompt, GenerationConfig(echo=False, max_new_tokens=1, temperature=0.0))

@@ -131,6 +131,18 @@ class LlmOptions(BackendOptions):
     group size 0 for one scale per row (``"8,0"``, ``"4,32"``)."""
     quantize_kv_cache: bool = False
     """``LlmConfig.model.quantize_kv_cache``: int8 KV cache, quantized per token."""
+    adapter_checkpoint: str | None = None
+    """``LlmConfig.base.lora_config.adapter_checkpoint``: a LoRA adapter's weights over the model, in
+    PEFT's ``adapter_model.safetensors`` (keys ``base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight``...),
+    relative to the manifest. With ``adapter_config``."""
+    adapter_config: str | None = None
+    """``LlmConfig.base.lora_config.adapter_config``: the adapter's ``adapter_config.json`` (PEFT's:
+    ``r``, ``lora_alpha``, ``target_modules``), relative to the manifest."""
+    lora_data_name: str | None = None
+    """``LlmConfig.export.lora_weights_file``: the ``.ptd`` (without extension) the adapter's weights go
+    to, while the model's own go to the program's ``data_name`` (``export.foundation_weights_file``),
+    which programs of one model with different adapters share: one foundation file, one small file
+    per adapter (XNNPACK)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -154,7 +166,21 @@ class LlmOptions(BackendOptions):
         if self.group_size is not None and self.qmode not in ("8da4w", "4w"):
             given = f"qmode is {self.qmode!r}" if self.qmode else "no qmode"
             raise ValueError(f"group_size is for qmode '8da4w' or '4w' ({given}); remove it")
+        if (self.adapter_checkpoint is None) != (self.adapter_config is None):
+            raise ValueError("a LoRA adapter is adapter_checkpoint (adapter_model.safetensors) with adapter_config "
+                             "(adapter_config.json): give both")
+        if self.adapter_checkpoint is not None and not self.adapter_checkpoint.endswith(".safetensors"):
+            raise ValueError(f"adapter_checkpoint {self.adapter_checkpoint!r}: ExecuTorch's LLM export reads a PEFT "
+                             "adapter_model.safetensors (its torchtune .pt reader needs torchtune, not installed here)")
+        if self.lora_data_name is not None and self.adapter_checkpoint is None:
+            raise ValueError("lora_data_name is where a LoRA adapter's weights go: give adapter_checkpoint and "
+                             "adapter_config, or remove it")
         return self
+
+    def files(self) -> tuple[tuple[str, str], ...]:
+        """``(options key, path)`` of the files these options name (the adapter's)."""
+        return tuple((f"options.{key}", path) for key in ("adapter_checkpoint", "adapter_config")
+                     if (path := getattr(self, key)) is not None)
 
 
 class LlmXnnpackOptions(LlmOptions):

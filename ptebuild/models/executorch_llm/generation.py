@@ -166,12 +166,6 @@ class ProgramCaller:
         return _last_logits(outputs[0].cpu())
 
 
-def _compare(expected: Any, actual: Any) -> tuple[float, float]:
-    from ptebuild.lowering.check import compare
-
-    return compare(expected, actual)
-
-
 @dataclass(frozen=True)
 class EagerAgreement:
     """What :func:`check_generation` found: the figures, and the program's own greedy continuation
@@ -196,7 +190,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     """
     import torch
 
-    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.lowering.check import measure, runtime_error, runtime_log
     from ptebuild.runtime import one_data_file
 
     if execute is None:  # ExecuTorch's runtime runs it: its LLM kernels must be there
@@ -224,28 +218,34 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
             actual = stepper.feed(prompt)
         except Exception as exc:
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
-    prefill_error, prefill_cosine = _compare(expected, actual)
-    if not (prefill_error <= program.atol and prefill_cosine >= program.min_cosine):
+    tolerance = program.check_settings().for_dtype(ours.dtype)
+    prefill = measure(expected, actual, tolerance)
+    if not (prefill.within and prefill.cosine >= tolerance.min_cosine):
         raise CheckError(
             f"the prefill logits of a seeded prompt of {prompt_length} tokens differ from the eager model's: "
-            f"max abs error {prefill_error:.3g} (atol {program.atol:g}), cosine {prefill_cosine:.6f} "
-            f"(min {program.min_cosine:g}); fix the model or loosen {where}.check",
+            f"max abs error {prefill.max_abs_error:.3g} ({prefill.worst_excess:.3g} x its bound, {tolerance}; "
+            f"logits of mean magnitude {prefill.magnitude:.3g}), cosine {prefill.cosine:.6f}; fix the model or "
+            f"loosen {where}.check",
             location=where,
         )
-    decode_error, decode_cosine, agreed, exact = 0.0, 1.0, 0, 0
+    decode_error, decode_cosine, decode_excess, agreed, exact = 0.0, 1.0, 0.0, 0, 0
     for step in range(steps):
         token = int(expected.argmax())
         mine = int(actual.argmax())
         exact += mine == token
-        agreed += mine == token or float(expected[mine]) >= float(expected[token]) - program.atol
+        # a tie within the tolerance at the eager model's best logit
+        tie = tolerance.atol + tolerance.rtol * max(abs(float(expected[token])), float(expected.abs().mean()))
+        agreed += mine == token or float(expected[mine]) >= float(expected[token]) - tie
         expected = eager.feed([token])
         with runtime_log() as log:
             try:
                 actual = stepper.feed([token])
             except Exception as exc:
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
-        error, cosine = _compare(expected, actual)
-        decode_error, decode_cosine = max(decode_error, error), min(decode_cosine, cosine)
+        step_found = measure(expected, actual, tolerance)
+        decode_error = max(decode_error, step_found.max_abs_error)
+        decode_cosine = min(decode_cosine, step_found.cosine)
+        decode_excess = max(decode_excess, step_found.worst_excess)
     share = agreed / steps
     if share < min_agreement:
         raise CheckError(
@@ -271,14 +271,14 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         if len(tokens) < wanted:
             logits = again.feed([token])
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own.
-    common = {"method": "forward", "output": 0, "dtype": ours.dtype, "atol": program.atol, "rtol": 0.0,
-              "min_cosine": program.min_cosine, "data": "random", "samples": 0, "verdict": "passed", "reason": ""}
+    common = {"method": "forward", "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
+              "samples": 0, "verdict": "passed", "reason": ""}
     figures = [
-        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length},
-         "max_abs_error": prefill_error, "cosine": prefill_cosine},
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.max_abs_error,
+         "cosine": prefill.cosine, "worst_excess": prefill.worst_excess, "magnitude": prefill.magnitude},
         {**common, "stage": "decode", "sizes": {"decode_steps": steps}, "max_abs_error": decode_error,
-         "cosine": decode_cosine, "tokens_agreed": agreed, "tokens_exact": exact, "tokens": steps,
-         "min_token_agreement": min_agreement},
+         "cosine": decode_cosine, "worst_excess": decode_excess, "tokens_agreed": agreed, "tokens_exact": exact,
+         "tokens": steps, "min_token_agreement": min_agreement},
     ]
     beyond = next((t for t in tokens if t >= tokenizer.vocab_size), None)
     if beyond is not None:

@@ -179,14 +179,21 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_one_located_line(tmp_path):
 
 
 def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_path):
-    """The check names a wrong program: the built chat program against the eager model of another
-    seed fails at the prefill, with its figures; against its own seed it passes."""
+    """The check names a wrong program as wrong (issue 26's vocabulary, never advice to loosen the
+    check): the built chat program against the eager model of another seed fails at the prefill,
+    with its figures and tolerance; the program run with a KV cache it cannot use (every decode
+    step at position 0, as a runner that mishandles positions) fails at the decode, its tokens
+    counted; against its own seed it passes, and ExecuTorch's TextLLMRunner agrees."""
+    import torch
+    from executorch.runtime import Runtime
+
     from ptebuild.errors import CheckError
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.manifest import load_manifest
     from ptebuild.models.executorch_llm import token_agreement_floor
     from ptebuild.models.executorch_llm.build import random_checkpoint
     from ptebuild.models.executorch_llm.export import llm_config
-    from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
+    from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner, register_llm_kernels
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 
@@ -198,6 +205,7 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
     shape = Shape(True, True, 64, 64)
     tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", str(manifest), "models.chat.tokenizer")
     buffers = tuple(f"layers.{i}.attention.kv_cache.{c}" for i in (0, 1) for c in ("k_cache", "v_cache"))
+    floor = token_agreement_floor(program)
 
     def eager(seed: int):
         from executorch.examples.models.llama.export_llama_lib import _prepare_for_llama_export
@@ -206,15 +214,38 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
         config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
         return _prepare_for_llama_export(config).model
 
-    pte, ptd = out / "chat_xnnpack.pte", out / "chat_xnnpack_weights.ptd"
-    with pytest.raises(CheckError, match=r"the prefill logits of a seeded prompt of 16 tokens differ from the eager model's: max abs error"):
-        check_generation(eager(program.seed + 1), program, shape, pte, ptd, tokenizer, buffers, token_agreement_floor(program))
-    agreement = check_generation(eager(program.seed), program, shape, pte, ptd, tokenizer, buffers, token_agreement_floor(program))
-    assert agreement.figures[1]["tokens_agreed"] == 16
-    assert check_in_runner(program, pte, ptd, out / "chat_xnnpack.tokenizer.json", agreement) == agreement.tokens
+    pte, ptds = out / "chat_xnnpack.pte", [out / "chat_xnnpack_weights.ptd"]
+    with pytest.raises(WrongProgram) as refused:
+        check_generation(eager(program.seed + 1), program, shape, pte, ptds, tokenizer, buffers, floor)
+    message = str(refused.value)
+    assert "the prefill of a seeded prompt of 16 token ids" in message, message
+    assert "the program computes something else than eager PyTorch" in message and "not a tolerance problem" in message
+    assert "max abs error" in message and "cosine" in message
+    assert "if this error is expected" not in message  # no advice to loosen the check
+
+    ours = eager(program.seed)
+    register_llm_kernels()
+    method = Runtime.get().load_program(pte, data_path=ptds[0]).load_method("forward")
+
+    def forgetful(inputs):  # decode steps written and read at position 0: the KV cache's context is lost
+        tokens, position = inputs
+        return method.execute([tokens, torch.zeros_like(position) if tokens.shape[1] == 1 else position])
+
+    with pytest.raises(WrongProgram, match=r"greedy decoding .* the program computes something else than eager PyTorch") as refused:
+        check_generation(ours, program, shape, pte, ptds, tokenizer, buffers, floor, execute=forgetful)
+    assert "if this error is expected" not in str(refused.value)
+
+    agreement = check_generation(ours, program, shape, pte, ptds, tokenizer, buffers, floor)
+    prefill, decode = agreement.figures
+    assert decode["tokens_agreed"] == 16
+    # The figures state the tolerance and the data: a seeded prompt of 16 ids, 16 greedy steps.
+    assert (prefill["atol"], prefill["rtol"], prefill["min_cosine"], prefill["dtype"]) == (1e-3, 1e-4, 0.9999, "float32")
+    assert prefill["sizes"] == {"prompt_tokens": 16} and prefill["prompt_seed"] == program.seed
+    assert decode["sizes"] == {"decode_steps": 16} and decode["verdict"] == prefill["verdict"] == "passed"
+    assert check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", agreement) == agreement.tokens
     wrong = replace(agreement, continuation="something else")
     with pytest.raises(CheckError, match=r"ExecuTorch's TextLLMRunner generated '.*' from 'Once upon a time', the program run step by step 'something else'"):
-        check_in_runner(program, pte, ptd, out / "chat_xnnpack.tokenizer.json", wrong)
+        check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", wrong)
 
 
 @pytest.mark.slow

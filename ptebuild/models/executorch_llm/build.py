@@ -198,7 +198,7 @@ def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: 
     shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
     with aoti_method(pte, ptds[0] if ptds else None, "forward", program.name) as run:
         agreement = check_generation(eager, program, shape, pte, ptds, tokenizer, caches, token_agreement_floor(program),
-                                     execute=run, device="cuda")
+                                     execute=run, device="cuda", how=" (AOTInductor runner on the GPU)")
     del eager
     return agreement.figures
 

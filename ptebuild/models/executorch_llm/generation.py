@@ -6,14 +6,25 @@
    tokenizer's ids with the model's seed) goes through ``forward`` from position 0, in one call
    when the program takes a dynamic sequence, else one token per call (or, without a KV cache,
    the whole sequence each call); the same calls go to the eager model (upstream's model after its
-   source transforms, its KV cache zeroed as the runtime's planned memory is). The prefill logits
-   are compared: max absolute error and cosine, within the program's tolerances.
+   source transforms, its KV cache zeroed as the runtime's planned memory is). The last position's
+   logits are measured and judged as every check's outputs are (:func:`ptebuild.lowering.check.
+   measure` and ``judge``), held to the program's tolerance for the logits' dtype
+   (:mod:`ptebuild.tolerances`: the kind's defaults, the manifest's ``check`` over them).
 2. Decode: ``decode_steps`` greedy steps through the program's own KV cache. Both models are fed
    the eager model's greedy token at each step (teacher forcing), so every step compares the two
-   on the same context: the step's logits (max error, least cosine over the steps) and its token.
-   A step agrees when the program's greedy token is the eager model's, or ties with it within the
-   check's ``atol`` on the eager logits (random weights give near-ties a float rounding may flip).
-   Float programs must agree on every step; quantized ones on ``min_token_agreement`` of them.
+   on the same context: the step's logits (judged as the prefill's) and its token. A step agrees
+   when the program's greedy token is the eager model's, or ties with it: eager's logits of the
+   two tokens within the sum of their bounds (a right program may move each by its bound; random
+   weights give near-ties). Float programs must agree on every step; quantized ones on
+   ``min_token_agreement`` of them.
+
+   The verdicts are the check's (:mod:`ptebuild.figures`): logits far from eager's (a cosine
+   under :data:`~ptebuild.tolerances.WRONG_COSINE`, an error the size of the logits) or tokens
+   under the floor name a program that computes something else
+   (:class:`~ptebuild.lowering.check.WrongProgram`: not a tolerance problem, never "loosen the
+   check"); logits close to eager's but beyond the tolerance are a tolerance miss, with the
+   figures and the way to loosen it. The figures state the tolerance (``atol``, ``rtol``,
+   ``min_cosine``, ``dtype``) and the data (``prompt_tokens``, ``prompt_seed``, ``decode_steps``).
 3. The runner: ExecuTorch's ``TextLLMRunner`` loads the ``.pte``, ``.ptd`` and the tokenizer
    written beside the program and generates greedily from a text prompt; its text must be the
    decoded greedy continuation of the same program run step by step here. This proves that the
@@ -179,23 +190,24 @@ class EagerAgreement:
 
 def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
                      tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float,
-                     execute: Any = None, device: str = "cpu") -> EagerAgreement:
+                     execute: Any = None, device: str = "cpu", how: str = "") -> EagerAgreement:
     """The prefill and decode checks against the eager model (module docstring), then the program's
-    own greedy continuation of the runner's prompt. Raises CheckError.
+    own greedy continuation of the runner's prompt. Raises CheckError: a
+    :class:`~ptebuild.lowering.check.WrongProgram` for a program that computes something else
+    (logits far from eager's, tokens under the floor), else a tolerance miss with its figures.
 
     ``execute``: the program's ``forward`` as ``execute(inputs) -> outputs`` (the CUDA program's
-    compiled code on the GPU, the eager model then on ``device`` too); None: loaded here in
-    ExecuTorch's runtime, once, and freed on return, so that the runner, which loads its own,
-    never holds the weights beside it.
+    compiled code on the GPU, the eager model then on ``device`` too; ``how`` says so in messages);
+    None: loaded here in ExecuTorch's runtime, once, and freed on return, so that the runner,
+    which loads its own, never holds the weights beside it.
     """
     import torch
 
-    from ptebuild.lowering.check import measure, runtime_error, runtime_log
+    from ptebuild.lowering.check import runtime_error, runtime_log
     from ptebuild.runtime import one_data_file
 
     if execute is None:  # ExecuTorch's runtime runs it: its LLM kernels must be there
         register_llm_kernels()
-    where = f"programs.{program.name}"
     prompt_length = max(1, min(PROMPT_TOKENS, shape.max_seq_length - 1))
     steps = max(1, min(DECODE_STEPS, shape.positions - prompt_length))
     generator = torch.Generator().manual_seed(program.seed)
@@ -219,41 +231,19 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         except Exception as exc:
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
     tolerance = program.check_settings().for_dtype(ours.dtype)
-    prefill = measure(expected, actual, tolerance)
-    if not (prefill.within and prefill.cosine >= tolerance.min_cosine):
-        raise CheckError(
-            f"the prefill logits of a seeded prompt of {prompt_length} tokens differ from the eager model's: "
-            f"max abs error {prefill.max_abs_error:.3g} ({prefill.worst_excess:.3g} x its bound, {tolerance}; "
-            f"logits of mean magnitude {prefill.magnitude:.3g}), cosine {prefill.cosine:.6f}; fix the model or "
-            f"loosen {where}.check",
-            location=where,
-        )
-    decode_error, decode_cosine, decode_excess, agreed, exact = 0.0, 1.0, 0.0, 0, 0
+    prefill = _judged(program, f"method 'forward', the prefill of a seeded prompt of {prompt_length} token ids "
+                      f"(seed {program.seed})", expected, actual, tolerance, how)
+    decode = _Decode(program, tolerance, how)
     for step in range(steps):
-        token = int(expected.argmax())
-        mine = int(actual.argmax())
-        exact += mine == token
-        # a tie within the tolerance at the eager model's best logit
-        tie = tolerance.atol + tolerance.rtol * max(abs(float(expected[token])), float(expected.abs().mean()))
-        agreed += mine == token or float(expected[mine]) >= float(expected[token]) - tie
-        expected = eager.feed([token])
+        decode.token(step, expected, actual)
+        expected = eager.feed([decode.tokens[-1]])
         with runtime_log() as log:
             try:
-                actual = stepper.feed([token])
+                actual = stepper.feed([decode.tokens[-1]])
             except Exception as exc:
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
-        step_found = measure(expected, actual, tolerance)
-        decode_error = max(decode_error, step_found.max_abs_error)
-        decode_cosine = min(decode_cosine, step_found.cosine)
-        decode_excess = max(decode_excess, step_found.worst_excess)
-    share = agreed / steps
-    if share < min_agreement:
-        raise CheckError(
-            f"greedy decoding agrees with the eager model on {agreed} of {steps} steps ({share:.0%}; "
-            f"at least {min_agreement:.0%} needed); the decode logits differ by up to {decode_error:.3g} "
-            f"(least cosine {decode_cosine:.6f})",
-            location=where,
-        )
+        decode.logits(step, expected, actual)
+    decode.verdict(min_agreement)
     # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
     # positions written is never read (attention stops at the current position), as when the
     # runner itself is reset between two prompts.
@@ -270,15 +260,16 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         tokens.append(token)
         if len(tokens) < wanted:
             logits = again.feed([token])
-    # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own.
+    # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
+    # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
     common = {"method": "forward", "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
-              "samples": 0, "verdict": "passed", "reason": ""}
+              "samples": 0, "reason": "", "prompt_seed": program.seed}
     figures = [
-        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.max_abs_error,
-         "cosine": prefill.cosine, "worst_excess": prefill.worst_excess, "magnitude": prefill.magnitude},
-        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, "max_abs_error": decode_error,
-         "cosine": decode_cosine, "worst_excess": decode_excess, "tokens_agreed": agreed, "tokens_exact": exact,
-         "tokens": steps, "min_token_agreement": min_agreement},
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.found.max_abs_error,
+         "cosine": prefill.found.cosine, "worst_excess": prefill.found.worst_excess, "magnitude": prefill.found.magnitude,
+         "verdict": prefill.verdict, "reason": prefill.reason},
+        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
+         "min_token_agreement": min_agreement},
     ]
     beyond = next((t for t in tokens if t >= tokenizer.vocab_size), None)
     if beyond is not None:
@@ -288,6 +279,101 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
             location=f"models.{program.model}.tokenizer",
         )
     return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One call's logits against the eager model's, under the check's tolerance, judged as every
+    check judges an output (:func:`ptebuild.lowering.check.judge`)."""
+
+    found: Any
+    verdict: str
+    reason: str
+
+
+def _judged(program: ProgramPlan, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
+    """Measure and judge the logits of one call; raise as the check does (``refusal``: a wrong
+    program, or a tolerance miss) where they fail."""
+    from ptebuild.figures import Verdict
+    from ptebuild.lowering.check import judge, measure, refusal
+
+    found = measure(expected, actual, tolerance)
+    verdict, reason, wrong = judge(found)
+    if verdict is Verdict.FAILED:
+        raise refusal(program, where, "0 (the last position's logits)", found, reason, wrong, how, "forward")
+    return _Judged(found, verdict.value, reason)
+
+
+class _Decode:
+    """The decode steps' tokens and logits, and their verdict (module docstring, step 2)."""
+
+    def __init__(self, program: ProgramPlan, tolerance: Any, how: str) -> None:
+        self.program, self.tolerance, self.how = program, tolerance, how
+        self.tokens: list[int] = []
+        self.agreed = self.exact = 0
+        self.found: list[Any] = []
+        self.judged: list[tuple[int, Any, str, str, bool]] = []
+
+    def token(self, step: int, expected: Any, actual: Any) -> None:
+        """The eager model's greedy token (fed to both next), and whether the program's agrees:
+        the same token, or a tie: each logit within its bound of eager's can move a right program's
+        by that bound, so two logits whose eager values are within the sum of their bounds may swap."""
+        token, mine = int(expected.argmax()), int(actual.argmax())
+        self.tokens.append(token)
+        self.exact += mine == token
+        mean = float(expected.abs().mean())
+
+        def bound(index: int) -> float:
+            return self.tolerance.atol + self.tolerance.rtol * max(abs(float(expected[index])), mean)
+
+        self.agreed += mine == token or float(expected[token]) - float(expected[mine]) <= bound(token) + bound(mine)
+
+    def logits(self, step: int, expected: Any, actual: Any) -> None:
+        from ptebuild.lowering.check import judge, measure
+
+        found = measure(expected, actual, self.tolerance)
+        verdict, reason, wrong = judge(found)
+        self.found.append(found)
+        self.judged.append((step, found, verdict.value, reason, wrong))
+
+    def verdict(self, min_agreement: float) -> None:
+        """Raise where the decode fails: tokens under the floor or logits far from eager's (a wrong
+        program), or logits beyond the tolerance (a tolerance miss); else return."""
+        from ptebuild.lowering.check import refusal, wrong_program
+
+        steps = len(self.tokens)
+        share = self.agreed / steps
+        worst = max(self.found, key=lambda f: f.worst_excess)
+        if share < min_agreement:
+            floor = ("a float program agrees on every step" if min_agreement >= 1.0 else
+                     f"the program's floor is {min_agreement:.0%}")
+            raise wrong_program(
+                self.program, f"method 'forward', greedy decoding through its KV cache ({steps} steps after the "
+                              "prefill, each fed the eager model's token)", self.how,
+                f"its greedy token agrees with the eager model's on {self.agreed} of {steps} steps ({share:.0%}; "
+                f"{floor}, where a token that ties within the tolerance counts as agreeing); the decode logits differ by "
+                f"up to {worst.max_abs_error:.3g} ({worst.worst_excess:.3g}x their bound, tolerance {self.tolerance}; least "
+                f"cosine {min(f.cosine for f in self.found):.6f}) on logits of mean magnitude {worst.magnitude:.3g}",
+                method="forward",
+            )
+        failed = [j for j in self.judged if j[2] == "failed"]
+        if failed:
+            step, found, _, reason, wrong = next((j for j in failed if j[4]), failed[0])
+            raise refusal(self.program, f"method 'forward', decode step {step + 1} of {steps} through its KV cache",
+                          "0 (the logits)", found, reason, wrong, self.how, "forward")
+
+    def figures(self) -> dict[str, Any]:
+        verdicts = {j[2] for j in self.judged}
+        proves_nothing = verdicts == {"proves-nothing"}
+        return {
+            "max_abs_error": max(f.max_abs_error for f in self.found),
+            "cosine": min(f.cosine for f in self.found),
+            "worst_excess": max(f.worst_excess for f in self.found),
+            "magnitude": min(f.magnitude for f in self.found),
+            "tokens_agreed": self.agreed, "tokens_exact": self.exact,
+            "verdict": "proves-nothing" if proves_nothing else "passed",
+            "reason": next((j[3] for j in self.judged if j[2] == "proves-nothing"), "") if proves_nothing else "",
+        }
 
 
 def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer_file: Path,

@@ -125,6 +125,7 @@ compile_bytecode() {  # VENV: where Python caches no bytecode itself, every inst
   "$1/bin/python" -m compileall -qq -j0 -x '/tests?/' "$site" || true  # a few files of some packages are not Python 3
 }
 buildgrid_venv() {
+  rm -rf .venv-buildgrid  # one that cannot import buildgrid: half-installed, a dangling link, a file
   if [ -n "$uv" ]; then
     "$python" -m venv --without-pip .venv-buildgrid
     uv_install .venv-buildgrid/bin/python -r constraints-buildgrid.txt

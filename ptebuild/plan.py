@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,12 @@ class ProgramPlan:
     min_token_agreement: float | None = None
     """Generated-token checks (LLM programs): the least share of decode steps whose tokens must
     agree with the eager model's."""
+    bound: object = field(default=None, compare=False, repr=False)
+    """The program's backend resolved once (:class:`ptebuild.backends.BoundBackend`: the registry's
+    object and ``options`` typed, validated when the manifest was resolved); asked for through
+    :func:`ptebuild.backends.bound_backend`. Not part of the JSON form: a plan read back from JSON is
+    bound again (:func:`ptebuild.backends.bind_plan`), its options validated at most once, and only
+    where they are used typed (a worker), so that the builder's no-op path never imports pydantic."""
 
     def check_settings(self) -> CheckSettings:
         """The tolerances the check holds this program's outputs to (:mod:`ptebuild.tolerances`)."""
@@ -127,6 +133,30 @@ class ProgramPlan:
 
         given = {part: getattr(self, part) for part in self.check_set}
         return CheckSettings(Tolerance(self.atol, self.rtol, self.min_cosine), **given)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain, JSON-able form (without :attr:`bound`): what a task carries to its worker."""
+        document = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bound"}
+        document["methods"] = [asdict(m) for m in self.methods]
+        plain: dict[str, Any] = json.loads(canonical_json(document))
+        return plain
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProgramPlan:
+        methods = tuple(
+            MethodPlan(
+                name=m["name"],
+                function=m["function"],
+                inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
+                dims=tuple(DimPlan(**d) for d in m["dims"]),
+                samples=m.get("samples"),
+            )
+            for m in data["methods"]
+        )
+        return cls(**{**data, "methods": methods, "sources": tuple(data["sources"]),
+                      "check_set": tuple(data.get("check_set") or ()),
+                      "model_files": tuple(tuple(pair) for pair in data.get("model_files", ())),
+                      "extra_outputs": tuple(data.get("extra_outputs", ()))})
 
     @property
     def pte_name(self) -> str:
@@ -203,29 +233,16 @@ class BuildPlan:
         return next((b for b in self.bundles if b.name == name), None)
 
     def to_json(self) -> str:
-        return canonical_json(asdict(self))
+        document = {f.name: getattr(self, f.name) for f in fields(self)}
+        document["programs"] = [p.to_json() for p in self.programs]
+        document["shims"] = [asdict(s) for s in self.shims]
+        document["bundles"] = [asdict(b) for b in self.bundles]
+        return canonical_json(document)
 
     @classmethod
     def from_json(cls, text: str, *, manifest: str, manifest_dir: str) -> BuildPlan:
         data = json.loads(text)
-        programs = []
-        for p in data["programs"]:
-            methods = tuple(
-                MethodPlan(
-                    name=m["name"],
-                    function=m["function"],
-                    inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
-                    dims=tuple(DimPlan(**d) for d in m["dims"]),
-                    samples=m.get("samples"),
-                )
-                for m in p["methods"]
-            )
-            programs.append(ProgramPlan(**{
-                **p, "methods": methods, "sources": tuple(p["sources"]),
-                "check_set": tuple(p.get("check_set") or ()),
-                "model_files": tuple(tuple(pair) for pair in p.get("model_files", ())),
-                "extra_outputs": tuple(p.get("extra_outputs", ())),
-            }))
+        programs = [ProgramPlan.from_json(p) for p in data["programs"]]
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
             BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})

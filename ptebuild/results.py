@@ -67,6 +67,9 @@ class FailureKind(str, enum.Enum):
     STALE = "stale"
     """The worker's imported libraries changed on disk since it imported them: run the task again
     in a new worker process (never reported as such unless that fails too)."""
+    STORE = "store"
+    """The task could not write its outputs into its store (a full or read-only cache): the
+    builder gives it another store and runs it again (never reported as such unless that fails too)."""
 
 
 class Source(str, enum.Enum):

@@ -27,3 +27,14 @@ def test_usage_errors_exit_2_with_one_line_and_install_nothing(tmp_path, argv, e
     done = subprocess.run([str(script), *argv], capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
     assert (done.returncode, done.stderr.strip(), done.stdout) == (2, message, "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bootstrap.sh"]
+
+
+def test_the_repository_tracks_no_venv_and_no_link_out_of_it():
+    # A fresh clone is what CI sets up: a tracked .venv-buildgrid (once a worktree's link to
+    # another checkout's venv) made bootstrap fail with "File exists" before any test ran.
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tracked = [line.split("\t", 1) for line in listed.splitlines()]
+    venvs = [path for _, path in tracked if path.split("/")[0].startswith(".venv")]
+    links_out = [path for mode, path in tracked if mode.startswith("120000")
+                 and not (ROOT / path).resolve().is_relative_to(ROOT)]
+    assert (venvs, links_out) == ([], [])

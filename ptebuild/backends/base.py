@@ -167,6 +167,12 @@ class Backend:
         """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
         return {"num_gpus": 1} if self.needs_gpu else {}
 
+    def lowering_weight(self, options: Options) -> float:
+        """How long lowering a program takes, against a portable program of the same model: a
+        scheduling hint where no earlier build says (the longest work starts first, so that
+        jobs in parallel end together), never a matter of correctness."""
+        return 1.0
+
     # -- in a worker: may import torch and executorch -------------------------------------------
 
     def probe_here(self) -> tuple[str | None, str | None] | None:

@@ -1,13 +1,16 @@
 """What this machine can do with each backend, known before anything is lowered.
 
-Two sources, both asked before a program is handed to an executor:
+Two sources:
 
 - the backend's cheap hooks, per program (:meth:`~ptebuild.backends.base.Backend.can_build`,
-  :meth:`~ptebuild.backends.base.Backend.can_check`: a GPU, a compiler, a cross toolchain);
+  :meth:`~ptebuild.backends.base.Backend.can_check`: a GPU, a compiler, a cross toolchain), asked
+  before a program is handed to an executor;
 - the probe's verdict, per backend and toolchain: a fresh interpreter lowers and checks the
   smallest real program (:mod:`ptebuild.worker.probe`). It finds what no cheap fact shows, such as
   ExecuTorch's pip runtime failing every program under another torch ("tensor does not have a
-  device" under torch 2.11.0+cu130).
+  device" under torch 2.11.0+cu130). A kept verdict is asked before a program is lowered; with
+  none, the builder lowers at once and runs the probe only when a program fails
+  (:meth:`ptebuild.builder.program_target.ProgramTarget.obstacle`), and ``ptebuild doctor`` runs it.
 
 The verdict is kept as a small JSON file, ``<capabilities>/<toolchain digest>.json``, where
 ``<capabilities>`` is ``$PTEBUILD_CAPABILITIES_DIR``, else ``capabilities/`` in the cache folder

@@ -29,9 +29,9 @@ import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ptebuild import backend_registry, keyinputs, own_code
+from ptebuild.backends import bound_backend
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.lowering import samples
@@ -39,9 +39,6 @@ from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.models import get_model_kind
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
-
-if TYPE_CHECKING:
-    from ptebuild.backends.base import Backend
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 
@@ -70,7 +67,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """Versions and platform facts that change lowering, read without importing torch."""
     global _toolchain_cache
     if _toolchain_cache is None:
-        from ptebuild import __version__
+        from ptebuild._version import __version__
         from ptebuild.distributions import installed_versions
 
         # Versions from the dist-info folder names: importlib.metadata costs more than a no-op build.
@@ -193,11 +190,9 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     return folders
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend: Backend | None = None) -> dict[str, str]:
-    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value.
-
-    ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
-    """
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value,
+    with its backend's own toolchain facts (CUDA, Triton, GPU arch...)."""
     manifest_dir = Path(plan.manifest_dir)
     inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
@@ -218,11 +213,11 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     inputs.update(toolchain_facts(digest_file))
     for name, value in get_model_kind(program.kind).key_facts(digest_file).items():
         inputs[keyinputs.toolchain(name)] = value
-    if backend is not None:
-        for name, value in backend.toolchain_facts(program.options).items():
-            inputs[keyinputs.toolchain(name)] = str(value)
-        for name in backend.workarounds(program.options, program):
-            inputs[keyinputs.workaround(name)] = "applied"
+    backend = bound_backend(program).backend
+    for name, value in backend.toolchain_facts(program.options).items():
+        inputs[keyinputs.toolchain(name)] = str(value)
+    for name in backend.workarounds(program.options, program):
+        inputs[keyinputs.workaround(name)] = "applied"
     for name, value in backend_registry.plugin_facts(program.backend, digest_file).items():
         inputs[keyinputs.toolchain(name)] = value  # a plug-in backend's own code and version
     return inputs

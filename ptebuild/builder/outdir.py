@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild import keyinputs
-from ptebuild.backends import get_backend
+from ptebuild.backends import bound_backend
 from ptebuild.builder.runtime_support import Memo, RuntimeSupportReader
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.figures import CheckSummary
@@ -173,7 +173,7 @@ class OutputFolder:
             runtime=runtime,
             bundled_io=bpte_tolerance(program, result) if program and any(o.name.endswith(".bpte") for o in files) else None,
             checked=summary.to_json() if summary is not None else None,
-            workarounds=get_backend(program.backend).workarounds(program.options, program) or None if program else None,
+            workarounds=bound_backend(program).backend.workarounds(program.options, program) or None if program else None,
             weights_in_pte=self._weights_in_pte(program, files),
         )
 
@@ -181,11 +181,10 @@ class OutputFolder:
         """The weights a program with a data name keeps inside its published ``.pte``."""
         if program is None or not program.data_name or not any(o.name == program.pte_name for o in files):
             return ()
-        from ptebuild.backends import get_backend
         from ptebuild.runtime.weights_in_pte import weights_in_pte
 
         try:
-            kept = weights_in_pte(self.path / program.pte_name, get_backend(program.backend).code_in_named_data)
+            kept = weights_in_pte(self.path / program.pte_name, bound_backend(program).backend.code_in_named_data)
         except FormatError:
             return ()  # verify names a broken file; the record keeps what it can
         return tuple(w.to_json() for w in kept)

@@ -206,9 +206,9 @@ def build_command(args: argparse.Namespace) -> int:
             for note in check_notes(document):
                 print(note, file=sys.stderr)
             return 0
-    from ptebuild.api.build import build
+    from ptebuild.api.build import build_stamped
 
-    report = build(args.manifest, request, progress, replay=False)
+    report = build_stamped(args.manifest, request, stamp, progress)  # the stamp decided once, above
     document = report.to_json()
     render(args, document)
     for note in check_notes(document):

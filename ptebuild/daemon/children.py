@@ -63,7 +63,8 @@ def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
         return True
     from ptebuild.backends import backend_names, get_backend
 
-    name = task.get("backend")
+    plan = task.get("plan")
+    name = plan.get("backend") if isinstance(plan, dict) else None  # Task.to_json(): the program's own plan
     return name in backend_names() and not get_backend(name).forks_safely
 
 
@@ -116,5 +117,5 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:
-        write_all({"op": "done", "result": protocol.result_to_json(outcome)})
+        write_all({"op": "done", "result": outcome.to_json()})
     return 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ptebuild.errors import BuildError
 from ptebuild.lowering.binding import call_method
@@ -63,10 +63,11 @@ def bundled_cases(model: Any, program: ProgramPlan, samples: Mapping[str, list[t
         torch.set_num_threads(threads)
 
 
-def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path,
-               samples: Mapping[str, list[tuple[Any, ...]]] | None = None) -> Path:
-    """Write ``dest`` (``<program>.bpte``): the ``.pte`` at ``pte`` with its test cases (the
-    generated inputs at each check size, then the methods' ``samples``).
+def write_bpte(model: Any, program: ProgramPlan, pte: Path, out: BinaryIO,
+               samples: Mapping[str, list[tuple[Any, ...]]] | None = None) -> None:
+    """Write ``<program>.bpte`` to ``out`` (a binary file object, such as a store's blob
+    writer): the ``.pte`` at ``pte`` with its test cases (the generated inputs at each check
+    size, then the methods' ``samples``).
 
     Raises BuildError (located at the program) when a test case does not fit the program or
     executorch cannot serialize it.
@@ -92,9 +93,7 @@ def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path,
     except Exception as exc:
         raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}",
                          location=location) from exc
-    with open(dest, "wb") as out:
-        out.write(data)
-    return dest
+    out.write(data)
 
 
 def _described(method: str, pairs: list[tuple[tuple[Any, ...], list[Any]]]) -> BundledSuite:

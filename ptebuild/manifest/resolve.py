@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import BoundBackend, get_backend
 from ptebuild.backends.options import BackendOptions
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.manifest.locations import describe_validation_error, dotted
@@ -165,6 +165,7 @@ def _resolve_program(
             f"{display}: {where}.check.min_token_agreement: model {program.model!r} is not a language model "
             f"({model.kind} model); remove it"
         )
+    options_json = options.model_dump(mode="json")
     tolerance = kind.check_defaults(backend, options)
     given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
@@ -205,7 +206,7 @@ def _resolve_program(
         sources=resolved.sources,
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
-        options=options.model_dump(mode="json"),
+        options=options_json,
         atol=atol if atol is not None else tolerance.atol,
         rtol=rtol if rtol is not None else tolerance.rtol,
         min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
@@ -219,6 +220,7 @@ def _resolve_program(
         model_files=resolved.model_files + program_files,
         extra_outputs=extra_outputs,
         min_token_agreement=min_token_agreement,
+        bound=BoundBackend(backend_name, options_json, options),  # validated here, and nowhere again
     )
 
 

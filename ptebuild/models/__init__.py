@@ -25,7 +25,10 @@ DEFAULT_KIND = "factory"
 """The kind of a model table that does not name one."""
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ptebuild.models.base import ModelKind
+    from ptebuild.plan import ProgramPlan
 
 
 def get_model_kind(name: str) -> ModelKind:
@@ -38,3 +41,9 @@ def get_model_kind(name: str) -> ModelKind:
 def model_kind_names() -> list[str]:
     """The registered model kinds' names, in registration order."""
     return list(MODEL_KIND_MODULES)
+
+
+def options_model_of(program: ProgramPlan) -> type[BaseModel] | None:
+    """The model that validates ``program``'s options: its model kind's for its backend (an LLM
+    program's), or None for the backend's own (what :func:`ptebuild.backends.bind_plan` takes)."""
+    return get_model_kind(program.kind).program_options_model(program.backend)

@@ -19,7 +19,8 @@ In the builder (cheap: no torch, no executorch, no model code):
 
 In a worker (may import torch and executorch, inside the function):
 
-- :meth:`ModelKind.build`: lower and check one program, its files written into a staging folder;
+- :meth:`ModelKind.build`: lower and check one program, its files written as streams into
+  :class:`Outputs` (the worker's: the task's content-addressed store, hashed on the way);
 - :meth:`ModelKind.generate`: generate text with a built program (kinds that are language models).
 """
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -58,12 +59,46 @@ class ResolvedModel:
     """``(manifest field, path)`` of other files the kind reads (hashed into the key as sources)."""
 
 
+class Outputs(Protocol):
+    """Where :meth:`ModelKind.build` writes a program's files, each as a stream (never whole in
+    memory): the worker's go into its task's content-addressed store, hashed while written
+    (:class:`ptebuild.worker.lower.StoredOutputs`); :class:`FolderOutputs` writes into a folder."""
+
+    def stream(self, name: str, write: Callable[[IO[bytes]], None]) -> Path:
+        """Output ``name``: what ``write(file)`` writes. Returns a path that reads it by that name."""
+        ...
+
+    def copy(self, name: str, source: Path) -> Path:
+        """Output ``name``: the bytes of ``source`` (streamed). Returns a path that reads it by that name."""
+        ...
+
+
+class FolderOutputs:
+    """:class:`Outputs` written as files into ``folder`` (tools and tests)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def stream(self, name: str, write: Callable[[IO[bytes]], None]) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / name, "wb") as out:
+            write(out)
+        return self.folder / name
+
+    def copy(self, name: str, source: Path) -> Path:
+        import shutil
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, self.folder / name)
+        return self.folder / name
+
+
 @dataclass(frozen=True)
 class BuiltProgram:
-    """A program lowered and checked in a worker: its files in the staging folder."""
+    """A program lowered and checked in a worker: its files, written through :class:`Outputs`."""
 
     files: dict[str, Path]
-    """Output file name -> staged path."""
+    """Output file name -> the path :class:`Outputs` gave it (every output, each written once)."""
     delegated: dict[str, int]
     """Method -> number of delegate calls."""
     figures: list[dict[str, Any]]
@@ -135,8 +170,8 @@ class ModelKind:
 
     # -- in a worker ----------------------------------------------------------------------------
 
-    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
-        """Lower ``program``, write its files into ``staging`` and check it (if its check is on)."""
+    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
+        """Lower ``program``, write its files through ``outputs`` and check it (if its check is on)."""
         raise NotImplementedError
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,

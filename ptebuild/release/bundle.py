@@ -356,10 +356,10 @@ def _hash_stream(f: IO[bytes], copy_to: Path | None) -> str:
 def _parse_record(data: bytes | None, prefix: str, problems: list[str]) -> dict[str, Any] | None:
     if data is None:
         return None
-    from ptebuild.runtime.record import _validate
+    from ptebuild.runtime.record import validate_record
 
     try:
-        return _validate(Path(f"{prefix}{RECORD_NAME}"), json.loads(data))
+        return validate_record(Path(f"{prefix}{RECORD_NAME}"), json.loads(data))
     except (ValueError, UnicodeDecodeError) as exc:
         problems.append(f"{prefix}{RECORD_NAME}: not valid JSON: {exc}")
     except FormatError as exc:

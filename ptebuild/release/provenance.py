@@ -58,7 +58,7 @@ def provenance_statement(
     the statement carries no time at all. ``bundle``: the name of the manifest's bundle packed.
     A target's ``runtime`` is its entry's.
     """
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
     names = sorted(entries)
     toolchains = {name: dict(sorted(of_kind(entries[name].inputs, InputKind.TOOLCHAIN).items())) for name in names}

@@ -47,6 +47,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payloads import reader_for
 from ptebuild.runtime.pte_file import ExecutionPlan, Value, open_pte
 
 OPLIST_NAME = "selected_operators.yaml"
@@ -160,6 +161,42 @@ def _describe(value: Value) -> str:
     return f"{value.tensor.scalar_type};{','.join(map(str, value.tensor.dim_order))}"
 
 
+@dataclass(frozen=True)
+class DelegateFacts:
+    """One delegate of a ``.pte``: its size, and what its reader says it runs and holds."""
+
+    method: str
+    index: int
+    delegate_id: str
+    payload_bytes: int
+    weights_bytes: int | None = None
+    """Weights inside the payload itself (None: the reader does not say, or there is none)."""
+    operators: dict[str, int] = field(default_factory=dict)
+    """What it runs, operator -> count (empty: the reader does not say)."""
+    known: bool = False
+    """True if a backend declares a reader of its id."""
+
+
+def delegates(path: str | os.PathLike[str]) -> list[DelegateFacts]:
+    """Each delegate of the ``.pte`` at ``path``, in method and delegate order, as its payload
+    reader (:func:`~ptebuild.runtime.payloads.reader_for`) reads it.
+
+    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read."""
+    out = []
+    with open_pte(Path(path)) as pte:
+        for plan in pte.execution_plans():
+            method = plan.name()
+            for delegate in plan.delegates():
+                payload = pte.payload(method, delegate)
+                reader = reader_for(payload.delegate_id)
+                operators = reader.operators(payload) if reader else None
+                out.append(DelegateFacts(
+                    method, delegate.index, payload.delegate_id, payload.size,
+                    reader.weights_bytes(payload) if reader else None, dict(operators or {}), reader is not None,
+                ))
+    return out
+
+
 def delegated_operators(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     """What the delegates of the ``.pte`` at ``path`` run, beside the kernels above: delegate id ->
     operator -> count, summed over its delegates, as each delegate's payload reader says
@@ -168,8 +205,6 @@ def delegated_operators(path: str | os.PathLike[str]) -> dict[str, dict[str, int
 
     Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read.
     """
-    from ptebuild.runtime.payloads import delegates
-
     found: dict[str, dict[str, int]] = {}
     for delegate in delegates(path):
         if delegate.operators:

@@ -33,10 +33,8 @@ A payload a reader cannot parse raises :class:`~ptebuild.errors.FormatError` nam
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.runtime.file_region import Blob
@@ -200,43 +198,3 @@ def _load_next() -> bool:
             continue
         _readers.setdefault(reader.delegate_id, reader)
     return True
-
-
-# -- a program's delegates, in facts ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DelegateFacts:
-    """One delegate of a ``.pte``: its size, and what its reader says it runs and holds."""
-
-    method: str
-    index: int
-    delegate_id: str
-    payload_bytes: int
-    weights_bytes: int | None = None
-    """Weights inside the payload itself (None: the reader does not say, or there is none)."""
-    operators: dict[str, int] = field(default_factory=dict)
-    """What it runs, operator -> count (empty: the reader does not say)."""
-    known: bool = False
-    """True if a backend declares a reader of its id."""
-
-
-def delegates(path: str | os.PathLike[str]) -> list[DelegateFacts]:
-    """Each delegate of the ``.pte`` at ``path``, in method and delegate order.
-
-    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read."""
-    from ptebuild.runtime.pte_file import open_pte
-
-    out = []
-    with open_pte(Path(path)) as pte:
-        for plan in pte.execution_plans():
-            method = plan.name()
-            for delegate in plan.delegates():
-                payload = pte.payload(method, delegate)
-                reader = reader_for(payload.delegate_id)
-                operators = reader.operators(payload) if reader else None
-                out.append(DelegateFacts(
-                    method, delegate.index, payload.delegate_id, payload.size,
-                    reader.weights_bytes(payload) if reader else None, dict(operators or {}), reader is not None,
-                ))
-    return out

@@ -220,7 +220,8 @@ def empty_record() -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "targets": {}}
 
 
-def _validate(path: Path, document: object) -> dict[str, Any]:
+def validate_record(path: Path, document: object) -> dict[str, Any]:
+    """``document`` as a build record read from ``path``; FormatError (naming ``path``) if it is not one."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\")")
     if document.get("version") != VERSION:
@@ -256,7 +257,7 @@ def read_record_document(folder: Path) -> dict[str, Any] | None:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(f"{path}: not valid JSON: {exc}") from None
-    return _validate(path, document)
+    return validate_record(path, document)
 
 
 def read_build_record(folder: Path) -> BuildRecord | None:

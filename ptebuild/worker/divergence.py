@@ -86,13 +86,13 @@ def locate(wrong: WrongProgram, model: Any, program: ProgramPlan, inputs_by_meth
            samples: Mapping[str, list[tuple[Any, ...]]], progress: Callable[[str], None]) -> WrongProgram:
     """``wrong`` with where the program first diverges added to its line, and every operator's
     figures in a note (the program's log)."""
-    from ptebuild.backends import get_backend
+    from ptebuild.backends import bound_backend
     from ptebuild.causes import describe
 
     method = next((m for m in program.methods if m.name == wrong.method), None)
     if method is None or not wrong.inputs:
         return wrong
-    kind = get_backend(program.backend).check_kind(program.options)
+    kind = bound_backend(program).backend.check_kind(program.options)
     if not kind.in_executorch:
         return WrongProgram(
             f"{wrong.message}; where it first diverges is searched in ExecuTorch's runtime, which does not run "
@@ -129,13 +129,13 @@ def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, examp
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from executorch.runtime import Runtime
 
-    from ptebuild.backends import get_backend
+    from ptebuild import backends
     from ptebuild.lowering.check import native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs
     from ptebuild.worker.lower import MethodModule, dynamic_shapes, export_method
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
+    bound = backends.bound_backend(program)
+    backend, options = bound.backend, bound.options
     settings = program.check_settings()
     reference = backend.reference_model(model, program)
     transformed = backend.transform_model(model, options, program)

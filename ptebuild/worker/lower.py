@@ -1,7 +1,9 @@
 """Lower one program: torch.export -> to_edge_transform_and_lower -> to_executorch -> files.
 
-Runs in a worker process: imports torch and executorch. The program's files are written into a
-staging folder; publishing them into the output folder is the parent's job.
+Runs in a worker process: imports torch and executorch. The program's files stream into a
+content-addressed store as ExecuTorch's serializer writes them (hashed on the way, never copied
+into one buffer: :meth:`ptebuild.store.cas.CAS.writer`); a folder names them (``<program>.pte``
+links to its blob) for the check. Publishing them into the output folder is the builder's job.
 """
 
 from __future__ import annotations
@@ -9,31 +11,80 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import bound_backend
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.lowering.binding import Binding, bind
 from ptebuild.lowering.fit import explain_misfit
 from ptebuild.lowering.known_limits import explain, operators_of
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.results import OutputFile
 from ptebuild.typos import did_you_mean
+
+if TYPE_CHECKING:
+    from ptebuild.store.cas import CAS
 
 Progress = Callable[[str], None]
 
 
 @dataclass
 class LoweredProgram:
-    """The files of a lowered program, in a staging folder."""
+    """The files of a lowered program: stored blobs, and a folder naming them."""
 
     files: dict[str, Path]
-    """Output file name (``policy.pte``, ``weights.ptd``) -> staged path."""
+    """Output file name (``policy.pte``, ``weights.ptd``) -> its path by that name (a link to
+    its blob in the store)."""
+    outputs: dict[str, OutputFile]
+    """Output file name -> its digest and size (the blob's name in the store)."""
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
     warnings: list[str] = field(default_factory=list)
     """For the build's report: weights a program with a data name keeps inside its ``.pte``."""
+
+    def add(self, output: OutputFile, store: CAS, folder: Path) -> Path:
+        """Note an output stored in ``store``; return its path by name in ``folder``."""
+        self.outputs[output.name] = output
+        self.files[output.name] = named_link(folder, output.name, store.path(output.sha256))
+        return self.files[output.name]
+
+
+def named_link(folder: Path, name: str, blob: Path) -> Path:
+    """``folder/name``, a symbolic link to ``blob`` (a check reads the file by its own name)."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    os.symlink(blob, path)
+    return path
+
+
+def store_stream(store: CAS, name: str, write: Callable[[Any], None]) -> OutputFile:
+    """Stream what ``write(file)`` writes into a new blob of ``store``: output ``name``, by content."""
+    with store.writer() as out:
+        write(out)
+        digest, size = out.commit()
+    return OutputFile(name, digest, size)
+
+
+class StoredOutputs:
+    """A model kind's outputs (:class:`ptebuild.models.base.Outputs`) streamed into ``store``, each
+    named in ``folder`` by a link to its blob, as :func:`lower` stores a program's files."""
+
+    def __init__(self, store: CAS, folder: Path) -> None:
+        self.store, self.folder = store, folder
+        self.program = LoweredProgram(files={}, outputs={}, methods=[])
+
+    def stream(self, name: str, write: Callable[[Any], None]) -> Path:
+        return self.program.add(store_stream(self.store, name, write), self.store, self.folder)
+
+    def copy(self, name: str, source: Path) -> Path:
+        digest, size = self.store.put_file(source)  # hashed while it streams
+        return self.program.add(OutputFile(name, digest, size), self.store, self.folder)
 
 
 class MethodModule:
@@ -131,8 +182,18 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
+def export_key(method: MethodPlan, distinct: bool, contiguous: bool) -> tuple[Any, ...]:
+    """What decides a method's first export, beside its model and the model's seed (whose
+    example inputs it takes): an exported program made for one program serves another with the
+    same key (:mod:`ptebuild.worker.model_memo`)."""
+    return (method.name, method.function, repr(method.inputs), repr(method.dims), distinct, contiguous)
+
+
 def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress,
-                  samples: list[tuple[Any, ...]] | None = None) -> Any:
+                  samples: list[tuple[Any, ...]] | None = None, exports: dict[Any, Any] | None = None) -> Any:
+    """The method exported and prepared for the program's backend (``samples`` calibrate static
+    quantization). ``exports``: first exports of this model's methods by :func:`export_key`, used
+    and filled (several programs of one model export each method once)."""
     import torch
 
     if not callable(getattr(model, method.function, None)):
@@ -144,27 +205,34 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
             location=f"models.{program.model}.methods.{method.name}" + (f".{key}" if key else ""),
         )
     function = getattr(model, method.function)
-    binding = bind(function, method, program.model)
+    arguments = bind(function, method, program.model)  # the inputs bound to its parameters by name
     shapes = dynamic_shapes(method)
 
     def export(module: Any) -> Any:
         """Export again a module that takes the inputs positionally (an unlifted graph)."""
         return torch.export.export(module, example_inputs, dynamic_shapes=shapes, strict=False)
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
-    progress(f"exporting {method.name}")
+    bound = bound_backend(program)
+    backend, options = bound.backend, bound.options
+    export_id = export_key(method, bool(backend.distinct_outputs), bool(backend.contiguous_outputs))
+    exported = exports.get(export_id) if exports is not None else None
     try:
-        # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
-        exported = torch.export.export(
-            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs), binding),
-            example_inputs,
-            dynamic_shapes=None if shapes is None else (shapes,),
-            strict=False,
-        )
+        if exported is None:
+            progress(f"exporting {method.name}")
+            # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
+            exported = torch.export.export(
+                MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs), arguments),
+                example_inputs,
+                dynamic_shapes=None if shapes is None else (shapes,),
+                strict=False,
+            )
+            if exports is not None:
+                exports[export_id] = exported
+        else:
+            progress(f"{method.name}: exported already, for another program of this model")
     except Exception as exc:
         # An input that does not fit the model fails eager PyTorch too: then the manifest is wrong.
-        misfit = explain_misfit(function, binding, method, program.model, example_inputs)
+        misfit = explain_misfit(function, arguments, method, program.model, example_inputs)
         if misfit is not None:
             raise misfit from exc
         raise BuildError(
@@ -210,11 +278,13 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan, samples: list[t
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
-    samples: dict[str, list[tuple[Any, ...]]] | None = None,
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
+    store: CAS | None = None, samples: dict[str, list[tuple[Any, ...]]] | None = None, exports: dict[Any, Any] | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``; ``samples`` (method
-    name -> its samples) calibrate static quantization.
+    """Lower ``program``: its ``.pte`` (and ``.ptd``) stream into ``store`` (default: a store in
+    ``folder/.objects``), named in ``folder``. ``samples`` (method name -> its samples) calibrate
+    static quantization. ``exports``: the model's first exports, shared with other programs of it
+    (:func:`export_method`; not when the backend transforms the model).
 
     Export and lowering run under ``torch.no_grad()``, as ExecuTorch's own LLM export does: a
     buffer the model updates in place (a KV cache written with ``index_copy_``) from values that
@@ -224,17 +294,18 @@ def lower(
     import torch
 
     with torch.no_grad():
-        return _lower(model, program, inputs_by_method, staging, progress, samples)
+        return _lower(model, program, inputs_by_method, folder, progress, store, samples, exports)
 
 
 def _lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
-    samples: dict[str, list[tuple[Any, ...]]] | None = None,
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
+    store: CAS | None, samples: dict[str, list[tuple[Any, ...]]] | None, exports: dict[Any, Any] | None,
 ) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
+    bound = bound_backend(program)
+    backend, options = bound.backend, bound.options
+    original = model
     try:
         model = backend.transform_model(model, options, program)
     except BuildError:
@@ -244,9 +315,11 @@ def _lower(
             f"preparing the model for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
+    if model is not original:
+        exports = None  # a transformed copy (torchao's 8da4w): its exports are its own
     exported = {
         method.name: export_method(model, program, method, inputs_by_method[method.name], progress,
-                                   (samples or {}).get(method.name))
+                                   (samples or {}).get(method.name), exports)
         for method in program.methods
     }
     progress(f"lowering for {program.backend}")
@@ -272,28 +345,24 @@ def _lower(
             f"{known_limit(exc, program.backend, [n for ep in exported.values() for n in operators_of(ep.graph_module)])}",
             location=f"programs.{program.name}",
         ) from exc
-    staging.mkdir(parents=True, exist_ok=True)
-    files = {}
-    pte_path = staging / program.pte_name
-    with open(pte_path, "wb") as out:
-        executorch_program.write_to_file(out)
-    files[program.pte_name] = pte_path
-    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
-        ptd_path = staging / f"{stem}.ptd"
-        with open(ptd_path, "wb") as out:
-            cord.write_to_file(out)
-        files[ptd_path.name] = ptd_path
+    if store is None:
+        from ptebuild.store.cas import CAS
+
+        store = CAS(folder / ".objects")
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    warnings = []
+    lowered = LoweredProgram(files={}, outputs={}, methods=[m.name for m in program.methods], delegated=delegated)
+    lowered.add(store_stream(store, program.pte_name, executorch_program.write_to_file), store, folder)
+    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
+        lowered.add(store_stream(store, f"{stem}.ptd", cord.write_to_file), store, folder)
     if data_name:
         from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
 
-        kept = weights_in_pte(pte_path, backend.code_in_named_data)
+        kept = weights_in_pte(lowered.files[program.pte_name], backend.code_in_named_data)
         if kept:
-            warnings.append(describe(kept, data_name, program.backend))
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, warnings=warnings)
+            lowered.warnings.append(describe(kept, data_name, program.backend))
+    return lowered
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:

@@ -134,6 +134,24 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+def test_a_cache_too_full_for_a_programs_outputs_warns_once_and_builds(tiny_project, small_tmpfs, capsys):
+    """The worker streams a program's outputs into the cache's store: a .ptd bigger than the
+    space left fails that write; the cache is switched off (one warning) and the program is
+    lowered again into the build's own store, and published."""
+    text = tiny_project.read_text().replace("kwargs = { width = 16 }", "kwargs = { width = 300 }")  # a 360 KiB .ptd
+    tiny_project.write_text(text)
+    cache = small_tmpfs / "cache"
+    assert main(["build", str(tiny_project), "--cache", str(cache), "--only", "tiny_portable"]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith(f"warning: local cache {cache} disabled for this build: "), err
+    assert "no space left" in warnings[0], warnings[0]
+    out = tiny_project.parent / "out"
+    assert (out / "tiny_portable_weights.ptd").stat().st_size > 256 << 10
+    assert main(["verify", str(out), "--bytes"]) == 0
+
+
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_full_or_read_only_cache_warns_once_and_builds(tmp_path, small_tmpfs, capsys, fault):
     import subprocess

@@ -37,7 +37,7 @@ def lowered(manifest: Path, name: str, staging: Path, samples: bool = True):
     found = load_program_samples(program, manifest.parent, str(manifest)) if samples else {}
     with native_stderr_silenced():
         files = lower(model, program, {m.name: make_inputs(m, program.seed) for m in program.methods}, staging,
-                      lambda _: None, found)
+                      lambda _: None, samples=found)
     return program, model, files.files[program.pte_name]
 
 

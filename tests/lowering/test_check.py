@@ -172,7 +172,7 @@ def lowered(manifest: Path, name: str, staging: Path, samples: bool = True):
     found = load_program_samples(program, manifest.parent, str(manifest)) if samples else {}
     inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
     with native_stderr_silenced():
-        files = lower(model, program, inputs, staging, lambda _: None, found)
+        files = lower(model, program, inputs, staging, lambda _: None, samples=found)
     return program, model, files.files[program.pte_name], found
 
 

@@ -282,6 +282,7 @@ def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch)
     portable backend standing in for CUDA (which needs the GPU machine), gives a program that its
     backend's check passes and ExecuTorch's runtime loads."""
     from ptebuild.manifest import load_manifest
+    from ptebuild.models.base import FolderOutputs
     from ptebuild.models.executorch_llm import build
 
     manifest = copy_chat_project(tmp_path / "project")
@@ -289,7 +290,7 @@ def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch)
     plan = load_manifest(manifest)
     program = next(p for p in plan.programs if p.name == "chat_portable")
     monkeypatch.setattr(build, "PTEBUILD_LOWERED_BACKENDS", ("portable",))
-    built = build.build_program(program, manifest.parent, str(manifest), tmp_path / "staging", lambda _: None)
+    built = build.build_program(program, manifest.parent, str(manifest), FolderOutputs(tmp_path / "staging"), lambda _: None)
     assert built.check == "executorch-runtime"  # the portable backend's own check, as CUDA's would be
     assert {f["sizes"]["seq"] for f in built.figures} == {1, 3, 63}
     assert all(f["max_abs_error"] <= program.atol for f in built.figures)

@@ -143,12 +143,11 @@ def test_packs(demo_build, demo_env, tmp_path):
 
 KEYS = """
 import json, sys
-from ptebuild.backends import get_backend
 from ptebuild.builder import keys
 from ptebuild.hashing import hash_file
 from ptebuild.manifest import load_manifest
 plan = load_manifest(sys.argv[1])
-print(json.dumps({p.name: keys.program_inputs(p, plan, hash_file, get_backend(p.backend)) for p in plan.programs}))
+print(json.dumps({p.name: keys.program_inputs(p, plan, hash_file) for p in plan.programs}))
 """
 
 

@@ -62,8 +62,8 @@ def test_payload_reads_are_bounded():
 
 
 def test_delegates_and_delegated_operators_of_a_program(programs):
-    [facts] = payloads.delegates(programs.xinline.pte)
+    [facts] = oplist.delegates(programs.xinline.pte)
     assert (facts.method, facts.index, facts.delegate_id, facts.known) == ("forward", 0, "XnnpackBackend", True)
     assert facts.payload_bytes > 0 and facts.operators
     assert oplist.delegated_operators(programs.xinline.pte) == {"XnnpackBackend": dict(sorted(facts.operators.items()))}
-    assert payloads.delegates(programs.a.pte) == [] and oplist.delegated_operators(programs.a.pte) == {}
+    assert oplist.delegates(programs.a.pte) == [] and oplist.delegated_operators(programs.a.pte) == {}

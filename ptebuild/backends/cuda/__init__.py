@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptebuild.backends import bound_backend
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.cuda import inductor, toolchain, windows
 from ptebuild.backends.cuda import options as cuda_options
@@ -200,7 +201,7 @@ class CudaBackend(Backend):
         key_cuda_weights_by_sha256(manager, config)
 
     def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:
-        options: Any = self.options_model.model_validate(program.options)  # this backend's model (made at run time)
+        options: Any = bound_backend(program).options
         if options.platform == "windows":
             figures = windows.check_windows_program(
                 program, pte, ptd, os.environ.get(SHIM_DIR_ENV), os.environ.get("WINDOWS_CUDA_HOME")

@@ -49,6 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from ptebuild.backends import bound_backend
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.openvino.payload import OpenvinoReader
 
@@ -255,7 +256,7 @@ class OpenvinoBackend(Backend):
         against eager PyTorch; the check's name says the precision OpenVINO ran at."""
         from ptebuild.lowering.check import check_program
 
-        options = self.options_model.model_validate(program.options)
+        options = bound_backend(program).options
         point_runtime_at_openvino()
         figures = check_program(model, program, pte, ptd, samples=samples)
         return figures, f"{EXECUTORCH_RUNTIME_OPENVINO.name}-{inference_precision(options.device)}"

@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends.base import CheckTolerances
-from ptebuild.models.base import BuiltProgram, ModelKind, Progress, ResolvedModel
+from ptebuild.models.base import BuiltProgram, ModelKind, Outputs, Progress, ResolvedModel
+from ptebuild.models.executorch_llm.programs import (
+    FLOAT_TOKEN_AGREEMENT,
+    GENERATION_CHECKED_BACKENDS,
+    PTEBUILD_LOWERED_BACKENDS,
+    QUANTIZED_TOKEN_AGREEMENT,
+    data_file_names,
+    token_agreement_floor,
+    tokenizer_output,
+)
 from ptebuild.plan import DimPlan, InputPlan, MethodPlan
 
 if TYPE_CHECKING:
@@ -39,12 +48,6 @@ if TYPE_CHECKING:
 
 UPSTREAM_BACKENDS = ("portable", "xnnpack", "vulkan", "coreml", "openvino")
 """Backends ExecuTorch 1.5.1's LLM export lowers for (portable: no backend enabled)."""
-PTEBUILD_LOWERED_BACKENDS = ("cuda",)
-"""Backends its LLM export lacks, lowered by ptebuild's own backend from upstream's exported model."""
-GENERATION_CHECKED_BACKENDS = ("portable", "xnnpack", "openvino")
-"""Backends whose programs ExecuTorch's pip runtime runs here: checked by generation and in the
-runner. The others are checked by their backend's own check (Vulkan and Core ML: structural;
-CUDA: on the GPU)."""
 EXTERNAL_WEIGHTS_BACKENDS = ("xnnpack", "cuda")
 """Where a data name works: upstream's export writes a ``.ptd`` only for XNNPACK
 (``export.foundation_weights_file``); the CUDA backend always writes one."""
@@ -62,8 +65,6 @@ layer after layer, so the error scales with the logits: seen on a decoder of Lla
 dimensions (16 layers, 8da4w, 8-bit embeddings, its output layer tied to an N(0, 1) embedding),
 3.51 at most (cosine 0.99987), which an absolute bound of 0.5 refused. The cosine and the token
 agreement are what tell a wrong program."""
-FLOAT_TOKEN_AGREEMENT = 1.0
-QUANTIZED_TOKEN_AGREEMENT = 0.5
 
 
 def forward_method(spec: LlmModelSpec) -> MethodPlan:
@@ -209,10 +210,10 @@ class ExecutorchLlmKind(ModelKind):
     def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
         return tuple(options.files())
 
-    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
+    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
         from ptebuild.models.executorch_llm.build import build_program
 
-        return build_program(program, manifest_dir, display, staging, progress)
+        return build_program(program, manifest_dir, display, outputs, progress)
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
                  out_dir: Path | None) -> Any:
@@ -221,23 +222,7 @@ class ExecutorchLlmKind(ModelKind):
         return generate_with_runner(plan, program, prompt, max_new_tokens=max_new_tokens, out_dir=out_dir)
 
 
-def tokenizer_output(program_name: str, tokenizer: str) -> str:
-    """The file name of a program's tokenizer in the output folder: ``<program>.<tokenizer's file name>``."""
-    return f"{program_name}.{Path(tokenizer).name}"
-
-
-def data_file_names(program: ProgramPlan) -> list[str]:
-    """The ``.ptd`` files a program loads: its ``data_name``'s, then its adapter's (a LoRA program)."""
-    return [name for name in (program.ptd_name, *program.extra_outputs) if name and name.endswith(".ptd")]
-
-
-def token_agreement_floor(program: ProgramPlan) -> float:
-    """The least share of decode steps whose token must agree with the eager model's."""
-    if program.min_token_agreement is not None:
-        return program.min_token_agreement
-    options = program.options
-    quantized = options.get("qmode") or options.get("embedding_quantize") or options.get("quantize_kv_cache")
-    return QUANTIZED_TOKEN_AGREEMENT if quantized else FLOAT_TOKEN_AGREEMENT
-
-
 KIND = ExecutorchLlmKind()
+
+__all__ = ["FLOAT_TOKEN_AGREEMENT", "GENERATION_CHECKED_BACKENDS", "KIND", "PTEBUILD_LOWERED_BACKENDS", "QUANTIZED_TOKEN_AGREEMENT",
+           "data_file_names", "token_agreement_floor", "tokenizer_output"]

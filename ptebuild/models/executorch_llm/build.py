@@ -13,6 +13,9 @@
    weights and the RoPE tables as uninitialized memory (seen: logits of 1e-18, then NaN; never
    the same twice).
 4. The tokenizer is copied beside the program (``<program>.<file name>``), streamed.
+
+Every file is written as a stream through the worker's :class:`~ptebuild.models.base.Outputs`
+(into the task's store, hashed on the way), never read whole into memory.
 5. The check (:mod:`.generation`) against the eager model the export left.
 """
 
@@ -26,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import ManifestError
-from ptebuild.models.base import BuiltProgram, Progress
-from ptebuild.models.executorch_llm import (
+from ptebuild.models.base import BuiltProgram, Outputs, Progress
+from ptebuild.models.executorch_llm.programs import (
     GENERATION_CHECKED_BACKENDS,
     PTEBUILD_LOWERED_BACKENDS,
     data_file_names,
@@ -54,7 +57,7 @@ def params_vocab_size(params: Path, display: str, where: str) -> int:
     return int(ModelArgs().vocab_size)
 
 
-def build_program(program: ProgramPlan, manifest_dir: Path, display: str, staging: Path, progress: Progress) -> BuiltProgram:
+def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
     from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, options_model
     from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
@@ -89,8 +92,8 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, stagin
             spec = spec.model_copy(update={"checkpoint": str(checkpoint)})
         progress(f"exporting with ExecuTorch's LLM export ({spec.model_class or 'llama3'}, {program.backend})")
         export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
-        exported = export(spec, options, program, manifest_dir, metadata, staging)
-        return _finish(program, spec, manifest_dir, staging, progress, exported, tokenizer, started)
+        exported = export(spec, options, program, manifest_dir, metadata, outputs)
+        return _finish(program, spec, manifest_dir, outputs, progress, exported, tokenizer, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -137,15 +140,14 @@ def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -
     return path
 
 
-def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, staging: Path, progress: Progress, exported: Any,
+def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Outputs, progress: Progress, exported: Any,
             tokenizer: Any, started: float) -> BuiltProgram:
     """Copy the tokenizer beside the program and check it."""
-    from ptebuild.models.executorch_llm import tokenizer_output
+    from ptebuild.models.executorch_llm.programs import tokenizer_output
 
     files = dict(exported.files)
     tokenizer_name = tokenizer_output(program.name, spec.tokenizer)
-    shutil.copyfile(manifest_dir / spec.tokenizer, staging / tokenizer_name)
-    files[tokenizer_name] = staging / tokenizer_name
+    files[tokenizer_name] = outputs.copy(tokenizer_name, manifest_dir / spec.tokenizer)
     lowered_at = time.monotonic()
 
     figures: list[dict[str, Any]] = []

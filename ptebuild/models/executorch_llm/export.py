@@ -8,7 +8,7 @@ quantization), export, partitioning, lowering and the metadata methods are upstr
 step. ptebuild replaces only where the result is written (``LLMEdgeManager.save_to_pte``, for the
 duration of the call): :func:`write_program` gives the mutable buffers their names and keys the
 external weights by SHA-256 (the backend's ``rewrite_keys``, as for every other program), then
-streams the ``.pte`` and ``.ptd`` into the staging folder. Upstream's own writer would name weights
+streams the ``.pte`` and ``.ptd`` into the worker's outputs (its task's store). Upstream's own writer would name weights
 by parameter name, so a ``.ptd`` of another model of the same shape would load silently.
 
 CUDA, which upstream's LLM export does not lower for, takes upstream's model and export (the
@@ -31,6 +31,7 @@ from typing import Any
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError
+from ptebuild.models.base import Outputs
 from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions
 from ptebuild.plan import ProgramPlan
 
@@ -139,8 +140,8 @@ def _quiet_stdout() -> Iterator[None]:
 
 
 def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, manifest_dir: Path,
-                         metadata: dict[str, Any], staging: Path) -> ExportedLlm:
-    """Run upstream's LLM export for ``program``'s backend; write its files into ``staging``."""
+                         metadata: dict[str, Any], outputs: Outputs) -> ExportedLlm:
+    """Run upstream's LLM export for ``program``'s backend; write its files through ``outputs``."""
     from executorch.examples.models.llama import export_llama_lib
 
     backend = None if program.backend == "portable" else program.backend
@@ -148,7 +149,7 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     written: dict[str, Any] = {}
 
     def write(manager: Any) -> None:
-        written.update(write_program(manager.export_program, program, staging, options.lora_data_name))
+        written.update(write_program(manager.export_program, program, outputs, options.lora_data_name))
 
     try:
         with _saves_through(write), _quiet_stdout():
@@ -172,7 +173,7 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
 
 
 def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, manifest_dir: Path,
-                        metadata: dict[str, Any], staging: Path) -> ExportedLlm:
+                        metadata: dict[str, Any], outputs: Outputs) -> ExportedLlm:
     """Upstream's model and export (``LlmConfig`` with no backend), lowered by ptebuild's backend:
     its partitioners, ``ExecutorchBackendConfig``, weights file and keys (for CUDA)."""
     import torch
@@ -206,7 +207,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
             f"lowering ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}",
             location=f"programs.{program.name}",
         ) from exc
-    written = _write(executorch_program, program, staging, backend)
+    written = _write(executorch_program, program, outputs, backend)
     model = manager.model
     metadata_written = dict(manager.metadata)
     del executorch_program, edge, exported
@@ -215,7 +216,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
                        mutable_buffers=written["mutable_buffers"], metadata=metadata_written)
 
 
-def write_program(executorch_program: Any, program: ProgramPlan, staging: Path, lora_data_name: str | None = None) -> dict[str, Any]:
+def write_program(executorch_program: Any, program: ProgramPlan, outputs: Outputs, lora_data_name: str | None = None) -> dict[str, Any]:
     """Name the mutable buffers, key the weights by SHA-256 and write the ``.pte`` and ``.ptd``.
 
     ``executorch_program``: the ``ExecutorchProgramManager`` upstream's ``to_executorch`` made,
@@ -230,7 +231,7 @@ def write_program(executorch_program: Any, program: ProgramPlan, staging: Path, 
     backend.rewrite_keys(executorch_program, config)
     if mutable and not executorch_program._emitter_output.external_constant_map:
         _serialize_again(executorch_program, config)  # the key pass did not (nothing to rename)
-    written = _write(executorch_program, program, staging, backend, lora_data_name)
+    written = _write(executorch_program, program, outputs, backend, lora_data_name)
     written["mutable_buffers"] = mutable
     return written
 
@@ -246,16 +247,11 @@ def _serialize_again(executorch_program: Any, config: Any) -> None:
     executorch_program._buffer = None
 
 
-def _write(executorch_program: Any, program: ProgramPlan, staging: Path, backend: Any,
+def _write(executorch_program: Any, program: ProgramPlan, outputs: Outputs, backend: Any,
            lora_data_name: str | None = None) -> dict[str, Any]:
-    """Stream the ``.pte`` and each ``.ptd`` into ``staging``: the program's ``data_name`` (the
+    """Stream the ``.pte`` and each ``.ptd`` into ``outputs``: the program's ``data_name`` (the
     backend's files) and, for a LoRA adapter, ``lora_data_name`` (upstream's LoRA weights file)."""
-    staging.mkdir(parents=True, exist_ok=True)
-    files = {}
-    pte_path = staging / program.pte_name
-    with open(pte_path, "wb") as out:
-        executorch_program.write_to_file(out)
-    files[program.pte_name] = pte_path
+    files = {program.pte_name: outputs.stream(program.pte_name, executorch_program.write_to_file)}
     data = dict(backend.data_files(_without(executorch_program, lora_data_name), program.data_name, program.name))
     if lora_data_name is not None:
         lora = (executorch_program._tensor_data or {}).get(lora_data_name)
@@ -264,10 +260,7 @@ def _write(executorch_program: Any, program: ProgramPlan, staging: Path, backend
                              "adapter's target_modules empty?)", location=f"programs.{program.name}")
         data[lora_data_name] = lora
     for stem, cord in data.items():
-        ptd_path = staging / f"{stem}.ptd"
-        with open(ptd_path, "wb") as out:
-            cord.write_to_file(out)
-        files[ptd_path.name] = ptd_path
+        files[f"{stem}.ptd"] = outputs.stream(f"{stem}.ptd", cord.write_to_file)
     plans = executorch_program.executorch_program.execution_plan
     delegated = {plan.name: len(plan.delegates) for plan in plans if plan.name == "forward"}
     return {"files": files, "delegated": delegated, "mutable_buffers": ()}

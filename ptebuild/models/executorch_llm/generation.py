@@ -470,7 +470,7 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
     import json
 
     from ptebuild.lowering.check import runtime_error, runtime_log
-    from ptebuild.models.executorch_llm import data_file_names
+    from ptebuild.models.executorch_llm.programs import data_file_names
     from ptebuild.runtime import one_data_file
 
     register_llm_kernels()

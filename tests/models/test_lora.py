@@ -58,16 +58,29 @@ def test_a_lora_pair_shares_one_foundation_file_and_has_its_own_adapter_files(ch
     assert adapter_keys and not adapter_keys & {k.key for k in api.inspect(out / "chat_foundation.ptd").keys}
 
 
-def test_each_program_needs_its_own_adapter_and_this_base(chat_build, tmp_path):
-    """SHA-256 keys: the other adapter's file, or a foundation of another base (the same model with
-    another seed), is refused at load, naming the missing key."""
+def test_each_program_needs_its_own_adapter_and_its_own_base(chat_build):
+    """SHA-256 keys: the other adapter's file, or another program's weights of the model (its 8da4w
+    program's), is refused at load, naming the missing key. (A foundation of the same model with
+    another seed: the slow sibling.)"""
     from ptebuild.runtime import check
 
-    manifest, out, cache, *_ = chat_build
+    _, out, *_ = chat_build
     check(out / "chat_lora_story.pte", [out / "chat_foundation.ptd", out / "chat_lora_story.ptd"], verify_bytes=True,
           allow_split=True)
     with pytest.raises(LoadError, match=r"chat_lora_story\.pte: needs key"):
         check(out / "chat_lora_story.pte", [out / "chat_foundation.ptd", out / "chat_lora_poem.ptd"], allow_split=True)
+    with pytest.raises(LoadError, match=r"chat_lora_story\.pte: needs key"):
+        check(out / "chat_lora_story.pte", [out / "chat_xnnpack_8da4w_weights.ptd", out / "chat_lora_story.ptd"],
+              allow_split=True)
+
+
+@pytest.mark.slow
+def test_a_foundation_of_another_base_is_refused_at_load(chat_build, tmp_path):
+    """The same model with another seed (another base of the same shapes and names): its foundation
+    file is refused by the first base's program, naming the missing key."""
+    from ptebuild.runtime import check
+
+    manifest, out, cache, *_ = chat_build
     other = tmp_path / "other"
     text = manifest.read_text().replace("seed = 20261203", "seed = 7")
     (manifest.parent / "other.toml").write_text(text.replace('out = "../out/chat"', f'out = "{other}"'))
@@ -113,8 +126,10 @@ def test_the_adapter_is_applied_as_lora_defines_it(chat_build, tmp_path):
         model = construct_transformer(ModelArgs(max_seq_len=64, max_context_len=64, max_batch_size=1, **params))
         model.load_state_dict({k: v for k, v in merged.items() if ".kv_cache." not in k})  # a model without a KV cache
         with torch.no_grad():
-            expected = model(torch.tensor([PROMPT]))[0, -1].to(torch.float64)
+            logits = model(torch.tensor([PROMPT]))  # the last position's ([1, vocab]) or every position's
+        expected = logits.reshape(-1, logits.shape[-1])[-1].to(torch.float64)
         actual = _logits(out, name, ["chat_foundation.ptd", f"{name}.ptd"])
+        assert expected.shape == actual.shape == (params["vocab_size"],)  # no broadcasting of a scalar
         error = float((actual - expected).abs().max())
         print(name, "max abs error against the merged weights:", error, "; differs from the base by",
               float((actual - base_logits).abs().max()))
@@ -122,11 +137,15 @@ def test_the_adapter_is_applied_as_lora_defines_it(chat_build, tmp_path):
         assert float((actual - base_logits).abs().max()) > 0.1  # the adapter changes what the model computes
 
 
-def test_run_generates_with_the_foundation_and_the_adapter(chat_build):
+def test_run_generates_with_the_foundation_and_the_adapter(chat_build, capsys):
+    from ptebuild.cli import main
+
     manifest, out, *_ = chat_build
-    done = ptebuild("run", manifest, "chat_lora_poem", "--out", out, "--prompt", "The robot", "--max-new-tokens", "6", "--json")
-    assert done.returncode == 0, done.stderr
-    generation = json.loads(done.stdout)
+    code = main(["run", str(manifest), "chat_lora_poem", "--out", str(out), "--prompt", "The robot", "--max-new-tokens", "6",
+                 "--json"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    generation = json.loads(printed.out)
     assert generation["program"] == "chat_lora_poem" and 1 <= generation["generated_tokens"] <= 6
 
 

@@ -139,8 +139,16 @@ PASSES_ON = {
     ("cli/cache.py", "gc_command", "--max-size: {}"): "store/sizes.py parse_size: 'give a number with an optional unit'",
     ("lowering/bundled_io.py", "write_bpte", "bundle_io: {}"): "runtime/bpte_file.py check_suites' problems",
     ("lowering/check.py", "_MethodRunner.check_direction", "{}"): "DirectionBound.fix: what the direction check says to do",
-    ("manifest/resolve.py", "_resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
+    ("manifest/resolve.py", "resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
         "a did-you-mean, or 'use one of ..., or declare it under models.M.dims'",
+    ("manifest/resolve.py", "_resolve_program", "{}: {}.{}: {}"):
+        "models/*: ModelKind.program_problem: each problem ends with what to do ('use one of ...', 'remove ...', 'set ...')",
+    ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}"):
+        "fixes[field]: 'give the model\'s params JSON ...', 'give a tokenizer.json ...', 'give a checkpoint ...'",
+    ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}: models.{}.huggingface: {}: {}"):
+        "models/executorch_llm/huggingface.py FolderProblem: what ExecuTorch's definitions do not compute (some say "
+        "what to use instead: 'use params and checkpoint for the others'; the rest name the unsupported setting only)",
+    ("models/executorch_llm/build.py", "_read_huggingface", "{}: {}"): "FolderProblem, as above",
     ("manifest/resolve.py", "check_collisions", "{}: {} and {} {}"):
         "'both write X; give one of them another name' or '...; choose names that differ in more than case'",
     ("manifest/resolve.py", "_check_name", "{}: {}: name {} {}"): "ptebuild/names.py name_problem: each ends with its fix",
@@ -240,6 +248,12 @@ ERROR_PATHS = {
             "drop --no-cache",
         ],
     },
+    "api/run.py": {
+        "run": [
+            "give 1 or more",
+            "{} generates text: drop --method",
+        ],
+    },
     "api/verify.py": {
         "verify": [
             "give one such as 1.5.1",
@@ -311,9 +325,15 @@ ERROR_PATHS = {
         ],
     },
     "backends/cuda/check.py": {
+        "_runner": [
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
+        "aoti_method": [
+            "torch sees none: build CUDA programs on a machine with one",
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
         "check_with_aoti_runner": [
             "build CUDA programs on a machine with one",
-            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "return a .clone() in all but one",
@@ -585,7 +605,7 @@ ERROR_PATHS = {
         "_check_name": [
             "{}: {}: name {} {}",
         ],
-        "_resolve_methods": [
+        "resolve_methods": [
             "{}: {}.shape: unknown dynamic dim {}{}",
         ],
         "_resolve_program": [
@@ -594,13 +614,17 @@ ERROR_PATHS = {
             "list at least one method or leave it out",
             "name one of {}",
             "list each once",
+            "{}: {}.{}: {}",
             "give this program a model whose shapes are fixed",
             "backend {} writes its weights to a .ptd: set data_name (e.g. data_name = \"{}_weights\")",
             "remove data_name",
+            "remove it",
+            "leave bundle_io off for it",
+            "{}: {}.{}: {}",
         ],
         "_resolve_options": [
             "keep one",
-            "<describe_validation_error(exc, display, backend.options_model, prefix=prefix)>",
+            "<describe_validation_error(exc, display, options_model, prefix=prefix)>",
             "declare it as [shims.{}]",
             "name the shim target {}",
         ],
@@ -621,6 +645,62 @@ ERROR_PATHS = {
         ],
         "_check_bundle_collisions": [
             "give one an output of its own",
+        ],
+    },
+    "models/base.py": {
+        "ModelKind.generate": [
+            "--prompt is for programs of executorch-llm models: drop --prompt",
+        ],
+    },
+    "models/executorch_llm/__init__.py": {
+        "ExecutorchLlmKind.resolve": [
+            "{}",
+            "rename it",
+            "{}: models.{}.huggingface: {}: {}",
+            "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)",
+        ],
+    },
+    "models/executorch_llm/build.py": {
+        "params_vocab_size": [
+            "give ExecuTorch's params JSON of the model",
+            "give ExecuTorch's params JSON of the model",
+        ],
+        "_read_huggingface": [
+            "{}: {}",
+        ],
+    },
+    "models/executorch_llm/export.py": {
+        "export_with_upstream": [
+            "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
+        "export_with_backend": [
+            "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
+        ],
+        "_write": [
+            "give the adapter target_modules of the model",
+        ],
+        "name_mutable_buffers": [
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
+    },
+    "models/executorch_llm/generation.py": {
+        "check_generation": [
+            "give the model's own tokenizer",
+        ],
+        "check_in_runner": [
+            "ExecuTorch's TextLLMRunner generated {} from Once upon a time, the program run step by step {}: its metadata methods or its tokenizer do not fit the runner",
+        ],
+        "generate_with_runner": [
+            "run `{}` first",
+        ],
+    },
+    "models/executorch_llm/tokenizer.py": {
+        "load_tokenizer": [
+            "give a tokenizer.json, a tiktoken file or a SentencePiece model",
+        ],
+        "check_fits": [
+            "give the model's own tokenizer or a vocab_size that holds it",
         ],
     },
     "release/archive.py": {
@@ -1133,6 +1213,9 @@ ERROR_PATHS = {
     "worker/execute.py": {
         "run_task": [
             "<stale>",
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+        ],
+        "_dependencies": [
             "build again",
         ],
     },

@@ -20,7 +20,7 @@ LAYERS = [
     {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},
-    {"manifest"},
+    {"manifest", "models"},
     {"worker"},
     {"daemon"},
     {"builder"},

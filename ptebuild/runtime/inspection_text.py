@@ -1,7 +1,8 @@
 """``ptebuild inspect``'s text: an inspection (:mod:`.inspection`) as lines.
 
 :func:`summary` is what ``ptebuild inspect FILE`` prints: a few lines a person reads (each
-method's signature with its dynamic dims as ranges, where delegates took it, sizes, weights);
+method's signature with its dynamic dims as ranges, where delegates took it, its mutable buffers
+(a KV cache) or the constant it returns (a language model's metadata), sizes, weights);
 :func:`describe` is ``--full``: one line per part (every segment, key and operator). The summary
 is built of sections (:data:`PTE_SECTIONS`), each a function of the inspection and what the build
 record declared: a new figure is one more section.
@@ -42,11 +43,17 @@ def _methods(result: PteInspection, declared: DeclaredProgram | None) -> list[st
     lines = []
     for method in result.methods:
         names = declared.inputs.get(method.name) if declared else None
+        if method.returns_constant:  # a language model's metadata method (get_max_seq_len...): its value
+            lines.append(f"  {method.name}({_signature(method, names)}) returns: {method.constant!r} (a constant: metadata)")
+            continue
         outputs = ", ".join(_bounded(s) for s in method.outputs) or "nothing"
         lines.append(f"  {method.name}({_signature(method, names)}) -> {outputs}")
         notes = [f"{dim} {low}..{high}" for dim, (low, high) in (declared.dims.get(method.name, {}) if declared else {}).items()]
         notes.append(_delegation(method))
         lines.append(f"    {'; '.join(notes)}")
+        if method.mutable_buffers:  # a KV cache
+            lines.append(f"    mutable buffers: {len(method.mutable_buffers)} (kept between calls)")
+            lines.extend(f"      {buffer.describe()}" for buffer in method.mutable_buffers)
     return lines
 
 

@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ptebuild"
 LAYERS = [
     {"<floor one>"},
     {"store", "shims", "runtime"},
+    {"insight"},
     {"lowering"},
     {"backends"},
     {"manifest"},

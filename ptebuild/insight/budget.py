@@ -1,0 +1,153 @@
+"""Budgets: the largest ``.pte`` and ``.ptd``, the smallest delegated fraction and the largest
+planned memory a program may have, and the verdict on its figures.
+
+In the manifest, per program or in ``[defaults]`` (a program's keys override the defaults' one
+by one)::
+
+    budget = { max_pte = "2 MiB", max_ptd = "64 MiB", min_delegated = 0.95, max_planned_memory = "8 MiB" }
+
+Sizes are byte counts or strings with a unit (``"512 KiB"``, ``"2 MiB"``, ``"1.5 GiB"``: powers
+of 1024; ``"500 KB"``, ``"2 MB"``: powers of 1000; :func:`ptebuild.store.sizes.parse_size`).
+``min_delegated`` is a fraction (0 to 1) of operator nodes, as :mod:`.delegation` counts it;
+``max_planned_memory`` bounds all the program's methods together (:attr:`~.figures.ProgramFigures.planned_bytes`).
+
+A budget is not part of a program's action key: it is judged on the figures after the program
+is built or restored, so a changed budget judges a cached program again without lowering it.
+An overrun is one line at the limit's place in the manifest (``programs.X.budget.max_pte``, or
+``defaults.budget.max_pte`` where the program inherits it) with the figure, the budget, and
+what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ptebuild.insight.figures import ProgramFigures, format_bytes
+
+SIZE_LIMITS = ("max_pte", "max_ptd", "max_planned_memory")
+LIMITS = ("max_pte", "max_ptd", "min_delegated", "max_planned_memory")
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes of a budget's size: an int of bytes, or a string with a unit. ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value} is negative")
+        return value
+    from ptebuild.errors import UsageError
+    from ptebuild.store.sizes import parse_size as parse
+
+    try:
+        return parse(value)
+    except UsageError:
+        raise ValueError(f"{value!r} is not a size: give bytes, or a number with a unit (\"512 KiB\", \"2 MiB\", \"1.5 GiB\", \"500 KB\")") from None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit of a budget: its name (:data:`LIMITS`), its value (bytes, or a fraction), and where
+    the manifest sets it (``programs.X.budget`` or ``defaults.budget``)."""
+
+    name: str
+    value: float
+    where: str
+
+    @property
+    def location(self) -> str:
+        return f"{self.where}.{self.name}"
+
+    def text(self) -> str:
+        if self.name == "min_delegated":
+            return f"{100 * self.value:g}%"
+        return _bytes_text(int(self.value))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A program's budget: its limits, each with its place in the manifest."""
+
+    limits: tuple[Limit, ...]
+
+    def limit(self, name: str) -> Limit | None:
+        return next((limit for limit in self.limits if limit.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {limit.name: {"value": limit.value, "where": limit.where} for limit in self.limits}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Budget:
+        return cls(tuple(Limit(str(name), float(entry["value"]), str(entry["where"])) for name, entry in data.items()))
+
+    @classmethod
+    def merged(cls, defaults: Mapping[str, Any] | None, program: Mapping[str, Any] | None, name: str) -> Budget | None:
+        """The budget of program ``name``: its own limits over the defaults' (both already
+        validated: sizes in bytes, fractions as floats). None when neither sets a limit."""
+        limits = []
+        for limit in LIMITS:
+            if program and program.get(limit) is not None:
+                limits.append(Limit(limit, float(program[limit]), f"programs.{name}.budget"))
+            elif defaults and defaults.get(limit) is not None:
+                limits.append(Limit(limit, float(defaults[limit]), "defaults.budget"))
+        return cls(tuple(limits)) if limits else None
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A limit a program's figures break (or cannot be judged against)."""
+
+    limit: Limit
+    message: str
+    """``<the figure>, over the budget of <the limit>; <what to do>``."""
+
+
+def judge(figures: ProgramFigures, budget: Budget, pte_name: str) -> tuple[Overrun, ...]:
+    """The limits of ``budget`` that ``figures`` break, in :data:`LIMITS` order."""
+    found = []
+    for limit in budget.limits:
+        problem = _judge(limit, figures, pte_name)
+        if problem is not None:
+            found.append(Overrun(limit, problem))
+    return tuple(found)
+
+
+def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
+    size = figures.size
+    if limit.name in SIZE_LIMITS and size is None:
+        return f"no size figures for {pte_name} (its files were not read); build it again"
+    if limit.name == "max_pte" and size is not None and size.pte > limit.value:
+        biggest = max(size.pte_parts(), key=lambda part: part[1], default=("plan", 0))
+        return (f"{pte_name} is {_bytes_text(size.pte)}, over the budget of {limit.text()} (the largest part: "
+                f"{biggest[0]} {format_bytes(biggest[1])}); move weights to a .ptd (data_name), quantize, or raise the budget")
+    if limit.name == "max_ptd" and size is not None:
+        largest = size.largest_ptd
+        if largest is not None and largest.size > limit.value:
+            shared = f", shared with {', '.join(largest.shared_with)}" if largest.shared_with else ""
+            return (f"{largest.name} is {_bytes_text(largest.size)}{shared}, over the budget of {limit.text()}; "
+                    "quantize the weights, split the data name, or raise the budget")
+    if limit.name == "max_planned_memory" and size is not None:
+        planned = figures.planned_bytes or 0
+        if planned > limit.value:
+            methods = ", ".join(f"{m.method} {format_bytes(m.planned_bytes)}" for m in figures.memory if m.planned_bytes)
+            return (f"the methods plan {_bytes_text(planned)} together ({methods}), over the budget of {limit.text()}; "
+                    "lower the dynamic dims' max, or raise the budget")
+    if limit.name == "min_delegated":
+        delegation = figures.delegation
+        if delegation is None:
+            return "no delegation figures for this program (its action result has none); build it again with --no-cache"
+        fraction = delegation.fraction
+        if fraction is not None and fraction < limit.value:
+            left = sorted(delegation.non_delegated(), key=lambda item: (-item[1], item[0]))
+            shown = ", ".join(f"{op} ×{n}" for op, n in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            return (f"{100 * fraction:.1f}% of its operator nodes are delegated, under the budget of {limit.text()} "
+                    f"(left to kernels: {shown}); make the model use operators the backend takes, or lower the budget")
+    return None
+
+
+def _bytes_text(n: int) -> str:
+    exact = f"{n:,} bytes"
+    short = format_bytes(n)
+    return exact if short.endswith(" B") else f"{short} ({exact})"

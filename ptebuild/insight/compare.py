@@ -1,0 +1,136 @@
+"""The change of a program's figures between two releases (``ptebuild diff OLD NEW``).
+
+For each program in both: its ``.pte`` and ``.ptd`` bytes, its delegated fraction, its planned
+memory (all methods) and its check's figures (the worst ``max_abs_error`` and the lowest
+``cosine`` over every output and size), before and after. A figure one side lacks is None (an
+older release, a program without a check). :meth:`FiguresChange.worse` names what grew or fell
+(more bytes, a smaller delegated fraction: operators fell back to kernels, more planned memory,
+a larger error or lower cosine), so that review sees it.
+
+JSON (:meth:`FiguresChange.to_json`): each figure as ``{"before": x, "after": y}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ptebuild.insight.delegation import percent
+from ptebuild.insight.figures import ProgramFigures, format_bytes
+
+Pair = tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """A check's figures in two numbers: the worst error and the lowest cosine."""
+
+    max_abs_error: float | None
+    cosine: float | None
+
+    @classmethod
+    def of(cls, figures: Sequence[Mapping[str, Any]]) -> CheckSummary:
+        errors = [float(f["max_abs_error"]) for f in figures if isinstance(f.get("max_abs_error"), (int, float))]
+        cosines = [float(f["cosine"]) for f in figures if isinstance(f.get("cosine"), (int, float))]
+        return cls(max(errors) if errors else None, min(cosines) if cosines else None)
+
+
+@dataclass(frozen=True)
+class FiguresChange:
+    """A program's figures before and after."""
+
+    pte: Pair
+    ptd: Pair
+    delegated: Pair
+    planned: Pair
+    max_abs_error: Pair
+    cosine: Pair
+
+    @classmethod
+    def of(cls, before: ProgramFigures | None, after: ProgramFigures | None,
+           check_before: Sequence[Mapping[str, Any]] = (), check_after: Sequence[Mapping[str, Any]] = ()) -> FiguresChange:
+        a, b = before or ProgramFigures(), after or ProgramFigures()
+        ca, cb = CheckSummary.of(check_before), CheckSummary.of(check_after)
+        return cls(
+            pte=(_pte(a), _pte(b)),
+            ptd=(_ptd(a), _ptd(b)),
+            delegated=(_fraction(a), _fraction(b)),
+            planned=(_planned(a), _planned(b)),
+            max_abs_error=(ca.max_abs_error, cb.max_abs_error),
+            cosine=(ca.cosine, cb.cosine),
+        )
+
+    def worse(self) -> list[str]:
+        """What got worse: ``grew``, ``fell back to kernels``..., one phrase each."""
+        found = []
+        if _up(self.pte) or _up(self.ptd):
+            found.append("grew")
+        if _down(self.delegated):
+            found.append("fell back to kernels")
+        if _up(self.planned):
+            found.append("plans more memory")
+        if _up(self.max_abs_error) or _down(self.cosine):
+            found.append("checks further from eager")
+        return found
+
+    def lines(self) -> list[str]:
+        """One line per figure that is known on either side and changed (``same`` when none did)."""
+        out = []
+        for label, pair, text in (
+            (".pte", self.pte, _bytes), (".ptd", self.ptd, _bytes), ("delegated", self.delegated, percent),
+            ("planned memory", self.planned, _bytes), ("check max error", self.max_abs_error, _error), ("check cosine", self.cosine, _cosine),
+        ):
+            before, after = pair
+            if before == after or (before is None and after is None):
+                continue
+            change = ""
+            if before is not None and after is not None:
+                if label == "delegated":
+                    change = f" ({100 * (after - before):+.1f} points)"
+                elif label in (".pte", ".ptd", "planned memory") and before:
+                    change = f" ({100 * (after - before) / before:+.1f}%)"
+            out.append(f"{label} {text(before)} -> {text(after)}{change}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: {"before": pair[0], "after": pair[1]} for name, pair in (
+            ("pte_bytes", self.pte), ("ptd_bytes", self.ptd), ("delegated", self.delegated), ("planned_bytes", self.planned),
+            ("max_abs_error", self.max_abs_error), ("cosine", self.cosine))} | {"worse": self.worse()}
+
+
+def _pte(f: ProgramFigures) -> float | None:
+    return float(f.size.pte) if f.size is not None else None
+
+
+def _ptd(f: ProgramFigures) -> float | None:
+    return float(f.size.ptd_bytes) if f.size is not None and f.size.ptd else None
+
+
+def _fraction(f: ProgramFigures) -> float | None:
+    return f.delegation.fraction if f.delegation is not None else None
+
+
+def _planned(f: ProgramFigures) -> float | None:
+    planned = f.planned_bytes
+    return float(planned) if planned is not None else None
+
+
+def _up(pair: Pair) -> bool:
+    return pair[0] is not None and pair[1] is not None and pair[1] > pair[0]
+
+
+def _down(pair: Pair) -> bool:
+    return pair[0] is not None and pair[1] is not None and pair[1] < pair[0]
+
+
+def _bytes(value: float | None) -> str:
+    return "-" if value is None else format_bytes(int(value))
+
+
+def _error(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+def _cosine(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6f}"

@@ -1,0 +1,32 @@
+"""The change of a program's figures between two releases, and what got worse."""
+
+from __future__ import annotations
+
+from figures_data import figures
+
+from ptebuild.insight.compare import CheckSummary, FiguresChange
+
+
+def test_a_release_that_grew_and_fell_back_to_kernels():
+    before = figures(pte=6_000, ptd=40_000, delegated=9, left=1, planned=(37_184,))
+    after = figures(pte=9_000, ptd=40_000, delegated=6, left=4, planned=(50_000,))
+    change = FiguresChange.of(before, after, [{"max_abs_error": 1e-6, "cosine": 1.0}], [{"max_abs_error": 3e-3, "cosine": 0.9995}])
+    assert change.worse() == ["grew", "fell back to kernels", "plans more memory", "checks further from eager"]
+    assert change.lines() == [
+        ".pte 5.9 KiB -> 8.8 KiB (+50.0%)",
+        "delegated 90.0% -> 60.0% (-30.0 points)",
+        "planned memory 36.3 KiB -> 48.8 KiB (+34.5%)",
+        "check max error 1.00e-06 -> 3.00e-03",
+        "check cosine 1.000000 -> 0.999500",
+    ]
+    document = change.to_json()
+    assert document["pte_bytes"] == {"before": 6000.0, "after": 9000.0} and document["worse"][0] == "grew"
+
+
+def test_the_same_figures_say_nothing_and_missing_ones_are_none():
+    same = FiguresChange.of(figures(), figures())
+    assert same.worse() == [] and same.lines() == []
+    older = FiguresChange.of(None, figures())
+    assert older.pte == (None, 6000.0) and older.worse() == []
+    assert older.lines()[0] == ".pte - -> 5.9 KiB"
+    assert CheckSummary.of([{"method": "forward"}, {"max_abs_error": 0.5, "cosine": 0.9}]) == CheckSummary(0.5, 0.9)

@@ -71,6 +71,32 @@ class MethodPlan:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """One limit of a program's budget (:mod:`ptebuild.insight.budget`): ``max_pte``, ``max_ptd``,
+    ``max_planned_memory`` (bytes) or ``min_delegated`` (a fraction), and where the manifest sets
+    it (``programs.X.budget`` or ``defaults.budget``)."""
+
+    name: str
+    value: float
+    where: str
+
+    @property
+    def location(self) -> str:
+        return f"{self.where}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A program's budget: its limits. Not part of the program's action key (judged after a build
+    or a restore), so that a changed budget judges a cached program again without lowering it."""
+
+    limits: tuple[Limit, ...]
+
+    def limit(self, name: str) -> Limit | None:
+        return next((limit for limit in self.limits if limit.name == name), None)
+
+
+@dataclass(frozen=True)
 class ProgramPlan:
     name: str
     model: str
@@ -94,6 +120,10 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    etrecord: bool = False
+    """Also write ``<name>.etrecord``: ExecuTorch's ETRecord of the lowering (what the devtools
+    Inspector needs to map an on-device ETDump back to the graph)."""
+    budget: Budget | None = None
 
     @property
     def pte_name(self) -> str:
@@ -108,8 +138,12 @@ class ProgramPlan:
         return f"{self.name}.bpte" if self.bundle_io else None
 
     @property
+    def etrecord_name(self) -> str | None:
+        return f"{self.name}.etrecord" if self.etrecord else None
+
+    @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name) if name))
+        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name, self.etrecord_name) if name))
 
 
 @dataclass(frozen=True)
@@ -141,6 +175,9 @@ class BundlePlan:
     """The archive's file name (``<name>.tar.gz`` unless the manifest names it)."""
     include: tuple[str, ...] = ()
     """Globs of extra files, relative to the manifest folder (resolved when packing)."""
+    etrecord: bool = False
+    """The bundle carries its programs' ETRecords (each program writes one); without it, only
+    those of programs that ask for one themselves."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +219,10 @@ class BuildPlan:
                 )
                 for m in p["methods"]
             )
-            programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"])}))
+            budget = p.get("budget")
+            if budget is not None:
+                budget = Budget(tuple(Limit(**limit) for limit in budget["limits"]))
+            programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"]), "budget": budget}))
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
             BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})

@@ -25,74 +25,44 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.insight.figures import ProgramFigures, format_bytes
+from ptebuild.plan import Budget, Limit
 
 SIZE_LIMITS = ("max_pte", "max_ptd", "max_planned_memory")
 LIMITS = ("max_pte", "max_ptd", "min_delegated", "max_planned_memory")
 
 
-def parse_size(value: int | str) -> int:
+def parse_size(value: object) -> int:
     """Bytes of a budget's size: an int of bytes, or a string with a unit. ValueError otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"{value} is negative")
-        return value
     from ptebuild.errors import UsageError
     from ptebuild.store.sizes import parse_size as parse
 
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
     try:
-        return parse(value)
+        if isinstance(value, str):
+            return parse(value)
     except UsageError:
-        raise ValueError(f"{value!r} is not a size: give bytes, or a number with a unit (\"512 KiB\", \"2 MiB\", \"1.5 GiB\", \"500 KB\")") from None
+        pass
+    raise ValueError(f"{value!r} is not a size: give bytes, or a number with a unit (\"512 KiB\", \"2 MiB\", \"1.5 GiB\", \"500 KB\")")
 
 
-@dataclass(frozen=True)
-class Limit:
-    """One limit of a budget: its name (:data:`LIMITS`), its value (bytes, or a fraction), and where
-    the manifest sets it (``programs.X.budget`` or ``defaults.budget``)."""
-
-    name: str
-    value: float
-    where: str
-
-    @property
-    def location(self) -> str:
-        return f"{self.where}.{self.name}"
-
-    def text(self) -> str:
-        if self.name == "min_delegated":
-            return f"{100 * self.value:g}%"
-        return _bytes_text(int(self.value))
+def merged_budget(defaults: Mapping[str, Any] | None, program: Mapping[str, Any] | None, name: str) -> Budget | None:
+    """The budget of program ``name``: its own limits over the defaults' (both already validated:
+    sizes in bytes, fractions as floats). None when neither sets a limit."""
+    limits = []
+    for limit in LIMITS:
+        if program and program.get(limit) is not None:
+            limits.append(Limit(limit, float(program[limit]), f"programs.{name}.budget"))
+        elif defaults and defaults.get(limit) is not None:
+            limits.append(Limit(limit, float(defaults[limit]), "defaults.budget"))
+    return Budget(tuple(limits)) if limits else None
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A program's budget: its limits, each with its place in the manifest."""
-
-    limits: tuple[Limit, ...]
-
-    def limit(self, name: str) -> Limit | None:
-        return next((limit for limit in self.limits if limit.name == name), None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {limit.name: {"value": limit.value, "where": limit.where} for limit in self.limits}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Budget:
-        return cls(tuple(Limit(str(name), float(entry["value"]), str(entry["where"])) for name, entry in data.items()))
-
-    @classmethod
-    def merged(cls, defaults: Mapping[str, Any] | None, program: Mapping[str, Any] | None, name: str) -> Budget | None:
-        """The budget of program ``name``: its own limits over the defaults' (both already
-        validated: sizes in bytes, fractions as floats). None when neither sets a limit."""
-        limits = []
-        for limit in LIMITS:
-            if program and program.get(limit) is not None:
-                limits.append(Limit(limit, float(program[limit]), f"programs.{name}.budget"))
-            elif defaults and defaults.get(limit) is not None:
-                limits.append(Limit(limit, float(defaults[limit]), "defaults.budget"))
-        return cls(tuple(limits)) if limits else None
+def limit_text(limit: Limit) -> str:
+    """A limit's value as a message says it: ``95%``, ``2.0 MiB (2,097,152 bytes)``."""
+    if limit.name == "min_delegated":
+        return f"{100 * limit.value:g}%"
+    return _bytes_text(int(limit.value))
 
 
 @dataclass(frozen=True)
@@ -120,19 +90,19 @@ def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
         return f"no size figures for {pte_name} (its files were not read); build it again"
     if limit.name == "max_pte" and size is not None and size.pte > limit.value:
         biggest = max(size.pte_parts(), key=lambda part: part[1], default=("plan", 0))
-        return (f"{pte_name} is {_bytes_text(size.pte)}, over the budget of {limit.text()} (the largest part: "
+        return (f"{pte_name} is {_bytes_text(size.pte)}, over the budget of {limit_text(limit)} (the largest part: "
                 f"{biggest[0]} {format_bytes(biggest[1])}); move weights to a .ptd (data_name), quantize, or raise the budget")
     if limit.name == "max_ptd" and size is not None:
         largest = size.largest_ptd
         if largest is not None and largest.size > limit.value:
             shared = f", shared with {', '.join(largest.shared_with)}" if largest.shared_with else ""
-            return (f"{largest.name} is {_bytes_text(largest.size)}{shared}, over the budget of {limit.text()}; "
+            return (f"{largest.name} is {_bytes_text(largest.size)}{shared}, over the budget of {limit_text(limit)}; "
                     "quantize the weights, split the data name, or raise the budget")
     if limit.name == "max_planned_memory" and size is not None:
         planned = figures.planned_bytes or 0
         if planned > limit.value:
             methods = ", ".join(f"{m.method} {format_bytes(m.planned_bytes)}" for m in figures.memory if m.planned_bytes)
-            return (f"the methods plan {_bytes_text(planned)} together ({methods}), over the budget of {limit.text()}; "
+            return (f"the methods plan {_bytes_text(planned)} together ({methods}), over the budget of {limit_text(limit)}; "
                     "lower the dynamic dims' max, or raise the budget")
     if limit.name == "min_delegated":
         delegation = figures.delegation
@@ -142,7 +112,7 @@ def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
         if fraction is not None and fraction < limit.value:
             left = sorted(delegation.non_delegated(), key=lambda item: (-item[1], item[0]))
             shown = ", ".join(f"{op} ×{n}" for op, n in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
-            return (f"{100 * fraction:.1f}% of its operator nodes are delegated, under the budget of {limit.text()} "
+            return (f"{100 * fraction:.1f}% of its operator nodes are delegated, under the budget of {limit_text(limit)} "
                     f"(left to kernels: {shown}); make the model use operators the backend takes, or lower the budget")
     return None
 

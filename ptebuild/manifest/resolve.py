@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends import get_backend
 from ptebuild.errors import DataNameError, ManifestError
+from ptebuild.insight.budget import merged_budget
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
@@ -92,6 +93,7 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
 def _resolve_program(
     display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict[str, dict[str, MethodPlan]],
     bundle_io: bool = False,
+    etrecord: bool = False,
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -154,9 +156,14 @@ def _resolve_program(
         options=options.model_dump(mode="json"),
     )
     # Set here or by a bundle; absent when off, so that programs without it keep their keys.
-    program_entry.pop("bundle_io", None)
-    if bundle_io:
-        program_entry["bundle_io"] = True
+    for flag, on in (("bundle_io", bundle_io), ("etrecord", etrecord)):
+        program_entry.pop(flag, None)
+        if on:
+            program_entry[flag] = True
+    # Judged after the build or a restore, never keyed: a new budget does not lower again.
+    program_entry.pop("budget", None)
+    defaults_budget = manifest.defaults.budget.model_dump() if manifest.defaults.budget else None
+    budget = merged_budget(defaults_budget, program.budget.model_dump() if program.budget else None, name)
     return ProgramPlan(
         name=name,
         model=program.model,
@@ -175,6 +182,8 @@ def _resolve_program(
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,
         bundle_io=bundle_io,
+        etrecord=etrecord,
+        budget=budget,
     )
 
 
@@ -273,8 +282,10 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
     members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
     with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
     with_io |= {p for name, spec in manifest.bundles.items() if spec.bundle_io for p in members[name]}
+    with_etrecord = {p for p, spec in manifest.programs.items() if spec.etrecord}
+    with_etrecord |= {p for name, spec in manifest.bundles.items() if spec.etrecord for p in members[name]}
     programs = tuple(
-        _resolve_program(display, manifest, name, spec, model_methods, bundle_io=name in with_io)
+        _resolve_program(display, manifest, name, spec, model_methods, bundle_io=name in with_io, etrecord=name in with_etrecord)
         for name, spec in manifest.programs.items()
     )
     shims = []
@@ -345,7 +356,7 @@ def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[s
                 f"{display}: {where}.include[{index}]: {pattern!r} leaves the manifest's folder; "
                 "name files inside it (relative paths without '..')"
             )
-    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include))
+    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include), etrecord=spec.etrecord)
 
 
 def _check_bundle_collisions(display: str, bundles: tuple[BundlePlan, ...]) -> None:

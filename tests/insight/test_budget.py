@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from figures_data import figures
 
-from ptebuild.insight.budget import Budget, Limit, judge, parse_size
+from ptebuild.insight.budget import judge, merged_budget, parse_size
 from ptebuild.insight.figures import ProgramFigures
+from ptebuild.plan import Limit
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -25,20 +26,20 @@ def test_bad_sizes(bad):
 
 
 def test_a_programs_limits_override_the_defaults_one_by_one():
-    budget = Budget.merged({"max_pte": 100, "min_delegated": 0.5}, {"max_pte": 200, "max_ptd": 300}, "p")
+    budget = merged_budget({"max_pte": 100, "min_delegated": 0.5}, {"max_pte": 200, "max_ptd": 300}, "p")
     assert budget.limits == (Limit("max_pte", 200, "programs.p.budget"), Limit("max_ptd", 300, "programs.p.budget"),
                              Limit("min_delegated", 0.5, "defaults.budget"))
-    assert Budget.merged(None, {}, "p") is None
-    assert Budget.from_json(budget.to_json()) == budget
+    assert merged_budget(None, {}, "p") is None
+    assert budget.limit("max_pte").location == "programs.p.budget.max_pte" and budget.limit("max_planned_memory") is None
 
 
 def test_within_budget_is_no_overrun():
-    budget = Budget.merged(None, {"max_pte": 6_000, "max_ptd": 40_000, "min_delegated": 0.9, "max_planned_memory": 37_184}, "p")
+    budget = merged_budget(None, {"max_pte": 6_000, "max_ptd": 40_000, "min_delegated": 0.9, "max_planned_memory": 37_184}, "p")
     assert judge(figures(), budget, "p.pte") == ()
 
 
 def test_each_limit_broken_is_one_line_at_its_place():
-    budget = Budget.merged({"max_pte": 5_000, "min_delegated": 0.95},
+    budget = merged_budget({"max_pte": 5_000, "min_delegated": 0.95},
                            {"max_ptd": 32 * 1024, "max_planned_memory": 32 * 1024}, "p")
     found = judge(figures(shared_with=("q",)), budget, "p.pte")
     assert [o.limit.location for o in found] == [
@@ -53,7 +54,7 @@ def test_each_limit_broken_is_one_line_at_its_place():
 
 
 def test_figures_that_are_missing_cannot_pass():
-    budget = Budget.merged(None, {"max_pte": 1, "min_delegated": 0.5}, "p")
+    budget = merged_budget(None, {"max_pte": 1, "min_delegated": 0.5}, "p")
     messages = [o.message for o in judge(ProgramFigures(), budget, "p.pte")]
     assert messages[0].startswith("no size figures for p.pte") and messages[1].startswith("no delegation figures")
 
@@ -62,4 +63,26 @@ def test_a_program_without_operator_nodes_is_not_a_fallback():
     from ptebuild.insight.delegation import Delegation, MethodDelegation
 
     empty = ProgramFigures(delegation=Delegation((MethodDelegation("forward", (), ()),)))
-    assert judge(empty, Budget.merged(None, {"min_delegated": 1.0}, "p"), "p.pte") == ()
+    assert judge(empty, merged_budget(None, {"min_delegated": 1.0}, "p"), "p.pte") == ()
+
+
+def test_the_schema_takes_the_sizes_the_manifest_takes():
+    import re
+
+    from ptebuild.manifest.schema import json_schema
+
+    schema = json_schema()
+    assert schema["$defs"]["Defaults"]["properties"]["budget"] and schema["$defs"]["ProgramSpec"]["properties"]["etrecord"]
+    budget = schema["$defs"]["BudgetSpec"]
+    assert budget["additionalProperties"] is False
+    assert set(budget["properties"]) == {"max_pte", "max_ptd", "min_delegated", "max_planned_memory"}
+    (size, _null) = budget["properties"]["max_pte"]["anyOf"]
+    integer, string = size["anyOf"]
+    assert integer == {"type": "integer", "minimum": 0}
+    for text in ("2 MiB", "2MiB", "512 KiB", "1.5 GiB", "500 KB", "2 MB", "100", "7b"):
+        assert re.search(string["pattern"], text), text
+        parse_size(text)
+    for text in ("two MiB", "2 MiBs", "-1", "", "1e6"):
+        assert not re.search(string["pattern"], text), text
+    fraction = budget["properties"]["min_delegated"]["anyOf"][0]
+    assert (fraction["minimum"], fraction["maximum"]) == (0, 1)

@@ -37,6 +37,31 @@ class CheckSummary:
 
 
 @dataclass(frozen=True)
+class ReleaseFigures:
+    """One program's figures in one release, as a diff compares them (None: unknown there)."""
+
+    pte: float | None = None
+    ptd: float | None = None
+    delegated: float | None = None
+    planned: float | None = None
+    check: CheckSummary = CheckSummary(None, None)
+
+    @classmethod
+    def of(cls, figures: ProgramFigures | None, check: Sequence[Mapping[str, Any]] = (),
+           pte_bytes: int | None = None, ptd_bytes: int | None = None) -> ReleaseFigures:
+        """From a program's figures and check figures; ``pte_bytes``/``ptd_bytes`` (the files'
+        sizes, always known in a release) stand in where the figures have no size split."""
+        f = figures or ProgramFigures()
+        return cls(
+            pte=_pte(f) if f.size is not None else _float(pte_bytes),
+            ptd=_ptd(f) if f.size is not None else _float(ptd_bytes or None),
+            delegated=_fraction(f),
+            planned=_planned(f),
+            check=CheckSummary.of(check),
+        )
+
+
+@dataclass(frozen=True)
 class FiguresChange:
     """A program's figures before and after."""
 
@@ -48,18 +73,15 @@ class FiguresChange:
     cosine: Pair
 
     @classmethod
+    def between(cls, before: ReleaseFigures | None, after: ReleaseFigures | None) -> FiguresChange:
+        a, b = before or ReleaseFigures(), after or ReleaseFigures()
+        return cls((a.pte, b.pte), (a.ptd, b.ptd), (a.delegated, b.delegated), (a.planned, b.planned),
+                   (a.check.max_abs_error, b.check.max_abs_error), (a.check.cosine, b.check.cosine))
+
+    @classmethod
     def of(cls, before: ProgramFigures | None, after: ProgramFigures | None,
            check_before: Sequence[Mapping[str, Any]] = (), check_after: Sequence[Mapping[str, Any]] = ()) -> FiguresChange:
-        a, b = before or ProgramFigures(), after or ProgramFigures()
-        ca, cb = CheckSummary.of(check_before), CheckSummary.of(check_after)
-        return cls(
-            pte=(_pte(a), _pte(b)),
-            ptd=(_ptd(a), _ptd(b)),
-            delegated=(_fraction(a), _fraction(b)),
-            planned=(_planned(a), _planned(b)),
-            max_abs_error=(ca.max_abs_error, cb.max_abs_error),
-            cosine=(ca.cosine, cb.cosine),
-        )
+        return cls.between(ReleaseFigures.of(before, check_before), ReleaseFigures.of(after, check_after))
 
     def worse(self) -> list[str]:
         """What got worse: ``grew``, ``fell back to kernels``..., one phrase each."""
@@ -122,6 +144,10 @@ def _up(pair: Pair) -> bool:
 
 def _down(pair: Pair) -> bool:
     return pair[0] is not None and pair[1] is not None and pair[1] < pair[0]
+
+
+def _float(value: int | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _bytes(value: float | None) -> str:

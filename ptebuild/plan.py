@@ -175,9 +175,9 @@ class BundlePlan:
     """The archive's file name (``<name>.tar.gz`` unless the manifest names it)."""
     include: tuple[str, ...] = ()
     """Globs of extra files, relative to the manifest folder (resolved when packing)."""
-    etrecord: bool = False
-    """The bundle carries its programs' ETRecords (each program writes one); without it, only
-    those of programs that ask for one themselves."""
+    etrecords: tuple[str, ...] = ()
+    """The ETRecord files it carries: every program's when the bundle asks (``etrecord = true``),
+    else those of the programs that ask themselves (another bundle's asking does not bring them)."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,8 @@ class BuildPlan:
             programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"]), "budget": budget}))
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
-            BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})
+            BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"]),
+                          "etrecords": tuple(b.get("etrecords") or ())})
             for b in data.get("bundles", ())
         )
         return cls(

@@ -9,6 +9,7 @@ from ptebuild.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ptebuild.insight.file_figures import FileFigures
     from ptebuild.release.diff import BundleDiff
     from ptebuild.runtime.diff import DiffReport
     from ptebuild.runtime.inspect import PtdInspection, PteInspection
@@ -21,6 +22,19 @@ def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
 
     try:
         return read(path)
+    except OSError as exc:
+        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
+
+
+def figures(path: str | os.PathLike[str]) -> FileFigures:
+    """What a ``.pte`` holds, in figures (:mod:`ptebuild.insight.file_figures`): each method's
+    delegate and operator calls, the size split, planned memory, and what the build record beside
+    it recorded (delegation by operator, mutable buffers, inputs' and outputs' bytes). Raises
+    UsageError if it cannot be read, FormatError if it is not a ``.pte`` or is corrupt."""
+    from ptebuild.insight.file_figures import read_file_figures
+
+    try:
+        return read_file_figures(path)
     except OSError as exc:
         raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ptebuild.builder.capabilities import Capabilities, Obstacle
     from ptebuild.builder.noop import LookedAt
     from ptebuild.builder.schedule import Job
+    from ptebuild.insight.timeline import Timeline
     from ptebuild.store.frontend import Cache, Hit
     from ptebuild.worker.tasks import Event, Task, TaskResult
 
@@ -58,6 +59,8 @@ class BuildOptions:
     rebuild_check: bool = False
     """``--check``: after the build, lower every program again, ignoring the cache, in a changed
     environment, and fail any program whose bytes differ (Nix's ``--check``)."""
+    timings: bool = False
+    """Write the build's timeline into ``<out>/.ptebuild/`` (:mod:`.timings`)."""
 
 
 def in_shard(key: str, shard: tuple[int, int] | None) -> bool:
@@ -102,8 +105,14 @@ class Builder:
         self._inline_again: set[str] = set()
         """Programs whose node result could not be fetched: their task runs again, bytes inline."""
         from ptebuild.builder.shared_data import SharedData
+        from ptebuild.builder.timings import Timings
 
         self.shared = SharedData(self)
+        self.timings = Timings()
+        """What each target did when (written with ``--timings``)."""
+        self.timings_files: tuple[Path, Path] | None = None
+        self._submitted: dict[str, float] = {}
+        self._last_stages: dict[str, tuple[Any, ...]] = {}
 
     def digest_file(self, path: Path) -> tuple[str, int]:
         if self.cache is not None:
@@ -172,10 +181,16 @@ class Builder:
         A program sharing a data name is only held: its group's files are merged and published
         together, later (:mod:`ptebuild.builder.shared_data`). ``local_only``: the local tier only.
         """
+        from ptebuild.insight.stages import Stage
+
+        start = self.timings.now()
         hit = self._lookup(result, elsewhere, local_only)
         if hit is None:  # no cache, no hit
             return None
-        return self._use(result, hit, elsewhere)
+        used = self._use(result, hit, elsewhere)
+        if used is not None:
+            self.timings.span(result.name, Stage.RESTORE, start)
+        return used
 
     def _use(self, result: TargetResult, hit: Hit, elsewhere: str | None = None, node: str = "") -> ActionResult | None:
         """:meth:`_restore` for a hit in hand; ``node``: a node of the executor built it just now
@@ -202,6 +217,7 @@ class Builder:
             result.status, result.node = Status.BUILT, node
         else:
             result.status = Status.CACHED
+            result.cache_hit = True
             result.source = hit.source
             where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
             result.explain = [f"restored from {where}"] if missing or hit.source is Source.REMOTE else ["up to date"]
@@ -373,27 +389,34 @@ class Builder:
 
         def started(job: Job) -> None:
             started_at[job.name] = time.monotonic()
+            self._submitted[job.name] = self.timings.now()
             program = job.data[0]
             self.report(job.name, "start", f"lowering for {program.backend}")
 
         def finished(job: Job, event: Event) -> bool | Literal["again"]:
             from ptebuild.builder.schedule import AGAIN
+            from ptebuild.insight.stages import Stage, spans_from_json
             from ptebuild.worker.tasks import EventKind, TaskFailure
 
             result = self.results[job.name]
             program, inputs = job.data
+            done_at = self.timings.now()
+            submitted = self._submitted.pop(job.name, done_at)
             try:
                 if event.kind is EventKind.DONE and event.result is not None:
+                    self.timings.task(program.name, submitted, done_at, spans_from_json(event.result.stages))
                     for text in event.result.warnings:
                         self.report(program.name, "warning", text)
                     if event.result.action is None:
                         self._finish(program, result, inputs, event.result)
+                        self.timings.span(program.name, Stage.STORE, done_at)
                     elif not self._from_node(program, result, event.result):
                         self._inline_again.add(program.name)
                         return AGAIN
                 else:
                     from ptebuild.builder import failure_logs
 
+                    self.timings.task(program.name, submitted, done_at, None)
                     # Every FAILED event carries its failure (Event.failed), every DONE one its result.
                     failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
                     result.status = Status.FAILED
@@ -412,6 +435,19 @@ class Builder:
             # Windows CUDA programs link the shim import library this build just wrote.
             options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(self.folder.path)})
         self._schedule(self.options.executor, options, jobs, self.cache, ready, started, finished)
+
+    def _expected(self, name: str, stage: str) -> float | None:
+        """How long ``stage`` took in the last build of program ``name`` that the cache remembers
+        (its action result's stage spans), None if unknown."""
+        from ptebuild.insight.stages import Stage, expected_seconds, spans_from_json
+
+        if name not in self._last_stages:
+            last = self._last(name)
+            self._last_stages[name] = spans_from_json(last.stages) if last is not None else ()
+        try:
+            return expected_seconds(self._last_stages[name], Stage(stage))
+        except ValueError:
+            return None
 
     def _schedule(
         self,
@@ -436,7 +472,8 @@ class Builder:
         )
         graceful = False
         try:
-            left = Scheduler(executor, cache, self.report, ready=ready, started=started, finished=finished).run(jobs)
+            left = Scheduler(executor, cache, self.report, ready=ready, started=started, finished=finished,
+                             expected=self._expected).run(jobs)
             graceful = True
         finally:
             executor.close(graceful=graceful)
@@ -556,10 +593,68 @@ class Builder:
             for result in self.results.values():
                 if result.kind == "program" and result.status in (Status.BUILT, Status.CACHED):
                     failure_logs.forget(self.folder.path, result.name)
+            self.judge_budgets()
         finally:
             self.folder.clean()
             self.folder.write_record()
+            if self.options.timings:
+                self.write_timings()
         return list(self.results.values())
+
+    # -- what is inside each program: figures, budgets, the timeline --------------------------------
+
+    def judge_budgets(self) -> None:
+        """Give each delivered program its figures (from the record's entry), and fail those that
+        break their budget (:mod:`ptebuild.insight.budget`): one located line per program, the
+        first limit broken (the report's ``budget`` lists them all). Cached programs are judged
+        as new ones are: a changed budget needs no lowering."""
+        from ptebuild.insight.budget import judge
+        from ptebuild.insight.figures import ProgramFigures
+
+        for program in self.plan.programs:
+            result = self.results.get(program.name)
+            entry = self.folder.entries.get(program.name)
+            if result is None or entry is None or result.status not in (Status.BUILT, Status.CACHED):
+                continue
+            result.insight = entry.figures
+            if program.budget is None:
+                continue
+            try:
+                figures = ProgramFigures.from_json(entry.figures)
+            except (KeyError, TypeError, ValueError):
+                figures = ProgramFigures()
+            overruns = judge(figures, program.budget, program.pte_name)
+            if not overruns:
+                continue
+            result.status = Status.OVER_BUDGET
+            result.budget = tuple({"limit": o.limit.location, "message": o.message} for o in overruns)
+            first = overruns[0]
+            more = f" (and {len(overruns) - 1} more: {', '.join(o.limit.name for o in overruns[1:])})" if len(overruns) > 1 else ""
+            result.message = self._located(program, first.message + more, location=first.limit.location)
+            self.report(program.name, "done", f"over budget: {first.limit.location}")
+
+    def timeline(self) -> Timeline:
+        """The build's timeline so far (:class:`ptebuild.insight.timeline.Timeline`)."""
+        from ptebuild.insight.figures import ProgramFigures
+
+        figures = {}
+        for name, entry in self.folder.entries.items():
+            if entry.figures is not None:
+                try:
+                    figures[name] = ProgramFigures.from_json(entry.figures)
+                except (KeyError, TypeError, ValueError):
+                    pass
+        return self.timings.timeline(self.plan.manifest, list(self.results.values()), figures,
+                                     executor=self.options.executor, jobs=self.options.jobs)
+
+    def write_timings(self) -> None:
+        """``--timings``: the page and the trace into ``<out>/.ptebuild/`` (a failure to write them is a warning)."""
+        from ptebuild.builder.timings import write
+
+        try:
+            self.timings_files = write(self.folder.path, self.timeline())
+        except OSError as exc:
+            self.report("", "warning", f"--timings: cannot write into {self.folder.path}: {exc.strerror or exc}")
 
 
 def _backend(program: ProgramPlan) -> Backend:

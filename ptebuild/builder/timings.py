@@ -53,11 +53,13 @@ class Timings:
         """A stage the builder itself ran (a restore, storing), from ``start`` to ``end`` (now)."""
         self._target(name).spans.append(StageSpan(stage, start, self.now() if end is None else end))
 
-    def task(self, name: str, submitted: float, finished: float, worker: Sequence[StageSpan]) -> None:
+    def task(self, name: str, submitted: float, finished: float, worker: Sequence[StageSpan] | None) -> None:
         """A task of ``name`` submitted at ``submitted`` whose result arrived at ``finished``, with
-        the stages its worker timed (relative to the task's start)."""
+        the stages its worker timed (relative to the task's start); None: a failed task, whose
+        stages are unknown (its box is drawn empty)."""
         target = self._target(name)
-        target.spans.extend(place_worker_spans(worker, submitted, finished))
+        if worker is not None:
+            target.spans.extend(place_worker_spans(worker, submitted, finished))
         target.task = (submitted, finished)
 
     def timeline(self, manifest: str, results: Sequence[TargetResult], figures: Mapping[str, ProgramFigures],
@@ -70,13 +72,14 @@ class Timings:
         for result in results:
             target = self._targets.get(result.name, _Target())
             spans = tuple(sorted(target.spans, key=lambda s: s.start))
-            start = min((s.start for s in spans), default=0.0)
-            end = max((s.end for s in spans), default=start)
+            bounds = [*(s.start for s in spans), *(target.task or ())]
+            start = min(bounds, default=0.0)
+            end = max([*(s.end for s in spans), *(target.task or ())], default=start)
             targets.append(TargetTimeline(
                 name=result.name, backend=result.backend, status=str(result.status), start=start, end=end, spans=spans,
                 lane=lanes.get(result.name, BUILDER_LANE),
-                cache_hit=result.status is Status.CACHED,
-                source=result.source.value if result.status is Status.CACHED and isinstance(result.source, Source) else "",
+                cache_hit=result.cache_hit or result.status is Status.CACHED,
+                source=result.source.value if isinstance(result.source, Source) else "",
                 node=result.node, figures=figures.get(result.name), check=tuple(result.figures), message=result.message,
             ))
         count = max(lanes.values(), default=0)

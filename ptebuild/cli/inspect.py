@@ -22,8 +22,12 @@ def register(subparsers: Subparsers) -> None:
         description=(
             "Describe FILE without executing it: for a .pte its header, each method's inputs and "
             "outputs (dtype and sizes), operators and delegates, its segments, named data, the "
-            "keys it needs from a .ptd and the operators a selective runtime build must register; "
-            "for a .ptd its keys with their sizes. Exit 2 if FILE is neither or is corrupt."
+            "keys it needs from a .ptd and the operators a selective runtime build must register, "
+            "then its figures: each method's delegate and operator calls, its size split (plan, "
+            "constants, named data, each delegate's payload, the .ptd files), each method's planned "
+            "memory and inputs' and outputs' bytes, and, from a build record beside it, the "
+            "delegation by operator its build counted; for a .ptd its keys with their sizes. Exit 2 "
+            "if FILE is neither or is corrupt."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="a .pte or .ptd file")
@@ -46,8 +50,16 @@ def inspect_command(args: argparse.Namespace) -> int:
         sys.stdout.write(operator_list(args.file).decode("utf-8"))
         return 0
     result = inspect(args.file)
+    found = None
+    if result.kind == "pte":
+        from ptebuild.api.inspect import figures
+
+        found = figures(args.file)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        document = result.to_json()
+        if found is not None:
+            document["figures"] = found.to_json()
+        print(json.dumps(document, indent=2))
     else:
-        print("\n".join(describe(result)))
+        print("\n".join(describe(result) + (found.describe() if found is not None else [])))
     return 0

@@ -124,7 +124,7 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
             data = data[os.write(pipe, data):]
 
     task = Task.from_json(task_json)
-    outcome = execute(task, lambda text: write_all({"op": "progress", "text": str(text)}))
+    outcome = execute(task, lambda text, stage="": write_all({"op": "progress", "text": str(text), "stage": stage}))
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:

@@ -25,7 +25,8 @@ Client -> server
 Server -> client
     ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` (a different protocol or
     toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
-    process runs it), ``{"op": "progress", "task_id", "text"}``, and one of
+    process runs it), ``{"op": "progress", "task_id", "text", "stage"}`` (the stage: a
+    ``ptebuild.insight.stages.Stage`` value, or empty), and one of
     ``{"op": "done", "task_id", "result": result_to_json(TaskResult)}`` or
     ``{"op": "failed", "task_id", "failure": TaskFailure.to_json()}`` (its kind, message, manifest
     and location), or ``{"op": "retry", "task_id", "reason"}``: the server retired (a library it
@@ -231,6 +232,8 @@ def result_to_json(result: TaskResult) -> dict[str, Any]:
         "lower_seconds": result.lower_seconds,
         "check_seconds": result.check_seconds,
         "node": result.node,
+        "insight": result.insight,
+        "stages": list(result.stages),
     }
 
 
@@ -247,4 +250,6 @@ def result_from_json(data: dict[str, Any]) -> TaskResult:
         lower_seconds=float(data.get("lower_seconds") or 0.0),
         check_seconds=float(data.get("check_seconds") or 0.0),
         node=str(data.get("node") or ""),
+        insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
+        stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)),
     )

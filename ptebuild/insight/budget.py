@@ -91,7 +91,7 @@ def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
     if limit.name == "max_pte" and size is not None and size.pte > limit.value:
         biggest = max(size.pte_parts(), key=lambda part: part[1], default=("plan", 0))
         return (f"{pte_name} is {_bytes_text(size.pte)}, over the budget of {limit_text(limit)} (the largest part: "
-                f"{biggest[0]} {format_bytes(biggest[1])}); move weights to a .ptd (data_name), quantize, or raise the budget")
+                f"{biggest[0]} {format_bytes(biggest[1])}); {_shrink(biggest[0])}, or raise the budget")
     if limit.name == "max_ptd" and size is not None:
         largest = size.largest_ptd
         if largest is not None and largest.size > limit.value:
@@ -115,6 +115,17 @@ def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
             return (f"{100 * fraction:.1f}% of its operator nodes are delegated, under the budget of {limit_text(limit)} "
                     f"(left to kernels: {shown}); make the model use operators the backend takes, or lower the budget")
     return None
+
+
+def _shrink(part: str) -> str:
+    """What makes the largest part of a ``.pte`` smaller."""
+    if part in ("constants", "named data"):
+        return "move the weights into a .ptd (data_name), or quantize them"
+    if part.startswith("delegate "):
+        return "quantize the weights the delegate holds, or keep them in a .ptd (data_name)"
+    if part == "plan":
+        return "the plan (methods, values, instructions) is most of it: export fewer methods or a smaller graph"
+    return "rebuild it"
 
 
 def _bytes_text(n: int) -> str:

@@ -13,6 +13,7 @@ figures still stand.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ class FileFigures:
         return lines
 
 
-def read_file_figures(path: str | Path) -> FileFigures:
+def read_file_figures(path: str | os.PathLike[str]) -> FileFigures:
     """The figures of the ``.pte`` at ``path`` (see the module docstring).
 
     Raises FormatError (a corrupt ``.pte``) or OSError.

@@ -96,6 +96,11 @@ class StageClock:
     def elapsed(self) -> float:
         return self._now() - self._zero
 
+    @property
+    def current(self) -> Stage | None:
+        """The stage in progress (None before the first, or after :meth:`spans`)."""
+        return self._open[0] if self._open is not None else None
+
     def begin(self, stage: Stage) -> None:
         at = self.elapsed()
         self._close(at)

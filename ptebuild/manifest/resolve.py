@@ -296,7 +296,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
             raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))
     bundles = tuple(
-        _resolve_bundle(display, name, spec, members[name]) for name, spec in sorted(manifest.bundles.items())
+        _resolve_bundle(display, name, spec, members[name], manifest) for name, spec in sorted(manifest.bundles.items())
     )
     plan = BuildPlan(
         manifest=display,
@@ -338,7 +338,7 @@ def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list
     return tuple(sorted(found))
 
 
-def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[str, ...]) -> BundlePlan:
+def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[str, ...], manifest: Manifest) -> BundlePlan:
     where = dotted(("bundles", name))
     _check_name(display, where, name, ".tar.gz")
     archive = spec.output if spec.output is not None else f"{name}.tar.gz"
@@ -356,7 +356,8 @@ def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[s
                 f"{display}: {where}.include[{index}]: {pattern!r} leaves the manifest's folder; "
                 "name files inside it (relative paths without '..')"
             )
-    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include), etrecord=spec.etrecord)
+    etrecords = tuple(f"{p}.etrecord" for p in programs if spec.etrecord or manifest.programs[p].etrecord)
+    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include), etrecords=etrecords)
 
 
 def _check_bundle_collisions(display: str, bundles: tuple[BundlePlan, ...]) -> None:

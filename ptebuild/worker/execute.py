@@ -15,13 +15,12 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild.errors import BuildError, StaleWorker
 from ptebuild.results import OutputFile
 from ptebuild.worker import imported
-from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
+from ptebuild.worker.tasks import Progress, Task, TaskFailure, TaskResult
 
 _baseline: frozenset[str] = frozenset()
 _imported: dict[str, imported.ImportedDist] = {}
@@ -103,8 +102,9 @@ def fresh_state(seed: int = 0) -> None:
     torch.set_grad_enabled(True)
 
 
-def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
-    """Lower and check one program in this process; return its outputs by content."""
+def run_task(task: Task, progress: Progress) -> TaskResult:
+    """Lower and check one program in this process; return its outputs by content, what the
+    worker counted in the lowered program and the stages it went through (timed here)."""
     import shutil
     import socket
     import tempfile
@@ -113,6 +113,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
+    from ptebuild.insight.stages import Stage, StageClock
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.plan import BuildPlan
     from ptebuild.worker.lower import lower
@@ -123,22 +124,31 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
         raise StaleWorker(stale)
     fresh_state()
     started = time.monotonic()
+    stages = StageClock()
+
+    def report(text: str) -> None:
+        """Progress text with the stage it belongs to."""
+        stage = stages.current
+        progress(text, stage.value if stage is not None else "")
+
     plan = BuildPlan.from_json(task.plan_json, manifest=task.manifest, manifest_dir=task.manifest_dir)
     program = next(p for p in plan.programs if p.name == task.program)
     manifest_dir = Path(plan.manifest_dir)
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
     try:
-        progress("building the model")
+        stages.begin(Stage.IMPORT)
+        report("building the model")
         model = build_model(program, manifest_dir, plan.manifest)
         inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, progress)
+        lowered = lower(model, program, inputs, staging, report, stages)
         lowered_at = time.monotonic()
         figures, check_name = [], ""
         if program.check_enabled:
             backend = get_backend(program.backend)
             kind = backend.check_kind(program.options)
-            progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
+            stages.begin(Stage.CHECK)
+            report("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
             ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
             checked, check_name = backend.check(
                 model, program, lowered.files[program.pte_name], ptd
@@ -147,11 +157,13 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
         if program.bpte_name:
             from ptebuild.lowering.bundled_io import write_bpte
 
-            progress("bundling the test cases")
+            stages.begin(Stage.BUNDLE)
+            report("bundling the test cases")
             reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
             lowered.files[program.bpte_name] = write_bpte(
                 reference, program, lowered.files[program.pte_name], staging / program.bpte_name
             )
+        stages.begin(Stage.STORE)
         deps = discover(manifest_dir, hash_file)
         for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
             before = installed_at_start.get(dist)
@@ -178,6 +190,9 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             lower_seconds=lowered_at - started,
             check_seconds=time.monotonic() - lowered_at,
             node=socket.gethostname(),
+            warnings=tuple(lowered.problems),
+            insight=lowered.figures.worker_part().to_json() if lowered.figures is not None else None,
+            stages=tuple(span.to_json() for span in stages.spans()),
         )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
@@ -185,7 +200,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:
+def execute(task: Task, progress: Progress) -> TaskResult | TaskFailure:
     """Run a task and turn any failure into a value (:class:`~ptebuild.worker.tasks.TaskFailure`).
     Shared by every executor's worker side."""
     try:

@@ -14,6 +14,8 @@ from typing import Any
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError
+from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
 Progress = Callable[[str], None]
@@ -28,6 +30,11 @@ class LoweredProgram:
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
+    figures: ProgramFigures | None = None
+    """What the lowered graphs say (:func:`ptebuild.lowering.figures.lowered_figures`); None if
+    they could not be counted (``problems`` says why)."""
+    problems: list[str] = field(default_factory=list)
+    """What went wrong beside the lowering itself (one line each), for the report's warnings."""
 
 
 class MethodModule:
@@ -185,10 +192,14 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    stages: StageClock | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``) into ``staging``."""
+    """Lower ``program`` and write its ``.pte`` (and ``.ptd``, and with ``etrecord`` its ETRecord)
+    into ``staging``; ``stages`` hears when the export, lowering and emitting begin."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    stages = stages or StageClock()
 
     backend = get_backend(program.backend)
     options = backend.options_model.model_validate(program.options)
@@ -201,20 +212,26 @@ def lower(
             f"preparing the model for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
+    stages.begin(Stage.EXPORT)
     exported = {
         method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
         for method in program.methods
     }
+    stages.begin(Stage.LOWER)
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
+    problems: list[str] = []
     try:
         with backend.lowering_context(options):
             edge = to_edge_transform_and_lower(
                 exported,
                 partitioner=backend.partitioners(options, program),
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                generate_etrecord=program.etrecord,
             )
+            figures = _figures(edge, program, problems)
             config = backend.emit_config(data_name, options)
+            stages.begin(Stage.EMIT)
             progress("emitting the program")
             executorch_program = edge.to_executorch(config)
         backend.rewrite_keys(executorch_program, config)
@@ -236,10 +253,29 @@ def lower(
         with open(ptd_path, "wb") as out:
             cord.write_to_file(out)
         files[ptd_path.name] = ptd_path
+    if program.etrecord_name:
+        try:
+            executorch_program.get_etrecord().save(str(staging / program.etrecord_name))
+        except Exception as exc:
+            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}", location=f"programs.{program.name}.etrecord") from exc
+        files[program.etrecord_name] = staging / program.etrecord_name
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated)
+    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, figures=figures,
+                          problems=problems)
+
+
+def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramFigures | None:
+    """The lowered graphs' figures; None (and a line in ``problems``) if they cannot be counted:
+    a program is not refused for its figures."""
+    from ptebuild.lowering.figures import lowered_figures
+
+    try:
+        return lowered_figures(edge, program)
+    except Exception as exc:
+        problems.append(f"its delegation and memory figures could not be counted: {summary_of(exc)}")
+        return None
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:

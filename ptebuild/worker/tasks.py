@@ -19,7 +19,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ptebuild.results import ActionResult, Dependencies, FailureKind, OutputFile
 
@@ -144,12 +144,17 @@ class TaskResult:
     """The node found ``action`` in the shared cache: nothing was lowered."""
     warnings: tuple[str, ...] = ()
     """What the node's cache tiers warned about (one line each), for the builder to report."""
+    insight: dict[str, Any] | None = None
+    """What the worker counted in the lowered program (:attr:`ActionResult.insight`)."""
+    stages: tuple[dict[str, Any], ...] = ()
+    """The worker's stage spans, relative to the task's start (:attr:`ActionResult.stages`)."""
 
     def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
         """The action result of this lowering of ``target`` (the program) under ``key``."""
         return ActionResult(key=key, target=target, kind="program", outputs=self.outputs, inputs=inputs,
                             deps=self.deps, backend=backend, figures=self.figures, check=self.check,
-                            delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node)
+                            delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node,
+                            insight=self.insight, stages=self.stages)
 
     def files_into(self, folder: Path) -> dict[str, Path]:
         """The output files as paths, writing inline data into ``folder`` first."""
@@ -228,6 +233,13 @@ class TaskFailure:
         return cls(FailureKind.BUILD, message, "", where, cause.text)
 
 
+class Progress(Protocol):
+    """How a worker says what it is doing: a line of text, and the stage it is in
+    (:class:`ptebuild.insight.stages.Stage` value; empty: none), carried as events to the builder."""
+
+    def __call__(self, text: str, stage: str = "") -> None: ...
+
+
 class EventKind(str, enum.Enum):
     STARTED = "started"
     """The task reached a worker that is ready to run it."""
@@ -245,6 +257,8 @@ class Event:
     result: TaskResult | None = None
     failure: TaskFailure | None = None
     """Why a FAILED task failed."""
+    stage: str = ""
+    """With progress: the stage the worker is in (a :class:`ptebuild.insight.stages.Stage` value), if it said."""
 
     @classmethod
     def failed(cls, task_id: str, failure: TaskFailure | str) -> Event:

@@ -46,7 +46,7 @@ def test_each_limit_broken_is_one_line_at_its_place():
         "defaults.budget.max_pte", "programs.p.budget.max_ptd", "defaults.budget.min_delegated", "programs.p.budget.max_planned_memory"]
     pte, ptd, delegated, planned = (o.message for o in found)
     assert pte == ("p.pte is 5.9 KiB (6,000 bytes), over the budget of 4.9 KiB (5,000 bytes) (the largest part: delegate XnnpackBackend "
-                   "2.9 KiB); move weights to a .ptd (data_name), quantize, or raise the budget")
+                   "2.9 KiB); quantize the weights the delegate holds, or keep them in a .ptd (data_name), or raise the budget")
     assert ptd.startswith("weights.ptd is 39.1 KiB (40,000 bytes), shared with q, over the budget of 32.0 KiB (32,768 bytes)")
     assert delegated == ("90.0% of its operator nodes are delegated, under the budget of 95% (left to kernels: aten_mean_dim ×1); "
                          "make the model use operators the backend takes, or lower the budget")

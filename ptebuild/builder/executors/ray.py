@@ -143,7 +143,7 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
         if not _prepared:
             prepare_worker()
             _prepared = True
-        outcome = execute(replace(task, staging=str(outputs)), lambda _text: None)
+        outcome = execute(replace(task, staging=str(outputs)), lambda _text, _stage="": None)
         if isinstance(outcome, TaskFailure):
             if shared is not None:
                 shared.close()

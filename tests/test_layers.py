@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ptebuild"
 
 LAYERS = [
     {"<floor one>"},
-    {"store", "shims", "runtime"},
     {"insight"},
+    {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},
     {"manifest"},

@@ -9,32 +9,19 @@ from ptebuild.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ptebuild.insight.file_figures import FileFigures
     from ptebuild.release.diff import BundleDiff
     from ptebuild.runtime.diff import DiffReport
     from ptebuild.runtime.inspect import PtdInspection, PteInspection
 
 
 def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
-    """Describe a ``.pte`` (methods, delegates, segments, the keys it needs) or a ``.ptd`` (its
+    """Describe a ``.pte`` (methods, delegates, segments, the keys it needs, its figures: calls,
+    size split, planned memory, and what a build record beside it recorded) or a ``.ptd`` (its
     keys). Raises UsageError if it cannot be read, FormatError if it is neither or is corrupt."""
     from ptebuild.runtime.inspect import inspect as read
 
     try:
         return read(path)
-    except OSError as exc:
-        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
-
-
-def figures(path: str | os.PathLike[str]) -> FileFigures:
-    """What a ``.pte`` holds, in figures (:mod:`ptebuild.insight.file_figures`): each method's
-    delegate and operator calls, the size split, planned memory, and what the build record beside
-    it recorded (delegation by operator, mutable buffers, inputs' and outputs' bytes). Raises
-    UsageError if it cannot be read, FormatError if it is not a ``.pte`` or is corrupt."""
-    from ptebuild.insight.file_figures import read_file_figures
-
-    try:
-        return read_file_figures(path)
     except OSError as exc:
         raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
 

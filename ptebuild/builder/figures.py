@@ -63,8 +63,7 @@ class FiguresReader:
                     return SizeSplit.from_json(kept["size"]), {str(m): tuple(int(n) for n in b) for m, b in kept["planned"].items()}
                 except (KeyError, TypeError, ValueError, AttributeError):
                     pass
-        from ptebuild.insight.memory import planned_buffers
-        from ptebuild.insight.sizes import pte_split
+        from ptebuild.runtime.program_figures import planned_buffers, pte_split
 
         try:
             split = pte_split(self.folder / pte.name)

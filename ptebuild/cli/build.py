@@ -122,7 +122,7 @@ class TerminalReport:
 
 
 def _size(n: int) -> str:
-    from ptebuild.store.sizes import format_size
+    from ptebuild.sizes import format_size
 
     return format_size(n)
 

@@ -50,16 +50,8 @@ def inspect_command(args: argparse.Namespace) -> int:
         sys.stdout.write(operator_list(args.file).decode("utf-8"))
         return 0
     result = inspect(args.file)
-    found = None
-    if result.kind == "pte":
-        from ptebuild.api.inspect import figures
-
-        found = figures(args.file)
     if args.json:
-        document = result.to_json()
-        if found is not None:
-            document["figures"] = found.to_json()
-        print(json.dumps(document, indent=2))
+        print(json.dumps(result.to_json(), indent=2))
     else:
-        print("\n".join(describe(result) + (found.describe() if found is not None else [])))
+        print("\n".join(describe(result)))
     return 0

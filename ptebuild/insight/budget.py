@@ -34,7 +34,7 @@ LIMITS = ("max_pte", "max_ptd", "min_delegated", "max_planned_memory")
 def parse_size(value: object) -> int:
     """Bytes of a budget's size: an int of bytes, or a string with a unit. ValueError otherwise."""
     from ptebuild.errors import UsageError
-    from ptebuild.store.sizes import parse_size as parse
+    from ptebuild.sizes import parse_size as parse
 
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value

@@ -4,18 +4,16 @@ its operator calls, by operator (the instructions of its chains).
 A call is one instruction: a ``DelegateCall`` runs a whole delegated subgraph, a ``KernelCall``
 one operator's kernel (``aten::mean.out``). These are not the node counts of
 :mod:`.delegation` (those need the lowered graph, which the file does not keep: the build record
-has them), but they are what a runtime will execute. Pure; reads with :mod:`ptebuild.runtime.pte_file`.
+has them), but they are what a runtime will execute. Read by :func:`ptebuild.runtime.program_figures.program_calls`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ptebuild.insight.delegation import Counts, counts
-from ptebuild.runtime.pte_file import open_pte
+from ptebuild.insight.delegation import Counts
 
 
 @dataclass(frozen=True)
@@ -48,28 +46,3 @@ class MethodCalls:
         operators = ", ".join(f"{op} ×{n}" for op, n in sorted(self.operator_calls, key=lambda i: (-i[1], i[0])))
         line = f"{self.delegated} delegate calls" + (f" ({delegates})" if delegates else "")
         return line + f", {self.operators} operator calls" + (f" ({operators})" if operators else "")
-
-
-def program_calls(path: str | Path) -> tuple[MethodCalls, ...]:
-    """Each method's calls, in file order.
-
-    Raises FormatError (a corrupt file: the message names the field) or OSError.
-    """
-    found = []
-    with open_pte(path) as pte:
-        for plan in pte.execution_plans():
-            operators = [op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators()]
-            backends = [d.backend() or "?" for d in plan.delegates()]
-            delegated: list[str] = []
-            called: list[str] = []
-            for chain in plan.chains():
-                for instruction in chain.instructions:
-                    if not instruction.operands or not isinstance(instruction.operands[0], int):
-                        continue
-                    index = instruction.operands[0]
-                    if instruction.kind == "DelegateCall":
-                        delegated.append(backends[index] if 0 <= index < len(backends) else f"delegate {index}")
-                    elif instruction.kind == "KernelCall":
-                        called.append(operators[index] if 0 <= index < len(operators) else f"operator {index}")
-            found.append(MethodCalls(plan.name(), counts(delegated), counts(called)))
-    return tuple(found)

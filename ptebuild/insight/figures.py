@@ -126,6 +126,6 @@ def _plural(n: int, word: str) -> str:
 
 def format_bytes(n: int) -> str:
     """``512 B``, ``36.3 KiB``, ``1.5 GiB``."""
-    from ptebuild.store.sizes import format_size
+    from ptebuild.sizes import format_size
 
     return format_size(n)

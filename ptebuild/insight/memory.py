@@ -4,7 +4,8 @@
   (``ExecutionPlan.non_const_buffer_sizes``; entry 0 is reserved by ExecuTorch and is 0), which
   a runtime allocates when it loads the method: activations, and mutable buffers (a KV cache)
   unless they were left unplanned. Memory a delegate allocates itself (XNNPACK's workspace, a GPU
-  backend's buffers) is not in it. Read from the ``.pte`` (:func:`planned_buffers`).
+  backend's buffers) is not in it. Read from the ``.pte``
+  (:func:`ptebuild.runtime.program_figures.planned_buffers`).
 - **Mutable buffers**: buffers the method updates in place (a KV cache), by name, dtype, shape
   and bytes; found by the worker in the exported program (:mod:`ptebuild.lowering.memory`).
 - **Inputs and outputs**: their bytes at sizes of the dynamic dims (:func:`io_points`): the
@@ -19,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
-from pathlib import Path
 from typing import Any
 
 from ptebuild.plan import InputPlan, MethodPlan
@@ -122,17 +122,6 @@ class MethodMemory:
             tuple(TensorBytes.from_json(t) for t in data.get("mutable") or ()),
             tuple(IoPoint.from_json(p) for p in data.get("io") or ()),
         )
-
-
-def planned_buffers(path: str | Path) -> dict[str, tuple[int, ...]]:
-    """Each method's planned buffer sizes, read from the ``.pte`` (entry 0 left out), in file order.
-
-    Raises FormatError (a corrupt file) or OSError.
-    """
-    from ptebuild.runtime.pte_file import open_pte
-
-    with open_pte(path) as pte:
-        return {plan.name(): tuple(plan.non_const_buffer_sizes()[1:]) for plan in pte.execution_plans()}
 
 
 def io_points(method: MethodPlan) -> tuple[tuple[str, Sizes], ...]:

@@ -1,10 +1,9 @@
 """A program's bytes, split: the ``.pte``'s plan, constants, named data and delegate payloads,
 and the ``.ptd`` files beside it.
 
-Read from the files alone with :func:`ptebuild.runtime.pte_file.open_pte` (which documents the
-``.pte`` format); nothing is executed, and neither torch nor executorch is imported. A ``.pte``
-is the ``Program`` flatbuffer (with its header) followed by segments, and its bytes are
-counted once each:
+Read from the files alone by :func:`ptebuild.runtime.program_figures.pte_split` (nothing is
+executed). A ``.pte`` is the ``Program`` flatbuffer (with its header) followed by segments, and
+its bytes are counted once each:
 
 - **plan**: the flatbuffer (methods, values, instructions, operator names, delegate specs)
   without the constant buffers and inline delegate data kept in it;
@@ -25,10 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from ptebuild.runtime.pte_file import DataLocation, open_pte
 
 
 @dataclass(frozen=True)
@@ -117,62 +113,6 @@ class SizeSplit:
             padding=int(data.get("padding") or 0),
             ptd=tuple(WeightsFile.from_json(f) for f in data.get("ptd") or ()),
         )
-
-
-def pte_split(path: str | Path) -> SizeSplit:
-    """The parts of a ``.pte`` (no ``.ptd``: :meth:`SizeSplit.with_weights` adds them).
-
-    Raises:
-        FormatError: not a ``.pte``, or truncated/corrupt (the message names the file and field).
-        OSError: it cannot be read.
-    """
-    with open_pte(path) as pte:
-        segments = pte.segments
-        claimed: dict[int, str] = {}
-        inline_delegates: dict[int, str] = {}
-        for plan in pte.execution_plans():
-            method = plan.name()
-            for delegate in plan.delegates():
-                backend = delegate.backend() or "?"
-                where = f"{pte.source}: method {method!r} delegate {delegate.index} ({backend})"
-                reference = delegate.processed(where)
-                if reference.location == DataLocation.SEGMENT:
-                    claimed.setdefault(reference.index, f"delegate {backend}")
-                else:
-                    inline_delegates.setdefault(reference.index, backend)
-        constant = pte.constant_segment_index()
-        if constant is not None:
-            claimed.setdefault(constant, "constants")
-        for index in pte.mutable_data_segment_indexes():
-            claimed.setdefault(index, "mutable data")
-        for named in pte.named_data():
-            claimed.setdefault(named.segment_index(), "named data")
-        inline_constants = sum(len(buffer) for buffer in pte.constant_buffers())
-        by_backend: dict[str, int] = {}
-        for index, backend in inline_delegates.items():
-            if index < pte.inline_data_count:
-                by_backend[backend] = by_backend.get(backend, 0) + len(pte.inline_data(index))
-        inline = sum(by_backend.values())
-        parts = {"constants": inline_constants, "named data": 0, "mutable data": 0, "unclaimed": 0}
-        for index, (_, size) in enumerate(segments):
-            owner = claimed.get(index, "unclaimed")
-            if owner.startswith("delegate "):
-                backend = owner.removeprefix("delegate ")
-                by_backend[backend] = by_backend.get(backend, 0) + size
-            else:
-                parts[owner] += size
-        program_size = pte.header.program_size
-        total = pte.file_size
-    return SizeSplit(
-        pte=total,
-        plan=program_size - inline_constants - inline,
-        constants=parts["constants"],
-        named_data=parts["named data"],
-        delegates=tuple(sorted(by_backend.items())),
-        mutable_data=parts["mutable data"],
-        unclaimed=parts["unclaimed"],
-        padding=total - program_size - sum(size for _, size in segments),
-    )
 
 
 def unique_bytes(splits: Iterable[SizeSplit]) -> int:

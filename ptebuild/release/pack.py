@@ -329,8 +329,8 @@ def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, P
     worker's half) joined with what the packed files say, a ``.ptd`` shared with the bundle's
     other programs that load it."""
     from ptebuild.insight.figures import ProgramFigures
-    from ptebuild.insight.memory import planned_buffers
-    from ptebuild.insight.sizes import WeightsFile, pte_split
+    from ptebuild.insight.sizes import WeightsFile
+    from ptebuild.runtime.program_figures import planned_buffers, pte_split
 
     users: dict[str, list[str]] = {}
     for name, entry in targets.items():

@@ -8,8 +8,9 @@ import shutil
 from ptebuild.builder.figures import FiguresReader
 from ptebuild.hashing import hash_file
 from ptebuild.insight.figures import ProgramFigures
-from ptebuild.insight.sizes import WeightsFile, pte_split
+from ptebuild.insight.sizes import WeightsFile
 from ptebuild.results import OutputFile
+from ptebuild.runtime.program_figures import pte_split
 
 
 class Memo(dict):

@@ -6,7 +6,7 @@ from figures_data import figures
 
 from ptebuild.insight.figures import ProgramFigures
 from ptebuild.insight.memory import MethodMemory
-from ptebuild.insight.sizes import pte_split
+from ptebuild.runtime.program_figures import pte_split
 
 
 def test_the_workers_half_and_the_files_half(programs):

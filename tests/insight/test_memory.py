@@ -1,19 +1,9 @@
-"""Planned memory read from real ``.pte`` files, and the sizes inputs are measured at."""
+"""A method's memory as a value, and the sizes its inputs and outputs are measured at."""
 
 from __future__ import annotations
 
-from ptebuild.insight.memory import ALL_MAX, EXAMPLE, IoPoint, MethodMemory, TensorBytes, input_bytes, io_points, planned_buffers, tensor_bytes
+from ptebuild.insight.memory import ALL_MAX, EXAMPLE, IoPoint, MethodMemory, TensorBytes, input_bytes, io_points, tensor_bytes
 from ptebuild.plan import DimPlan, InputPlan, MethodPlan
-
-
-def test_planned_buffers_per_method(programs):
-    planned = planned_buffers(programs.multi.pte)
-    assert list(planned) == ["doubled", "forward"] or list(planned) == ["forward", "doubled"]
-    assert all(len(sizes) == 1 and sizes[0] > 0 for sizes in planned.values())
-    from ptebuild.runtime.pte_file import open_pte
-
-    with open_pte(programs.multi.pte) as pte:  # entry 0 is reserved, and left out
-        assert [plan.non_const_buffer_sizes()[0] for plan in pte.execution_plans()] == [0, 0]
 
 
 def _method() -> MethodPlan:

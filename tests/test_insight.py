@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from delegation_check import compare, lowered_again
 from helpers import build_json, ptebuild
 
 from ptebuild.insight.delegation import Delegation
@@ -44,47 +45,13 @@ def _record(manifest: Path) -> dict:
     return json.loads((manifest.parent / "out" / "ptebuild.json").read_text())["targets"]
 
 
-def _edge_programs(manifest: Path, name: str, monkeypatch, tmp_path: Path):
-    """The program lowered again in this process as the worker lowers it, keeping the edge program
-    manager ``to_edge_transform_and_lower`` returns (what get_delegation_info is given)."""
-    import executorch.exir
-
-    from ptebuild.lowering.examples import make_inputs
-    from ptebuild.manifest import load_manifest
-    from ptebuild.worker.lower import lower
-    from ptebuild.worker.model_loading import build_model
-
-    kept = []
-    original = executorch.exir.to_edge_transform_and_lower
-
-    def keeping(*args, **kwargs):
-        kept.append(original(*args, **kwargs))
-        return kept[-1]
-
-    monkeypatch.setattr(executorch.exir, "to_edge_transform_and_lower", keeping)
-    monkeypatch.syspath_prepend(str(manifest.parent))
-    plan = load_manifest(manifest)
-    program = next(p for p in plan.programs if p.name == name)
-    model = build_model(program, manifest.parent, str(manifest))
-    inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-    lowered = lower(model, program, inputs, tmp_path / name, lambda _text: None)
-    (edge,) = kept
-    return edge, lowered
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatch, tmp_path):
-    from executorch.devtools.backend_debug import get_delegation_info
-
     manifest, _, report = built
     recorded = Delegation.from_json(_record(manifest)[name]["figures"]["delegation"])
-    edge, lowered = _edge_programs(manifest, name, monkeypatch, tmp_path)
+    edge, lowered = lowered_again(manifest, name, monkeypatch, tmp_path)
     assert lowered.figures.delegation == recorded  # the same program, counted the same way
-    for method in recorded.methods:
-        theirs = get_delegation_info(edge.exported_program(method.method).graph_module)
-        assert (method.delegated_nodes, method.non_delegated_nodes, method.subgraphs) == (
-            theirs.num_delegated_nodes, theirs.num_non_delegated_nodes, theirs.num_delegated_subgraphs)
-        assert method.by_operator() == {op: (b.delegated, b.non_delegated) for op, b in theirs.delegation_by_operator.items()}
+    compare(recorded, edge)
     program = next(p for p in report["programs"] if p["name"] == name)
     assert program["delegation"] == recorded.to_json()
 

@@ -1,7 +1,9 @@
 """What is inside each program, at a glance: typed figures, budgets and the build's timeline.
 
-Pure values and readers; nothing here imports torch, executorch or pydantic (the torch side,
-counting a lowered graph's nodes, is :mod:`ptebuild.lowering.delegation`). The modules:
+Typed values and pure functions over them: nothing here reads a file or imports torch,
+executorch or pydantic. A ``.pte``'s figures are read by :mod:`ptebuild.runtime.program_figures`;
+a lowered graph's nodes are counted by :mod:`ptebuild.lowering.delegation` and
+:mod:`ptebuild.lowering.memory` (in the worker). The modules:
 
 - :mod:`.delegation`: per method, the operator nodes each delegate took and those left to
   kernels, counted as ExecuTorch's ``get_delegation_info`` counts them;
@@ -11,7 +13,7 @@ counting a lowered graph's nodes, is :mod:`ptebuild.lowering.delegation`). The m
   bytes at the example size and at each dynamic dim's max;
 - :mod:`.calls`: what a ``.pte`` alone shows of its delegation (delegate and operator calls);
 - :mod:`.figures`: the three together for one program, as the report, the build record and
-  ``inspect`` show them;
+  ``inspect`` show them; :mod:`.file_figures`: what ``inspect`` shows of a ``.pte``;
 - :mod:`.budget`: the manifest's budgets and the verdict on a program's figures;
 - :mod:`.stages`: the stages of a program's build, timed where they run;
 - :mod:`.timeline`, :mod:`.timeline_html`: a build's timeline as a Chrome trace and as one

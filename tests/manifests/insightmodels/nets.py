@@ -1,5 +1,5 @@
 """Small models for the figures tests (tests/test_insight.py): a CNN that XNNPACK takes whole but
-for one mean, and a model whose cumsum and sort XNNPACK does not take."""
+for one mean, and a model whose cumsum and argmax XNNPACK does not take."""
 
 import torch
 from torch import nn
@@ -24,13 +24,15 @@ class Cnn(nn.Module):
 
 
 class Mixed(nn.Module):
+    """A linear encoder, then cumsum and argmax, which XNNPACK does not take."""
+
     def __init__(self, width: int = 16):
         super().__init__()
         self.encoder = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, width))
 
     def forward(self, x: torch.Tensor):
         z = self.encoder(x)
-        return torch.cumsum(z, 1), z.sort(dim=1).values
+        return torch.cumsum(z, 1), torch.argmax(z, dim=1)
 
 
 def make_cnn(**kwargs) -> Cnn:

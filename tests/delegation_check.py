@@ -1,7 +1,8 @@
 """The check the figures tests make of a build's delegation: the program lowered again in the
-test's process as the worker lowers it, keeping the edge program manager that
-``to_edge_transform_and_lower`` returns, and ExecuTorch's own ``get_delegation_info`` run on each
-of its methods, compared node for node with what the build recorded."""
+test's process as the worker lowers it, and ExecuTorch's own ``get_delegation_info`` run on each
+method of the edge program manager that ``to_edge_transform_and_lower`` returns, as it returns it
+(as upstream's docs call it: ``to_executorch`` then adds memory-planning ``alloc`` nodes to that
+same graph in place, which are no operators), compared node for node with what the build recorded."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 from ptebuild.insight.delegation import Delegation
 
 
-def lowered_again(manifest: Path, name: str, monkeypatch: Any, folder: Path) -> tuple[Any, Any]:
-    """``(edge program manager, LoweredProgram)`` of program ``name``, lowered in this process."""
+def lowered_again(manifest: Path, name: str, monkeypatch: Any, folder: Path) -> tuple[dict[str, Any], Any]:
+    """``(method -> get_delegation_info of its lowered graph, LoweredProgram)`` of program
+    ``name``, lowered in this process."""
     import executorch.exir
+    from executorch.devtools.backend_debug import get_delegation_info
 
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.manifest import load_manifest
@@ -25,8 +28,9 @@ def lowered_again(manifest: Path, name: str, monkeypatch: Any, folder: Path) -> 
     original = getattr(patched, "__wrapped__", patched)  # not a wrapper of an earlier call's wrapper
 
     def keeping(*args: Any, **kwargs: Any) -> Any:
-        kept.append(original(*args, **kwargs))
-        return kept[-1]
+        edge = original(*args, **kwargs)
+        kept.append({m: get_delegation_info(edge.exported_program(m).graph_module) for m in edge.methods})
+        return edge
 
     keeping.__wrapped__ = original  # type: ignore[attr-defined]
     monkeypatch.setattr(executorch.exir, "to_edge_transform_and_lower", keeping)
@@ -36,18 +40,17 @@ def lowered_again(manifest: Path, name: str, monkeypatch: Any, folder: Path) -> 
     model = build_model(program, manifest.parent, str(manifest))
     inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
     lowered = lower(model, program, inputs, folder / name, lambda _text: None)
-    (edge,) = kept
-    return edge, lowered
+    (infos,) = kept
+    return infos, lowered
 
 
-def compare(recorded: Delegation, edge: Any) -> list[tuple[str, tuple[int, int, int], tuple[int, int, int]]]:
-    """Assert that ``recorded`` is ``get_delegation_info`` of each method of ``edge``; return
-    ``(method, ours, theirs)`` with ``(delegated nodes, non-delegated nodes, subgraphs)``."""
-    from executorch.devtools.backend_debug import get_delegation_info
-
+def compare(recorded: Delegation, infos: dict[str, Any]) -> list[tuple[str, tuple[int, int, int], tuple[int, int, int]]]:
+    """Assert that ``recorded`` is ``infos`` (``get_delegation_info`` per method) node for node;
+    return ``(method, ours, theirs)`` with ``(delegated nodes, non-delegated nodes, subgraphs)``."""
+    assert {m.method for m in recorded.methods} == set(infos)
     rows = []
     for method in recorded.methods:
-        theirs = get_delegation_info(edge.exported_program(method.method).graph_module)
+        theirs = infos[method.method]
         ours = (method.delegated_nodes, method.non_delegated_nodes, method.subgraphs)
         counted = (theirs.num_delegated_nodes, theirs.num_non_delegated_nodes, theirs.num_delegated_subgraphs)
         assert ours == counted, (method.method, ours, counted)

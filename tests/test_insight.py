@@ -49,9 +49,10 @@ def _record(manifest: Path) -> dict:
 def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatch, tmp_path):
     manifest, _, report = built
     recorded = Delegation.from_json(_record(manifest)[name]["figures"]["delegation"])
-    edge, lowered = lowered_again(manifest, name, monkeypatch, tmp_path)
+    infos, lowered = lowered_again(manifest, name, monkeypatch, tmp_path)
     assert lowered.figures.delegation == recorded  # the same program, counted the same way
-    compare(recorded, edge)
+    for method, ours, theirs in compare(recorded, infos):
+        print(f"{name} {method}: (delegated, non-delegated, subgraphs) ours {ours}, get_delegation_info {theirs}")
     program = next(p for p in report["programs"] if p["name"] == name)
     assert program["delegation"] == recorded.to_json()
 
@@ -177,7 +178,7 @@ def test_diff_of_two_builds_shows_a_release_that_falls_back_to_kernels(built, tm
     assert diff.returncode == 1, diff.stderr
     lines = diff.stdout.splitlines()
     (line,) = [line for line in lines if line.startswith("  cnn_xnnpack: ")]
-    assert "delegated " in line and "points)" in line and line.endswith("[fell back to kernels]")
+    assert "delegated " in line and "points)" in line and "fell back to kernels" in line.rsplit("[", 1)[1]
     document = json.loads(ptebuild("diff", manifest.parent / "out", newer.parent / "out", "--json").stdout)
     change = next(p for p in document["programs"] if p["name"] == "cnn_xnnpack")["figures"]
     assert change["delegated"]["after"] < change["delegated"]["before"] and "fell back to kernels" in change["worse"]

@@ -5,7 +5,8 @@ memory (all methods) and its check's figures (the worst ``max_abs_error`` and th
 ``cosine`` over every output and size), before and after. A figure one side lacks is None (an
 older release, a program without a check). :meth:`FiguresChange.worse` names what grew or fell
 (more bytes, a smaller delegated fraction: operators fell back to kernels, more planned memory,
-a larger error or lower cosine), so that review sees it.
+a check further from eager than noise: the error doubled above 1e-5, or the cosine fell by more
+than 1e-5), so that review sees it; a change the figure's printed precision does not show is left out.
 
 JSON (:meth:`FiguresChange.to_json`): each figure as ``{"before": x, "after": y}``.
 """
@@ -92,7 +93,7 @@ class FiguresChange:
             found.append("fell back to kernels")
         if _up(self.planned):
             found.append("plans more memory")
-        if _up(self.max_abs_error) or _down(self.cosine):
+        if _further(self.max_abs_error, self.cosine):
             found.append("checks further from eager")
         return found
 
@@ -104,8 +105,8 @@ class FiguresChange:
             ("planned memory", self.planned, _bytes), ("check max error", self.max_abs_error, _error), ("check cosine", self.cosine, _cosine),
         ):
             before, after = pair
-            if before == after or (before is None and after is None):
-                continue
+            if before == after or text(before) == text(after):
+                continue  # a change the figure's precision does not show is noise
             change = ""
             if before is not None and after is not None:
                 if label == "delegated":
@@ -136,6 +137,20 @@ def _fraction(f: ProgramFigures) -> float | None:
 def _planned(f: ProgramFigures) -> float | None:
     planned = f.planned_bytes
     return float(planned) if planned is not None else None
+
+
+ERROR_FLOOR = 1e-5
+"""A check's max error below this is rounding, not a change worth naming."""
+COSINE_DROP = 1e-5
+
+
+def _further(error: Pair, cosine: Pair) -> bool:
+    """The check's figures moved away from eager by more than noise: the max error at least
+    doubled and above :data:`ERROR_FLOOR`, or the cosine fell by more than :data:`COSINE_DROP`."""
+    (e0, e1), (c0, c1) = error, cosine
+    grew = e0 is not None and e1 is not None and e1 > max(2 * e0, ERROR_FLOOR)
+    fell = c0 is not None and c1 is not None and c1 < c0 - COSINE_DROP
+    return grew or fell
 
 
 def _up(pair: Pair) -> bool:

@@ -11,7 +11,9 @@ The counts are those of ExecuTorch's ``executorch.devtools.backend_debug.get_del
   module's backend (``XnnpackBackend``...), one subgraph per lowered module.
 
 They are counted in the worker, from the program it lowered (:mod:`ptebuild.lowering.delegation`),
-and kept with the action result: a cached program has them without lowering again.
+right after ``to_edge_transform_and_lower`` returns, as upstream's docs call ``get_delegation_info``
+(``to_executorch`` then adds memory-planning ``alloc`` nodes to the same graphs in place, which are
+no operators), and kept with the action result: a cached program has them without lowering again.
 
 **Delegated fraction**: delegated nodes over all nodes, not counting ``getitem`` nodes, which
 take an item of a tuple and run no kernel (a fully delegated method whose delegate returns a

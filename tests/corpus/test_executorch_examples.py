@@ -86,7 +86,7 @@ def test_the_delegation_of_cnns_is_get_delegation_infos(tmp_path, monkeypatch):
         if program["status"] != "built":
             continue
         recorded = Delegation.from_json(record[program["name"]]["figures"]["delegation"])
-        edge, _ = lowered_again(tmp_path / "corpus" / "corpus.toml", program["name"], monkeypatch, tmp_path / "again")
-        compared[program["name"]] = compare(recorded, edge)
+        infos, _ = lowered_again(tmp_path / "corpus" / "corpus.toml", program["name"], monkeypatch, tmp_path / "again")
+        compared[program["name"]] = compare(recorded, infos)
     print(json.dumps(compared, indent=1))
     assert {f"{m}_{v}" for m, v in CNNS} <= set(compared), stderr

@@ -30,3 +30,13 @@ def test_the_same_figures_say_nothing_and_missing_ones_are_none():
     assert older.pte == (None, 6000.0) and older.worse() == []
     assert older.lines()[0] == ".pte - -> 5.9 KiB"
     assert CheckSummary.of([{"method": "forward"}, {"max_abs_error": 0.5, "cosine": 0.9}]) == CheckSummary(0.5, 0.9)
+
+
+def test_noise_in_the_check_is_not_worse():
+    from ptebuild.insight.compare import FiguresChange
+
+    noise = FiguresChange.of(figures(), figures(), [{"max_abs_error": 5.96e-8, "cosine": 0.9999999}],
+                             [{"max_abs_error": 8.57e-8, "cosine": 0.9999998}])
+    assert noise.worse() == [] and noise.lines() == ["check max error 5.96e-08 -> 8.57e-08"]
+    fell = FiguresChange.of(figures(), figures(), [{"max_abs_error": 1e-6, "cosine": 1.0}], [{"max_abs_error": 1e-6, "cosine": 0.9998}])
+    assert fell.worse() == ["checks further from eager"]

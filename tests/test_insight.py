@@ -182,3 +182,26 @@ def test_diff_of_two_builds_shows_a_release_that_falls_back_to_kernels(built, tm
     document = json.loads(ptebuild("diff", manifest.parent / "out", newer.parent / "out", "--json").stdout)
     change = next(p for p in document["programs"] if p["name"] == "cnn_xnnpack")["figures"]
     assert change["delegated"]["after"] < change["delegated"]["before"] and "fell back to kernels" in change["worse"]
+
+
+def test_a_bundle_from_the_cache_has_the_same_figures_and_bytes(built, tmp_path):
+    import hashlib
+    import tarfile
+
+    manifest, cache, _ = built
+    assert ptebuild("lock", manifest, "--cache", cache).returncode == 0
+    try:
+        folder = ptebuild("pack", manifest, "--bundle", "phone", "-o", tmp_path / "a" / "phone.tar.gz")
+        cached = ptebuild("pack", manifest, "--bundle", "phone", "-o", tmp_path / "b" / "phone.tar.gz", "--from-cache", "--cache", cache)
+    finally:
+        (manifest.parent / "ptebuild.lock").unlink()
+    assert folder.returncode == 0 and cached.returncode == 0, folder.stderr + cached.stderr
+    a, b = (tmp_path / side / "phone.tar.gz" for side in ("a", "b"))
+    assert hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
+    with tarfile.open(a) as archive:
+        record = json.load(archive.extractfile("phone/ptebuild.json"))
+    xnnpack = record["targets"]["cnn_xnnpack"]
+    assert xnnpack["figures"]["delegation"] == _record(manifest)["cnn_xnnpack"]["figures"]["delegation"]
+    assert xnnpack["figures"]["size"]["ptd"] == [{"name": "cnn_weights.ptd", "bytes": xnnpack["outputs"]["cnn_weights.ptd"]["bytes"],
+                                                  "shared_with": []}]  # cnn_portable, which shares it, is not in this bundle
+    assert xnnpack["check_figures"] and all("cosine" in f for f in xnnpack["check_figures"])

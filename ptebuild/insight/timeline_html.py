@@ -56,7 +56,7 @@ th, td { border-bottom: 1px solid #e3e6ea; padding: 5px 10px; text-align: left; 
 th { background: #f3f5f7; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .fig { display: flex; align-items: center; gap: 6px; }
-.bar { display: flex; flex: none; height: 12px; width: 130px; background: #f0f2f4; border-radius: 2px; overflow: hidden; }
+.bar { display: flex; flex: none; height: 12px; width: 110px; background: #f0f2f4; border-radius: 2px; overflow: hidden; }
 .bar i { display: block; height: 100%; }
 .status { font-weight: 600; }
 .hit { color: #2bb0a6; } .miss { color: #e07b39; }
@@ -239,4 +239,4 @@ def _check(t: TargetTimeline) -> str:
         return "-"
     worst = max(float(f["max_abs_error"]) for f in figures)
     cosine = min(float(f.get("cosine", 1.0)) for f in figures)
-    return escape(f"err {worst:.1e}, cos {cosine:.6f} over {len(figures)} outputs")
+    return f'<span title="{len(figures)} outputs and sizes compared">{escape(f"err {worst:.1e} cos {cosine:.6f}")}</span>'

@@ -1,6 +1,9 @@
 """The delegation counted from a lowered program is ExecuTorch's own ``get_delegation_info``, node
 for node: a CNN on XNNPACK in float and static int8, a model with operators XNNPACK does not take,
-and a portable program of two methods (nothing delegated)."""
+and a portable program of two methods (nothing delegated).
+
+Slow (four lowerings of their own): the default run has the same comparison on a real build of the
+figures project (tests/test_insight.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import pytest
 import torch
 
 from ptebuild.lowering.delegation import method_delegation, program_delegation
+
+pytestmark = pytest.mark.slow
 
 
 class Cnn(torch.nn.Module):

@@ -19,7 +19,7 @@ An action result as a JSON document (what a cache tier stores under the action k
      "stages": [{"stage": "export", "start": 0.81, "end": 2.4}, ...]}
 
 ``insight`` is what the worker counted in the lowered program that the files do not keep (its
-delegation by operator, mutable buffers, inputs' and outputs' bytes: :mod:`ptebuild.insight.figures`);
+delegation by operator, mutable buffers, inputs' and outputs' bytes: :mod:`ptebuild.insight.program`);
 ``stages`` how long each stage of the lowering took (:mod:`ptebuild.insight.stages`), which says
 how long a build of the program is expected to take next time. Both are absent from entries
 written before them.
@@ -151,7 +151,7 @@ class ActionResult:
     lower_seconds: float = 0.0
     built_on: str = ""
     insight: dict[str, Any] | None = None
-    """The worker's half of the program's figures (``ProgramFigures.to_json()``), None if unknown."""
+    """The worker's half of the program's figures (``ProgramInsight.to_json()``), None if unknown."""
     stages: tuple[dict[str, Any], ...] = ()
     """The worker's stage spans (``StageSpan.to_json()``), relative to its task's start."""
 
@@ -240,7 +240,7 @@ class TargetResult:
     rebuild: str = ""
     """``--check``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
     insight: dict[str, Any] | None = None
-    """The program's figures (``ProgramFigures.to_json()``: delegation, size, memory), None if unknown."""
+    """The program's figures (``ProgramInsight.to_json()``: delegation, size, memory), None if unknown."""
     budget: tuple[dict[str, str], ...] = ()
     """Each budget limit it breaks: ``{"limit": "programs.X.budget.max_pte", "message": ...}``."""
     cache_hit: bool = False

@@ -18,7 +18,7 @@ from delegation_check import compare, lowered_again
 from helpers import build_json, ptebuild
 
 from ptebuild.insight.delegation import Delegation
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 PROGRAMS = ("cnn_xnnpack", "cnn_portable", "cnn_int8", "mixed_xnnpack")
@@ -48,9 +48,9 @@ def _record(manifest: Path) -> dict:
 @pytest.mark.parametrize("name", [pytest.param(p, marks=pytest.mark.slow) if p in ("cnn_portable", "cnn_xnnpack") else p for p in PROGRAMS])
 def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatch, tmp_path):
     manifest, _, report = built
-    recorded = Delegation.from_json(_record(manifest)[name]["figures"]["delegation"])
+    recorded = Delegation.from_json(_record(manifest)[name]["insight"]["delegation"])
     infos, lowered = lowered_again(manifest, name, monkeypatch, tmp_path)
-    assert lowered.figures.delegation == recorded  # the same program, counted the same way
+    assert lowered.insight.delegation == recorded  # the same program, counted the same way
     for method, ours, theirs in compare(recorded, infos):
         print(f"{name} {method}: (delegated, non-delegated, subgraphs) ours {ours}, get_delegation_info {theirs}")
     program = next(p for p in report["programs"] if p["name"] == name)
@@ -59,7 +59,7 @@ def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatc
 
 def test_what_each_program_is_made_of(built):
     manifest, _, report = built
-    figures = {name: ProgramFigures.from_json(entry["figures"]) for name, entry in _record(manifest).items()}
+    figures = {name: ProgramInsight.from_json(entry["insight"]) for name, entry in _record(manifest).items()}
     assert figures["cnn_portable"].delegation.fraction == 0.0
     assert figures["cnn_xnnpack"].delegation.fraction > 0.7
     assert dict(figures["cnn_xnnpack"].delegation.non_delegated()) == {"aten_mean_dim": 1}
@@ -91,8 +91,8 @@ def test_inspect_shows_the_files_figures_and_the_records(built):
     assert "program mixed_xnnpack (recorded by its build, ptebuild.json)" in lines
     assert any(line.startswith("delegation: ") and "aten_argmax_default ×1" in line for line in lines)
     document = json.loads(ptebuild("inspect", pte, "--json").stdout)
-    assert document["figures"]["recorded"] and document["figures"]["delegation"] == _record(manifest)["mixed_xnnpack"]["figures"]["delegation"]
-    assert document["figures"]["size"]["pte"] == pte.stat().st_size
+    assert document["insight"]["recorded"] and document["insight"]["delegation"] == _record(manifest)["mixed_xnnpack"]["insight"]["delegation"]
+    assert document["insight"]["size"]["pte"] == pte.stat().st_size
 
 
 def test_budgets_judge_a_cached_program_again_without_lowering(built, tmp_path):
@@ -201,7 +201,7 @@ def test_a_bundle_from_the_cache_has_the_same_figures_and_bytes(built, tmp_path)
     with tarfile.open(a) as archive:
         record = json.load(archive.extractfile("phone/ptebuild.json"))
     xnnpack = record["targets"]["cnn_xnnpack"]
-    assert xnnpack["figures"]["delegation"] == _record(manifest)["cnn_xnnpack"]["figures"]["delegation"]
-    assert xnnpack["figures"]["size"]["ptd"] == [{"name": "cnn_weights.ptd", "bytes": xnnpack["outputs"]["cnn_weights.ptd"]["bytes"],
+    assert xnnpack["insight"]["delegation"] == _record(manifest)["cnn_xnnpack"]["insight"]["delegation"]
+    assert xnnpack["insight"]["size"]["ptd"] == [{"name": "cnn_weights.ptd", "bytes": xnnpack["outputs"]["cnn_weights.ptd"]["bytes"],
                                                   "shared_with": []}]  # cnn_portable, which shares it, is not in this bundle
     assert xnnpack["check_figures"] and all("cosine" in f for f in xnnpack["check_figures"])

@@ -609,20 +609,20 @@ class Builder:
         first limit broken (the report's ``budget`` lists them all). Cached programs are judged
         as new ones are: a changed budget needs no lowering."""
         from ptebuild.insight.budget import judge
-        from ptebuild.insight.figures import ProgramFigures
+        from ptebuild.insight.program import ProgramInsight
 
         for program in self.plan.programs:
             result = self.results.get(program.name)
             entry = self.folder.entries.get(program.name)
             if result is None or entry is None or result.status not in (Status.BUILT, Status.CACHED):
                 continue
-            result.insight = entry.figures
+            result.insight = entry.insight
             if program.budget is None:
                 continue
             try:
-                figures = ProgramFigures.from_json(entry.figures)
+                figures = ProgramInsight.from_json(entry.insight)
             except (KeyError, TypeError, ValueError):
-                figures = ProgramFigures()
+                figures = ProgramInsight()
             overruns = judge(figures, program.budget, program.pte_name)
             if not overruns:
                 continue
@@ -635,13 +635,13 @@ class Builder:
 
     def timeline(self) -> Timeline:
         """The build's timeline so far (:class:`ptebuild.insight.timeline.Timeline`)."""
-        from ptebuild.insight.figures import ProgramFigures
+        from ptebuild.insight.program import ProgramInsight
 
         figures = {}
         for name, entry in self.folder.entries.items():
-            if entry.figures is not None:
+            if entry.insight is not None:
                 try:
-                    figures[name] = ProgramFigures.from_json(entry.figures)
+                    figures[name] = ProgramInsight.from_json(entry.insight)
                 except (KeyError, TypeError, ValueError):
                     pass
         return self.timings.timeline(self.plan.manifest, list(self.results.values()), figures,

@@ -44,8 +44,8 @@ DigestFile = Callable[[Path], tuple[str, int]]
 LOWERING_MODULES = (
     "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py",
     "lowering/bundled_io.py", "lowering/check.py", "runtime/bpte_file.py",
-    "lowering/figures.py", "lowering/delegation.py", "lowering/memory.py",
-    "insight/delegation.py", "insight/memory.py", "insight/figures.py",
+    "lowering/insight.py", "lowering/delegation.py", "lowering/memory.py",
+    "insight/delegation.py", "insight/memory.py", "insight/program.py",
 )
 """The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):
 its ``.pte`` and ``.ptd``, and its ``.bpte`` (the test cases, their outputs' order, their check);

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild import keyinputs
-from ptebuild.builder.figures import FiguresReader
+from ptebuild.builder.insight import InsightReader
 from ptebuild.builder.runtime_support import Memo, RuntimeSupportReader
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.names import case_key
@@ -51,7 +51,7 @@ class OutputFolder:
         self.entries: dict[str, RecordEntry] = {}
         self.runtime = RuntimeSupportReader(path, memo, digest_file)
         """A program's ``runtime`` entry, read from its files once per content (``memo``: the cache)."""
-        self.figures = FiguresReader(path, memo, digest_file)
+        self.insight = InsightReader(path, memo, digest_file)
         """A program's ``figures``: the action result's joined with its files' (read once per content)."""
 
     # -- ownership ------------------------------------------------------------------------------
@@ -155,12 +155,12 @@ class OutputFolder:
         a program's also the runtimes that load it, read from its files as published.
         """
         files = outputs or result.outputs
-        runtime = figures = None
+        runtime = insight = None
         if result.kind == "program":
             runtime = self.runtime.of(files, result.inputs.get(keyinputs.toolchain("executorch")))
             sharing = {o.name: tuple(sorted(p for p in self.plan.shared_data().get(program.data_name, ()) if p != name))
                        for o in files if o.name.endswith(".ptd") and program is not None and program.data_name}
-            figures = self.figures.figures(result.insight, files, sharing).to_json()
+            insight = self.insight.of(result.insight, files, sharing).to_json()
         self.entries[name] = RecordEntry(
             kind=result.kind,
             manifest=self.manifest_id,
@@ -175,7 +175,7 @@ class OutputFolder:
             shared_data=shared_data,
             runtime=runtime,
             bundled_io=bundled_io_entry(program.atol) if program and any(o.name.endswith(".bpte") for o in files) else None,
-            figures=figures,
+            insight=insight,
             check_figures=tuple(result.figures) if result.kind == "program" else (),
         )
 

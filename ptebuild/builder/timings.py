@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptebuild.atomic import write_atomically
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageSpan
 from ptebuild.insight.timeline import BUILDER_LANE, TargetTimeline, Timeline, assign_lanes, place_worker_spans
 from ptebuild.results import Source, Status, TargetResult
@@ -62,7 +62,7 @@ class Timings:
             target.spans.extend(place_worker_spans(worker, submitted, finished))
         target.task = (submitted, finished)
 
-    def timeline(self, manifest: str, results: Sequence[TargetResult], figures: Mapping[str, ProgramFigures],
+    def timeline(self, manifest: str, results: Sequence[TargetResult], figures: Mapping[str, ProgramInsight],
                  executor: str = "", jobs: int = 1) -> Timeline:
         """The build's timeline: every target of ``results`` (in their order), their figures."""
         tasks = [(name, t.task) for name, t in self._targets.items() if t.task is not None]
@@ -80,7 +80,7 @@ class Timings:
                 lane=lanes.get(result.name, BUILDER_LANE),
                 cache_hit=result.cache_hit or result.status is Status.CACHED,
                 source=result.source.value if isinstance(result.source, Source) else "",
-                node=result.node, figures=figures.get(result.name), check=tuple(result.figures), message=result.message,
+                node=result.node, insight=figures.get(result.name), check=tuple(result.figures), message=result.message,
             ))
         count = max(lanes.values(), default=0)
         names = ("builder", *(f"worker {n}" for n in range(1, count + 1)))

@@ -1,7 +1,7 @@
 """What is inside each program, at a glance: typed figures, budgets and the build's timeline.
 
 Typed values and pure functions over them: nothing here reads a file or imports torch,
-executorch or pydantic. A ``.pte``'s figures are read by :mod:`ptebuild.runtime.program_figures`;
+executorch or pydantic. A ``.pte``'s figures are read by :mod:`ptebuild.runtime.pte_insight`;
 a lowered graph's nodes are counted by :mod:`ptebuild.lowering.delegation` and
 :mod:`ptebuild.lowering.memory` (in the worker). The modules:
 
@@ -12,8 +12,8 @@ a lowered graph's nodes are counted by :mod:`ptebuild.lowering.delegation` and
 - :mod:`.memory`: each method's planned memory, mutable buffers, and its inputs' and outputs'
   bytes at the example size and at each dynamic dim's max;
 - :mod:`.calls`: what a ``.pte`` alone shows of its delegation (delegate and operator calls);
-- :mod:`.figures`: the three together for one program, as the report, the build record and
-  ``inspect`` show them; :mod:`.file_figures`: what ``inspect`` shows of a ``.pte``;
+- :mod:`.program`: the three together for one program, as the report, the build record and
+  ``inspect`` show them; :mod:`.file_insight`: what ``inspect`` shows of a ``.pte``;
 - :mod:`.budget`: the manifest's budgets and the verdict on a program's figures;
 - :mod:`.stages`: the stages of a program's build, timed where they run;
 - :mod:`.timeline`, :mod:`.timeline_html`: a build's timeline as a Chrome trace and as one

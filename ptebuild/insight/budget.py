@@ -9,7 +9,7 @@ by one)::
 Sizes are byte counts or strings with a unit (``"512 KiB"``, ``"2 MiB"``, ``"1.5 GiB"``: powers
 of 1024; ``"500 KB"``, ``"2 MB"``: powers of 1000; :func:`ptebuild.store.sizes.parse_size`).
 ``min_delegated`` is a fraction (0 to 1) of operator nodes, as :mod:`.delegation` counts it;
-``max_planned_memory`` bounds all the program's methods together (:attr:`~.figures.ProgramFigures.planned_bytes`).
+``max_planned_memory`` bounds all the program's methods together (:attr:`~.figures.ProgramInsight.planned_bytes`).
 
 A budget is not part of a program's action key: it is judged on the figures after the program
 is built or restored, so a changed budget judges a cached program again without lowering it.
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ptebuild.insight.figures import ProgramFigures, format_bytes
+from ptebuild.insight.program import ProgramInsight, format_bytes
 from ptebuild.plan import Budget, Limit
 
 SIZE_LIMITS = ("max_pte", "max_ptd", "max_planned_memory")
@@ -74,7 +74,7 @@ class Overrun:
     """``<the figure>, over the budget of <the limit>; <what to do>``."""
 
 
-def judge(figures: ProgramFigures, budget: Budget, pte_name: str) -> tuple[Overrun, ...]:
+def judge(figures: ProgramInsight, budget: Budget, pte_name: str) -> tuple[Overrun, ...]:
     """The limits of ``budget`` that ``figures`` break, in :data:`LIMITS` order."""
     found = []
     for limit in budget.limits:
@@ -84,7 +84,7 @@ def judge(figures: ProgramFigures, budget: Budget, pte_name: str) -> tuple[Overr
     return tuple(found)
 
 
-def _judge(limit: Limit, figures: ProgramFigures, pte_name: str) -> str | None:
+def _judge(limit: Limit, figures: ProgramInsight, pte_name: str) -> str | None:
     size = figures.size
     if limit.name in SIZE_LIMITS and size is None:
         return f"no size figures for {pte_name} (its files were not read); build it again"

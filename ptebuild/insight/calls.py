@@ -4,7 +4,7 @@ its operator calls, by operator (the instructions of its chains).
 A call is one instruction: a ``DelegateCall`` runs a whole delegated subgraph, a ``KernelCall``
 one operator's kernel (``aten::mean.out``). These are not the node counts of
 :mod:`.delegation` (those need the lowered graph, which the file does not keep: the build record
-has them), but they are what a runtime will execute. Read by :func:`ptebuild.runtime.program_figures.program_calls`.
+has them), but they are what a runtime will execute. Read by :func:`ptebuild.runtime.pte_insight.program_calls`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.insight.delegation import percent
-from ptebuild.insight.figures import ProgramFigures, format_bytes
+from ptebuild.insight.program import ProgramInsight, format_bytes
 
 Pair = tuple[float | None, float | None]
 
@@ -48,11 +48,11 @@ class ReleaseFigures:
     check: CheckSummary = CheckSummary(None, None)
 
     @classmethod
-    def of(cls, figures: ProgramFigures | None, check: Sequence[Mapping[str, Any]] = (),
+    def of(cls, figures: ProgramInsight | None, check: Sequence[Mapping[str, Any]] = (),
            pte_bytes: int | None = None, ptd_bytes: int | None = None) -> ReleaseFigures:
         """From a program's figures and check figures; ``pte_bytes``/``ptd_bytes`` (the files'
         sizes, always known in a release) stand in where the figures have no size split."""
-        f = figures or ProgramFigures()
+        f = figures or ProgramInsight()
         return cls(
             pte=_pte(f) if f.size is not None else _float(pte_bytes),
             ptd=_ptd(f) if f.size is not None else _float(ptd_bytes or None),
@@ -80,7 +80,7 @@ class FiguresChange:
                    (a.check.max_abs_error, b.check.max_abs_error), (a.check.cosine, b.check.cosine))
 
     @classmethod
-    def of(cls, before: ProgramFigures | None, after: ProgramFigures | None,
+    def of(cls, before: ProgramInsight | None, after: ProgramInsight | None,
            check_before: Sequence[Mapping[str, Any]] = (), check_after: Sequence[Mapping[str, Any]] = ()) -> FiguresChange:
         return cls.between(ReleaseFigures.of(before, check_before), ReleaseFigures.of(after, check_after))
 
@@ -122,19 +122,19 @@ class FiguresChange:
             ("max_abs_error", self.max_abs_error), ("cosine", self.cosine))} | {"worse": self.worse()}
 
 
-def _pte(f: ProgramFigures) -> float | None:
+def _pte(f: ProgramInsight) -> float | None:
     return float(f.size.pte) if f.size is not None else None
 
 
-def _ptd(f: ProgramFigures) -> float | None:
+def _ptd(f: ProgramInsight) -> float | None:
     return float(f.size.ptd_bytes) if f.size is not None and f.size.ptd else None
 
 
-def _fraction(f: ProgramFigures) -> float | None:
+def _fraction(f: ProgramInsight) -> float | None:
     return f.delegation.fraction if f.delegation is not None else None
 
 
-def _planned(f: ProgramFigures) -> float | None:
+def _planned(f: ProgramInsight) -> float | None:
     planned = f.planned_bytes
     return float(planned) if planned is not None else None
 

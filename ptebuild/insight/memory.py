@@ -5,7 +5,7 @@
   a runtime allocates when it loads the method: activations, and mutable buffers (a KV cache)
   unless they were left unplanned. Memory a delegate allocates itself (XNNPACK's workspace, a GPU
   backend's buffers) is not in it. Read from the ``.pte``
-  (:func:`ptebuild.runtime.program_figures.planned_buffers`).
+  (:func:`ptebuild.runtime.pte_insight.planned_buffers`).
 - **Mutable buffers**: buffers the method updates in place (a KV cache), by name, dtype, shape
   and bytes; found by the worker in the exported program (:mod:`ptebuild.lowering.memory`).
 - **Inputs and outputs**: their bytes at sizes of the dynamic dims (:func:`io_points`): the

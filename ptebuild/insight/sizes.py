@@ -1,7 +1,7 @@
 """A program's bytes, split: the ``.pte``'s plan, constants, named data and delegate payloads,
 and the ``.ptd`` files beside it.
 
-Read from the files alone by :func:`ptebuild.runtime.program_figures.pte_split` (nothing is
+Read from the files alone by :func:`ptebuild.runtime.pte_insight.pte_split` (nothing is
 executed). A ``.pte`` is the ``Program`` flatbuffer (with its header) followed by segments, and
 its bytes are counted once each:
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageSpan
 
 BUILDER_LANE = 0
@@ -44,7 +44,7 @@ class TargetTimeline:
     source: str = ""
     """``local`` or ``remote`` for a cache hit."""
     node: str = ""
-    figures: ProgramFigures | None = None
+    insight: ProgramInsight | None = None
     check: tuple[Mapping[str, Any], ...] = ()
     """The check's figures (``method``, ``sizes``, ``output``, ``max_abs_error``, ``cosine``)."""
     message: str = ""
@@ -65,7 +65,7 @@ class TargetTimeline:
             "source": self.source,
             "node": self.node,
             "stages": [s.to_json() for s in self.spans],
-            "figures": self.figures.to_json() if self.figures is not None else None,
+            "insight": self.insight.to_json() if self.insight is not None else None,
             "check": [dict(f) for f in self.check],
             "message": self.message,
         }
@@ -116,7 +116,7 @@ class Timeline:
             args: dict[str, Any] = {"status": target.status, "backend": target.backend, "cache": "hit" if target.cache_hit else "miss"}
             if target.node:
                 args["node"] = target.node
-            figures = target.figures
+            figures = target.insight
             if figures is not None:
                 delegated, size, planned = figures.cells()
                 args.update(delegated=delegated, size=size, planned_memory=planned)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from html import escape
 
 from ptebuild.insight.delegation import percent
-from ptebuild.insight.figures import format_bytes
+from ptebuild.insight.program import format_bytes
 from ptebuild.insight.stages import Stage, seconds_by_stage
 from ptebuild.insight.timeline import TargetTimeline, Timeline
 
@@ -162,9 +162,9 @@ def _tooltip(target: TargetTimeline) -> str:
 
 
 def _table(timeline: Timeline) -> str:
-    largest = max((t.figures.size.pte + t.figures.size.ptd_bytes for t in timeline.targets
-                   if t.figures is not None and t.figures.size is not None), default=0) or 1
-    planned_max = max((t.figures.planned_bytes or 0 for t in timeline.targets if t.figures is not None), default=0) or 1
+    largest = max((t.insight.size.pte + t.insight.size.ptd_bytes for t in timeline.targets
+                   if t.insight is not None and t.insight.size is not None), default=0) or 1
+    planned_max = max((t.insight.planned_bytes or 0 for t in timeline.targets if t.insight is not None), default=0) or 1
     rows = ["<table><thead><tr><th>program</th><th>backend</th><th>status</th><th>cache</th><th>seconds</th><th>stages</th>"
             "<th>delegated</th><th>size</th><th>planned memory</th><th>check</th></tr></thead><tbody>"]
     for t in timeline.targets:
@@ -204,7 +204,7 @@ def _stage_bar(t: TargetTimeline) -> str:
 
 
 def _delegated(t: TargetTimeline) -> str:
-    delegation = t.figures.delegation if t.figures is not None else None
+    delegation = t.insight.delegation if t.insight is not None else None
     if delegation is None:
         return "-"
     fraction = delegation.fraction or 0.0
@@ -214,7 +214,7 @@ def _delegated(t: TargetTimeline) -> str:
 
 
 def _size(t: TargetTimeline, largest: int) -> str:
-    size = t.figures.size if t.figures is not None else None
+    size = t.insight.size if t.insight is not None else None
     if size is None:
         return "-"
     parts = []
@@ -226,10 +226,10 @@ def _size(t: TargetTimeline, largest: int) -> str:
 
 
 def _planned(t: TargetTimeline, largest: int) -> str:
-    if t.figures is None or t.figures.planned_bytes is None:
+    if t.insight is None or t.insight.planned_bytes is None:
         return "-"
-    planned = t.figures.planned_bytes
-    methods = ", ".join(f"{m.method} {format_bytes(m.planned_bytes)}" for m in t.figures.memory)
+    planned = t.insight.planned_bytes
+    methods = ", ".join(f"{m.method} {format_bytes(m.planned_bytes)}" for m in t.insight.memory)
     return f'<div class="fig">{_bar([(methods, float(planned), "#9b6fd0")], float(largest), methods)}{escape(format_bytes(planned))}</div>'
 
 

@@ -242,11 +242,11 @@ def _read_folder(folder: Path) -> _Side:
 
 def _release_figures(side: _Side, name: str) -> ReleaseFigures:
     """A program's figures in one release: its record's, the files' sizes where it has none."""
-    from ptebuild.insight.figures import ProgramFigures
+    from ptebuild.insight.program import ProgramInsight
 
     entry = side.targets.get(name) or {}
     try:
-        figures = ProgramFigures.from_json(entry.get("figures")) if isinstance(entry.get("figures"), dict) else None
+        figures = ProgramInsight.from_json(entry.get("insight")) if isinstance(entry.get("insight"), dict) else None
     except (KeyError, TypeError, ValueError):
         figures = None
     check = [f for f in entry.get("check_figures") or () if isinstance(f, dict)]

@@ -25,7 +25,7 @@ The record in a bundle is rebuilt from the targets' lock entries (kind, backend,
 inputs, discovered deps, outputs, and the runtimes that load each program, read anew from the
 files packed), with each program's ``figures`` (what its build counted in the lowered program,
 kept in the build record or the cache's action result, joined with what the packed files say:
-:mod:`ptebuild.insight.figures`) and ``check_figures``, and names the manifest by its file name: what a build record
+:mod:`ptebuild.insight.program`) and ``check_figures``, and names the manifest by its file name: what a build record
 says about the machine or the folder it was built in is left out, so two builds in two folders
 pack into the same bytes, and a bundle packed from the cache is byte-identical to one packed
 from the output folder. Archives are written by :mod:`.archive`.
@@ -160,7 +160,7 @@ def pack(
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
     targets = _carried(targets, chosen)
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
-    counted = {name: (entry.get("figures"), entry.get("check_figures") or ()) for name, entry in targets.items()}
+    counted = {name: (entry.get("insight"), entry.get("check_figures") or ()) for name, entry in targets.items()}
     return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
                          _included(plan, chosen, files), bpte_tolerances(plan), plan, counted)
 
@@ -309,7 +309,7 @@ def _carried(targets: Mapping[str, dict[str, Any]], bundle: BundlePlan | None) -
 
 
 Counted = tuple[Any, Any]
-"""A program's figures as its build counted them (``ProgramFigures`` JSON, or None) and its check's figures."""
+"""A program's figures as its build counted them (``ProgramInsight`` JSON, or None) and its check's figures."""
 
 
 def _counted(cache: Cache, entry: LockEntry) -> Counted:
@@ -328,9 +328,9 @@ def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, P
     """Each program's figures as the bundle's record keeps them: what its build counted (the
     worker's half) joined with what the packed files say, a ``.ptd`` shared with the bundle's
     other programs that load it."""
-    from ptebuild.insight.figures import ProgramFigures
+    from ptebuild.insight.program import ProgramInsight
     from ptebuild.insight.sizes import WeightsFile
-    from ptebuild.runtime.program_figures import planned_buffers, pte_split
+    from ptebuild.runtime.pte_insight import planned_buffers, pte_split
 
     users: dict[str, list[str]] = {}
     for name, entry in targets.items():
@@ -343,9 +343,9 @@ def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, P
             continue
         worker, _check = counted.get(name, (None, ()))
         try:
-            base = ProgramFigures.from_json(worker).worker_part()
+            base = ProgramInsight.from_json(worker).worker_part()
         except (KeyError, TypeError, ValueError):
-            base = ProgramFigures()
+            base = ProgramInsight()
         pte = next((f for f in entry["outputs"] if f.endswith(".pte")), None)
         if pte is None:
             continue
@@ -483,7 +483,7 @@ def _write_bundle(
     operators = merge(program_operators(files[pte]) for pte in ptes)
     record_targets = _record_targets(entries, manifest_name, tolerances)
     for name, found in figures.items():
-        record_targets[name]["figures"] = found.to_json()
+        record_targets[name]["insight"] = found.to_json()
         check = [dict(f) for f in counted.get(name, (None, ()))[1] or () if isinstance(f, dict)]
         if check:
             record_targets[name]["check_figures"] = check

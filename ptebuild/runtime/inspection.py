@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild.insight.file_figures import FileFigures
+from ptebuild.insight.file_insight import FileInsight
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ class PteInspection:
     kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The operators a selective runtime build must register, with the kernel keys of their calls
     (:mod:`.oplist`, as ExecuTorch's ``gen_oplist`` lists them); delegated calls are not among them."""
-    figures: FileFigures | None = None
-    """Its figures (:mod:`.program_figures`): calls, size split, planned memory, and what a build
+    insight: FileInsight | None = None
+    """What is inside it (:mod:`.pte_insight`): calls, size split, planned memory, and what a build
     record beside it recorded."""
 
     def method(self, name: str) -> MethodInfo | None:
@@ -119,8 +119,8 @@ class PteInspection:
     def to_json(self) -> dict[str, Any]:
         from dataclasses import replace
 
-        document = _jsonable(replace(self, figures=None))
-        document["figures"] = self.figures.to_json() if self.figures is not None else None
+        document = _jsonable(replace(self, insight=None))
+        document["insight"] = self.insight.to_json() if self.insight is not None else None
         return document
 
 

@@ -17,7 +17,7 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
                                                 "requires": {"external-data": "0.7.0", ...}, "backends": ["XnnpackBackend"]}},
                  "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
 
-A program's ``figures`` are what is inside it (:mod:`ptebuild.insight.figures`: its delegation
+A program's ``insight`` is what is inside it (:mod:`ptebuild.insight.program`: its delegation
 per method and operator, its size split with its ``.ptd`` files, each method's planned memory,
 mutable buffers and inputs' and outputs' bytes), and its ``check_figures`` the check's figures
 (per method, size and output: ``max_abs_error``, ``cosine``), for ``inspect`` and ``diff``.
@@ -93,8 +93,8 @@ class RecordEntry:
     """The runtimes that load the program (``RuntimeSupport.to_json()``, :mod:`ptebuild.runtime.compat`)."""
     bundled_io: dict[str, float] | None = None
     """How a device verifies the program's ``.bpte`` (:func:`bundled_io_entry`), if it has one."""
-    figures: dict[str, Any] | None = None
-    """What is inside the program (``ProgramFigures.to_json()``), None if unknown."""
+    insight: dict[str, Any] | None = None
+    """What is inside the program (``ProgramInsight.to_json()``), None if unknown."""
     check_figures: tuple[dict[str, Any], ...] = ()
     """The check's figures (``ActionResult.figures``)."""
 
@@ -115,8 +115,8 @@ class RecordEntry:
             data["runtime"] = dict(self.runtime)
         if self.bundled_io is not None:
             data["bundled_io"] = dict(self.bundled_io)
-        if self.figures is not None:
-            data["figures"] = dict(self.figures)
+        if self.insight is not None:
+            data["insight"] = dict(self.insight)
         if self.check_figures:
             data["check_figures"] = [dict(f) for f in self.check_figures]
         return data
@@ -137,7 +137,7 @@ class RecordEntry:
             shared_data=data.get("shared_data"),
             runtime=data.get("runtime") if isinstance(data.get("runtime"), dict) else None,
             bundled_io=data.get("bundled_io") if isinstance(data.get("bundled_io"), dict) else None,
-            figures=data.get("figures") if isinstance(data.get("figures"), dict) else None,
+            insight=data.get("insight") if isinstance(data.get("insight"), dict) else None,
             check_figures=tuple(f for f in data.get("check_figures") or () if isinstance(f, dict)),
         )
 

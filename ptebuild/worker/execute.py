@@ -191,7 +191,7 @@ def run_task(task: Task, progress: Progress) -> TaskResult:
             check_seconds=time.monotonic() - lowered_at,
             node=socket.gethostname(),
             warnings=tuple(lowered.problems),
-            insight=lowered.figures.worker_part().to_json() if lowered.figures is not None else None,
+            insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
             stages=tuple(span.to_json() for span in stages.spans()),
         )
     finally:

@@ -14,7 +14,7 @@ from typing import Any
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import BuildError
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
@@ -30,8 +30,8 @@ class LoweredProgram:
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
-    figures: ProgramFigures | None = None
-    """What the lowered graphs say (:func:`ptebuild.lowering.figures.lowered_figures`); None if
+    insight: ProgramInsight | None = None
+    """What the lowered graphs say (:func:`ptebuild.lowering.insight.lowered_insight`); None if
     they could not be counted (``problems`` says why)."""
     problems: list[str] = field(default_factory=list)
     """What went wrong beside the lowering itself (one line each), for the report's warnings."""
@@ -262,17 +262,17 @@ def lower(
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, figures=figures,
+    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, insight=figures,
                           problems=problems)
 
 
-def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramFigures | None:
+def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramInsight | None:
     """The lowered graphs' figures; None (and a line in ``problems``) if they cannot be counted:
     a program is not refused for its figures."""
-    from ptebuild.lowering.figures import lowered_figures
+    from ptebuild.lowering.insight import lowered_insight
 
     try:
-        return lowered_figures(edge, program)
+        return lowered_insight(edge, program)
     except Exception as exc:
         problems.append(f"its delegation and memory figures could not be counted: {summary_of(exc)}")
         return None

@@ -85,7 +85,7 @@ def test_the_delegation_of_cnns_is_get_delegation_infos(tmp_path, monkeypatch):
     for program in document["programs"]:
         if program["status"] != "built":
             continue
-        recorded = Delegation.from_json(record[program["name"]]["figures"]["delegation"])
+        recorded = Delegation.from_json(record[program["name"]]["insight"]["delegation"])
         infos, _ = lowered_again(tmp_path / "corpus" / "corpus.toml", program["name"], monkeypatch, tmp_path / "again")
         compared[program["name"]] = compare(recorded, infos)
     print(json.dumps(compared, indent=1))

@@ -4,10 +4,10 @@ limit a program breaks, with the figure, the budget and the fix."""
 from __future__ import annotations
 
 import pytest
-from figures_data import figures
+from insight_data import figures
 
 from ptebuild.insight.budget import judge, merged_budget, parse_size
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.plan import Limit
 
 
@@ -55,14 +55,14 @@ def test_each_limit_broken_is_one_line_at_its_place():
 
 def test_figures_that_are_missing_cannot_pass():
     budget = merged_budget(None, {"max_pte": 1, "min_delegated": 0.5}, "p")
-    messages = [o.message for o in judge(ProgramFigures(), budget, "p.pte")]
+    messages = [o.message for o in judge(ProgramInsight(), budget, "p.pte")]
     assert messages[0].startswith("no size figures for p.pte") and messages[1].startswith("no delegation figures")
 
 
 def test_a_program_without_operator_nodes_is_not_a_fallback():
     from ptebuild.insight.delegation import Delegation, MethodDelegation
 
-    empty = ProgramFigures(delegation=Delegation((MethodDelegation("forward", (), ()),)))
+    empty = ProgramInsight(delegation=Delegation((MethodDelegation("forward", (), ()),)))
     assert judge(empty, merged_budget(None, {"min_delegated": 1.0}, "p"), "p.pte") == ()
 
 

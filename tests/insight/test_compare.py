@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from figures_data import figures
+from insight_data import figures
 
 from ptebuild.insight.compare import CheckSummary, FiguresChange
 

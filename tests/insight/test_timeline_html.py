@@ -7,7 +7,7 @@ import re
 
 import pytest
 from browser import colours, dump_dom, screenshot
-from figures_data import figures
+from insight_data import figures
 
 from ptebuild.insight.stages import Stage, StageSpan
 from ptebuild.insight.timeline import TargetTimeline, Timeline, place_worker_spans
@@ -21,13 +21,13 @@ def _timeline() -> Timeline:
               StageSpan(Stage.EMIT, 6, 6.5), StageSpan(Stage.CHECK, 6.5, 8))
     targets = (
         TargetTimeline(NAMES[0], "xnnpack", "built", 0.2, 10.0, (*place_worker_spans(worker, 0.2, 9.8), StageSpan(Stage.STORE, 9.8, 10.0)),
-                       lane=1, figures=figures(), check=({"max_abs_error": 2e-6, "cosine": 0.999999},)),
+                       lane=1, insight=figures(), check=({"max_abs_error": 2e-6, "cosine": 0.999999},)),
         TargetTimeline(NAMES[1], "portable", "cached", 0.05, 0.15, (StageSpan(Stage.RESTORE, 0.05, 0.15),), cache_hit=True,
-                       source="local", figures=figures(delegated=0, left=12)),
+                       source="local", insight=figures(delegated=0, left=12)),
         TargetTimeline(NAMES[2], "xnnpack", "failed", 0.3, 7.0, place_worker_spans(worker[:3], 0.3, 7.0), lane=2,
                        message="manifest.toml: programs.policy_int8: lowering for xnnpack failed: <boom>"),
         TargetTimeline(NAMES[3], "vulkan", "over-budget", 7.2, 12.0, place_worker_spans(worker, 7.2, 12.0), lane=2,
-                       figures=figures(pte=90_000, ptd=0)),
+                       insight=figures(pte=90_000, ptd=0)),
     )
     return Timeline("manifests/robot.toml", 12.1, targets, "2026-12-03T09:00:00+00:00", "daemon", 2, ("builder", "worker 1", "worker 2"))
 

@@ -1,6 +1,6 @@
 """A ``.pte``'s figures read from the file alone: its size split, each method's planned buffers,
 its delegate and operator calls, and what ``inspect`` shows of them with the build record beside
-it (:class:`ptebuild.insight.file_figures.FileFigures`).
+it (:class:`ptebuild.insight.file_insight.FileInsight`).
 
 Pure Python over :func:`.pte_file.open_pte` (which documents the format); nothing is executed, and
 neither torch nor executorch is imported. The values these readers return, and what each part
@@ -18,9 +18,9 @@ from typing import Any
 from ptebuild.errors import FormatError
 from ptebuild.insight.calls import MethodCalls
 from ptebuild.insight.delegation import counts
-from ptebuild.insight.figures import ProgramFigures
-from ptebuild.insight.file_figures import FileFigures
+from ptebuild.insight.file_insight import FileInsight
 from ptebuild.insight.memory import BOUND, IoPoint, MethodMemory, tensor_bytes
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.sizes import SizeSplit, WeightsFile
 from ptebuild.runtime.pte_file import DataLocation, open_pte
 
@@ -119,7 +119,7 @@ def program_calls(path: str | Path) -> tuple[MethodCalls, ...]:
     return tuple(found)
 
 
-def read_file_figures(path: str | os.PathLike[str]) -> FileFigures:
+def read_file_insight(path: str | os.PathLike[str]) -> FileInsight:
     """The figures of the ``.pte`` at ``path`` as ``inspect`` shows them: the file's own, and what
     a build record in the same folder that names this file with these bytes recorded (the
     program's name, its ``.ptd`` files and who shares them, its delegation by operator, mutable
@@ -133,11 +133,11 @@ def read_file_figures(path: str | os.PathLike[str]) -> FileFigures:
     split = pte_split(path)
     planned = planned_buffers(path)
     program, recorded, weights, notes = _recorded(path)
-    base = recorded if recorded is not None else ProgramFigures(memory=_bound_io(path))
-    return FileFigures(calls, base.with_files(split.with_weights(weights), planned), program, recorded is not None, tuple(notes))
+    base = recorded if recorded is not None else ProgramInsight(memory=_bound_io(path))
+    return FileInsight(calls, base.with_files(split.with_weights(weights), planned), program, recorded is not None, tuple(notes))
 
 
-def _recorded(path: Path) -> tuple[str | None, ProgramFigures | None, list[WeightsFile], list[str]]:
+def _recorded(path: Path) -> tuple[str | None, ProgramInsight | None, list[WeightsFile], list[str]]:
     from ptebuild.runtime.record import read_build_record
 
     try:
@@ -157,7 +157,7 @@ def _recorded(path: Path) -> tuple[str | None, ProgramFigures | None, list[Weigh
             others = tuple(sorted(other for other, e in record.targets.items() if other != name and file in e.get("outputs", {})))
             weights.append(WeightsFile(file, int(info["bytes"]), others))
     try:
-        figures = ProgramFigures.from_json(entry["figures"]) if isinstance(entry.get("figures"), dict) else None
+        figures = ProgramInsight.from_json(entry["insight"]) if isinstance(entry.get("insight"), dict) else None
     except (KeyError, TypeError, ValueError):
         return name, None, weights, [f"the figures the build record keeps for {name} cannot be read"]
     return name, figures, weights, []

@@ -1,4 +1,4 @@
-"""A lowered program's figures that only its graphs know (:mod:`ptebuild.insight.figures`).
+"""A lowered program's figures that only its graphs know (:mod:`ptebuild.insight.program`).
 
 Called by the worker with the edge program manager that ``to_edge_transform_and_lower`` returned,
 before ``to_executorch``: per method, the delegation (:mod:`.delegation`), the mutable buffers and
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.lowering.delegation import program_delegation
 from ptebuild.lowering.memory import method_memory
 from ptebuild.plan import ProgramPlan
 
 
-def lowered_figures(edge: Any, program: ProgramPlan) -> ProgramFigures:
+def lowered_insight(edge: Any, program: ProgramPlan) -> ProgramInsight:
     """The worker's half of ``program``'s figures, from its lowered edge program manager."""
     names = [m.name for m in program.methods]
     memory = tuple(method_memory(edge.exported_program(m.name), m) for m in program.methods)
-    return ProgramFigures(program_delegation(edge, names), None, memory)
+    return ProgramInsight(program_delegation(edge, names), None, memory)

@@ -1,9 +1,9 @@
 """A program's figures: its delegation, its size split and each method's memory, as one value.
 
 Two halves come from two places. The worker counts what only the lowered graph knows (the
-delegation, mutable buffers, outputs' bytes at each size: :func:`ProgramFigures.from_json` of
+delegation, mutable buffers, outputs' bytes at each size: :func:`ProgramInsight.from_json` of
 what it sends, kept with the action result); the builder adds what the files say (the size
-split and the planned buffers: :meth:`ProgramFigures.with_files`), for a restored program as for
+split and the planned buffers: :meth:`ProgramInsight.with_files`), for a restored program as for
 a new one. The report, the build record and ``inspect`` show this value; budgets judge it.
 
 JSON::
@@ -26,7 +26,7 @@ from ptebuild.insight.sizes import SizeSplit
 
 
 @dataclass(frozen=True)
-class ProgramFigures:
+class ProgramInsight:
     """What is inside one program (see the module docstring); a part is None where unknown."""
 
     delegation: Delegation | None = None
@@ -41,16 +41,16 @@ class ProgramFigures:
             return None
         return sum(m.planned_bytes for m in self.memory)
 
-    def with_files(self, size: SizeSplit, planned: Mapping[str, tuple[int, ...]]) -> ProgramFigures:
+    def with_files(self, size: SizeSplit, planned: Mapping[str, tuple[int, ...]]) -> ProgramInsight:
         """These figures with what the files say: the size split and each method's planned buffers."""
         known = {m.method: m for m in self.memory}
         memory = [replace(known.get(name, MethodMemory(name)), planned=tuple(buffers)) for name, buffers in planned.items()]
         memory += [m for name, m in known.items() if name not in planned]
         return replace(self, size=size, memory=tuple(memory))
 
-    def worker_part(self) -> ProgramFigures:
+    def worker_part(self) -> ProgramInsight:
         """What the worker knows (no size, no planned buffers): what an action result keeps."""
-        return ProgramFigures(self.delegation, None, tuple(replace(m, planned=()) for m in self.memory))
+        return ProgramInsight(self.delegation, None, tuple(replace(m, planned=()) for m in self.memory))
 
     def method_memory(self, name: str) -> MethodMemory | None:
         return next((m for m in self.memory if m.method == name), None)
@@ -63,7 +63,7 @@ class ProgramFigures:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> ProgramFigures:
+    def from_json(cls, data: Mapping[str, Any] | None) -> ProgramInsight:
         """Raises TypeError, KeyError or ValueError if ``data`` is not a program's figures."""
         if not data:
             return cls()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ptebuild.insight.delegation import DelegateShare, Delegation, MethodDelegation, counts
-from ptebuild.insight.figures import ProgramFigures
 from ptebuild.insight.memory import IoPoint, MethodMemory, TensorBytes
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.sizes import SizeSplit, WeightsFile
 
 
 def figures(*, pte: int = 6_000, ptd: int = 40_000, delegated: int = 9, left: int = 1, planned: tuple[int, ...] = (37_184,),
-            shared_with: tuple[str, ...] = ()) -> ProgramFigures:
+            shared_with: tuple[str, ...] = ()) -> ProgramInsight:
     """A one-method XNNPACK program: ``delegated`` conv nodes delegated, ``left`` mean nodes not."""
     delegation = Delegation((MethodDelegation(
         "forward",
@@ -20,4 +20,4 @@ def figures(*, pte: int = 6_000, ptd: int = 40_000, delegated: int = 9, left: in
                      ptd=(WeightsFile("weights.ptd", ptd, shared_with),) if ptd else ())
     memory = (MethodMemory("forward", planned, (TensorBytes("cache", "float32", (4, 16), 256),),
                            (IoPoint("example", (("batch", 2),), 6_144, 32), IoPoint("batch max", (("batch", 8),), 24_576, 128))),)
-    return ProgramFigures(delegation, size, memory)
+    return ProgramInsight(delegation, size, memory)

@@ -19,18 +19,18 @@ from typing import Any
 from ptebuild import own_code
 from ptebuild.builder.runtime_support import Memo
 from ptebuild.errors import FormatError
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.sizes import SizeSplit, WeightsFile
 from ptebuild.results import OutputFile
 
 SCHEMA = "ptebuild-file-figures 1"
-READERS = ("insight", "runtime/pte_file.py", "runtime/flatbuffer.py", "runtime/file_region.py")
+READERS = ("insight", "runtime/pte_insight.py", "runtime/pte_file.py", "runtime/flatbuffer.py", "runtime/file_region.py")
 """The code that reads a ``.pte``'s figures (a missing path is left out of the digest)."""
 
 DigestFile = Callable[[Path], tuple[str, int]]
 
 
-class FiguresReader:
+class InsightReader:
     """Programs' figures in one output folder, the files' half memoised in ``memo``."""
 
     def __init__(self, folder: Path, memo: Memo | None, digest_file: DigestFile) -> None:
@@ -63,7 +63,7 @@ class FiguresReader:
                     return SizeSplit.from_json(kept["size"]), {str(m): tuple(int(n) for n in b) for m, b in kept["planned"].items()}
                 except (KeyError, TypeError, ValueError, AttributeError):
                     pass
-        from ptebuild.runtime.program_figures import planned_buffers, pte_split
+        from ptebuild.runtime.pte_insight import planned_buffers, pte_split
 
         try:
             split = pte_split(self.folder / pte.name)
@@ -74,15 +74,15 @@ class FiguresReader:
             self.memo.memo_put(key, {"size": split.to_json(), "planned": {m: list(b) for m, b in planned.items()}})
         return split, planned
 
-    def figures(self, worker: Mapping[str, Any] | None, outputs: tuple[OutputFile, ...],
-                sharing: Mapping[str, tuple[str, ...]] | None = None) -> ProgramFigures:
+    def of(self, worker: Mapping[str, Any] | None, outputs: tuple[OutputFile, ...],
+                sharing: Mapping[str, tuple[str, ...]] | None = None) -> ProgramInsight:
         """The program's whole figures: the worker's half (``ActionResult.insight``; None or
         unreadable: none) with the files' half of ``outputs`` as published. ``sharing``: a
         ``.ptd`` name -> the other programs that load it."""
         try:
-            base = ProgramFigures.from_json(worker)
+            base = ProgramInsight.from_json(worker)
         except (KeyError, TypeError, ValueError):
-            base = ProgramFigures()
+            base = ProgramInsight()
         pte = next((o for o in outputs if o.name.endswith(".pte")), None)
         found = self.file_part(pte) if pte is not None else None
         if found is None:

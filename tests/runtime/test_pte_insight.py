@@ -8,12 +8,12 @@ import json
 import shutil
 
 import pytest
-from figures_data import figures
+from insight_data import figures
 
 from ptebuild.errors import FormatError
 from ptebuild.insight.memory import BOUND
 from ptebuild.insight.sizes import WeightsFile
-from ptebuild.runtime.program_figures import planned_buffers, program_calls, pte_split, read_file_figures
+from ptebuild.runtime.pte_insight import planned_buffers, program_calls, pte_split, read_file_insight
 
 NAMES = ("a", "xa", "xinline", "multi")
 
@@ -42,7 +42,7 @@ def test_a_cut_file_is_a_format_error(programs, tmp_path):
     data = programs.xinline.pte.read_bytes()
     cut = tmp_path / "cut.pte"
     cut.write_bytes(data[: len(data) // 2])
-    for reader in (pte_split, planned_buffers, program_calls, read_file_figures):
+    for reader in (pte_split, planned_buffers, program_calls, read_file_insight):
         with pytest.raises(FormatError, match="cut.pte"):
             reader(cut)
 
@@ -69,27 +69,27 @@ def test_calls_of_an_xnnpack_and_a_portable_program(programs):
 
 def test_a_file_alone(programs, tmp_path):
     shutil.copy(programs.xa.pte, tmp_path / "xa.pte")
-    found = read_file_figures(tmp_path / "xa.pte")
-    assert found.program is None and not found.recorded and found.figures.delegation is None
-    (point,) = found.figures.memory[0].io
+    found = read_file_insight(tmp_path / "xa.pte")
+    assert found.program is None and not found.recorded and found.insight.delegation is None
+    (point,) = found.insight.memory[0].io
     assert (point.at, point.inputs, point.outputs) == (BOUND, 4 * 4, 3 * 4)  # Linear(4, 8) -> Linear(8, 3) on ones(1, 4)
-    assert found.figures.size.pte == programs.xa.pte.stat().st_size and found.figures.size.ptd == ()
+    assert found.insight.size.pte == programs.xa.pte.stat().st_size and found.insight.size.ptd == ()
     assert found.describe()[0] == "calls forward: 1 delegate calls (XnnpackBackend ×1), 0 operator calls"
 
 
 def test_with_the_build_record_beside_it(programs, tmp_path):
     for path in (programs.xa.pte, programs.xa.ptd, programs.folder / "ptebuild.json"):
         shutil.copy(path, tmp_path / path.name)
-    found = read_file_figures(tmp_path / "xa.pte")
+    found = read_file_insight(tmp_path / "xa.pte")
     assert found.program == "xa" and not found.recorded
-    assert found.figures.size.ptd == (WeightsFile(programs.xa.ptd.name, programs.xa.ptd.stat().st_size),)
+    assert found.insight.size.ptd == (WeightsFile(programs.xa.ptd.name, programs.xa.ptd.stat().st_size),)
     record = json.loads((tmp_path / "ptebuild.json").read_text())
-    record["targets"]["xa"]["figures"] = figures().to_json()
+    record["targets"]["xa"]["insight"] = figures().to_json()
     (tmp_path / "ptebuild.json").write_text(json.dumps(record))
-    found = read_file_figures(tmp_path / "xa.pte")
-    assert found.recorded and found.figures.delegation == figures().delegation
-    assert found.figures.size.pte == programs.xa.pte.stat().st_size  # sizes are the file's, not the record's
+    found = read_file_insight(tmp_path / "xa.pte")
+    assert found.recorded and found.insight.delegation == figures().delegation
+    assert found.insight.size.pte == programs.xa.pte.stat().st_size  # sizes are the file's, not the record's
     assert any("mutable buffers 256 B (cache float32[4, 16])" in line for line in found.describe())
     (tmp_path / "ptebuild.json").write_text("{")
-    broken = read_file_figures(tmp_path / "xa.pte")
+    broken = read_file_insight(tmp_path / "xa.pte")
     assert broken.program is None and broken.notes[0].startswith("the build record beside it is not used:")

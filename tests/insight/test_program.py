@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from figures_data import figures
+from insight_data import figures
 
-from ptebuild.insight.figures import ProgramFigures
 from ptebuild.insight.memory import MethodMemory
-from ptebuild.runtime.program_figures import pte_split
+from ptebuild.insight.program import ProgramInsight
+from ptebuild.runtime.pte_insight import pte_split
 
 
 def test_the_workers_half_and_the_files_half(programs):
@@ -18,21 +18,21 @@ def test_the_workers_half_and_the_files_half(programs):
     assert joined.planned_bytes == 37_194
     assert joined.method_memory("forward").io == whole.memory[0].io
     assert joined.method_memory("other") == MethodMemory("other", (10,))
-    from_file = ProgramFigures().with_files(pte_split(programs.a.pte), {"forward": (64,)})
+    from_file = ProgramInsight().with_files(pte_split(programs.a.pte), {"forward": (64,)})
     assert from_file.delegation is None and from_file.planned_bytes == 64
 
 
 def test_json_round_trip():
     whole = figures(shared_with=("policy_portable",))
-    assert ProgramFigures.from_json(whole.to_json()) == whole
-    assert ProgramFigures.from_json(None) == ProgramFigures() == ProgramFigures.from_json({})
-    assert ProgramFigures.from_json(ProgramFigures().to_json()) == ProgramFigures()
+    assert ProgramInsight.from_json(whole.to_json()) == whole
+    assert ProgramInsight.from_json(None) == ProgramInsight() == ProgramInsight.from_json({})
+    assert ProgramInsight.from_json(ProgramInsight().to_json()) == ProgramInsight()
 
 
 def test_cells_and_lines():
     whole = figures(shared_with=("policy_portable",))
     assert whole.cells() == ("90.0%", "5.9 KiB + 39.1 KiB", "36.3 KiB")
-    assert ProgramFigures().cells() == ("-", "-", "-")
+    assert ProgramInsight().cells() == ("-", "-", "-")
     text = "\n".join(whole.describe())
     assert "delegation: 90.0% of 10 operator nodes delegated (XnnpackBackend); left to kernels: aten_mean_dim ×1" in text
     assert "size: .pte 5.9 KiB: plan 2.0 KiB, constants 8 B, named data 1000 B, delegate XnnpackBackend 2.9 KiB" in text

@@ -1,5 +1,5 @@
 """What ``ptebuild inspect`` shows of a ``.pte``'s figures: what the file itself says, and what
-the build record beside it recorded (read by :func:`ptebuild.runtime.program_figures.read_file_figures`).
+the build record beside it recorded (read by :func:`ptebuild.runtime.pte_insight.read_file_insight`).
 
 From the file alone: each method's delegate and operator calls (:mod:`.calls`), the size split
 (:mod:`.sizes`), the planned buffers, and the inputs' and outputs' bytes at the sizes the file
@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.insight.calls import MethodCalls
-from ptebuild.insight.figures import ProgramFigures
+from ptebuild.insight.program import ProgramInsight
 
 
 @dataclass(frozen=True)
-class FileFigures:
+class FileInsight:
     """A ``.pte``'s figures as ``inspect`` shows them (see the module docstring)."""
 
     calls: tuple[MethodCalls, ...]
-    figures: ProgramFigures
+    insight: ProgramInsight
     program: str | None = None
     """The program the build record beside the file names for it (None: no record says)."""
     recorded: bool = False
@@ -37,7 +37,7 @@ class FileFigures:
             "program": self.program,
             "recorded": self.recorded,
             "calls": {c.method: c.to_json() for c in self.calls},
-            **self.figures.to_json(),
+            **self.insight.to_json(),
             "notes": list(self.notes),
         }
 
@@ -46,6 +46,6 @@ class FileFigures:
         if self.program is not None:
             source = "recorded by its build" if self.recorded else "the build record has no figures for it"
             lines.append(f"program {self.program} ({source}, ptebuild.json)")
-        lines += self.figures.describe()
+        lines += self.insight.describe()
         lines += [f"note: {note}" for note in self.notes]
         return lines

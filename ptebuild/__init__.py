@@ -22,9 +22,8 @@ loads its module when first used)::
 
 from __future__ import annotations
 
+from ptebuild._version import __version__
 from ptebuild.lazy import lazy_exports
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "build": "api.build",

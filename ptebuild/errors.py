@@ -58,6 +58,11 @@ class DataNameError(ManifestError):
     """A data name or program name breaks the naming rules, or two output names collide."""
 
 
+class PluginError(UsageError):
+    """An installed plug-in (a backend from another distribution) cannot be used; the message names
+    the distribution and what failed, in one line."""
+
+
 class FormatError(UsageError):
     """A binary file (import library, .pte, .ptd) is malformed; the message names the file and offset."""
 

@@ -13,10 +13,12 @@ text form              kind                                      value
                        (``model.kwargs.width``, ``program.backend``)
 ``source:<file>``      :attr:`InputKind.SOURCE`                  SHA-256 of the file
 ``weights:<file>``     :attr:`InputKind.WEIGHTS`                 SHA-256 of the file
+``samples:<file>``     :attr:`InputKind.SAMPLES`                 SHA-256 of a method's samples file
 ``toolchain.<fact>``   :attr:`InputKind.TOOLCHAIN`               a version or fact (``torch``,
                                                                  ``platform``, ``ptebuild-code``)
 ``shims.<option>``     :attr:`InputKind.SHIMS`                   a shim library's option
 ``member:<program>``   :attr:`InputKind.MEMBER`                  SHA-256 of a member's ``.ptd``
+``workaround:<name>``  :attr:`InputKind.OTHER`                   ``applied``: a toolchain fix
 anything else          :attr:`InputKind.OTHER`                   as given
 =====================  ========================================  ==============================
 
@@ -36,6 +38,7 @@ class InputKind(str, enum.Enum):
     MANIFEST = "manifest"
     SOURCE = "source"
     WEIGHTS = "weights"
+    SAMPLES = "samples"
     TOOLCHAIN = "toolchain"
     SHIMS = "shims"
     MEMBER = "member"
@@ -47,11 +50,12 @@ _PREFIXES = {
     InputKind.MANIFEST: "manifest.",
     InputKind.SOURCE: "source:",
     InputKind.WEIGHTS: "weights:",
+    InputKind.SAMPLES: "samples:",
     InputKind.TOOLCHAIN: "toolchain.",
     InputKind.SHIMS: "shims.",
     InputKind.MEMBER: "member:",
 }
-_DIGESTS = frozenset({InputKind.SOURCE, InputKind.WEIGHTS, InputKind.MEMBER})
+_DIGESTS = frozenset({InputKind.SOURCE, InputKind.WEIGHTS, InputKind.SAMPLES, InputKind.MEMBER})
 """Kinds whose values are SHA-256 digests of files."""
 
 
@@ -90,6 +94,10 @@ def weights(name: str) -> str:
     return str(InputName(InputKind.WEIGHTS, name))
 
 
+def samples(name: str) -> str:
+    return str(InputName(InputKind.SAMPLES, name))
+
+
 def toolchain(name: str) -> str:
     return str(InputName(InputKind.TOOLCHAIN, name))
 
@@ -106,6 +114,11 @@ def member(program: str) -> str:
     return str(InputName(InputKind.MEMBER, program))
 
 
+def workaround(name: str) -> str:
+    """A fix of a known toolchain fault applied to the program (an :attr:`InputKind.OTHER` input)."""
+    return f"workaround:{name}"
+
+
 def of_kind(inputs: Mapping[str, str], *kinds: InputKind) -> dict[str, str]:
     """The inputs of these kinds, by their name within the kind (``source:a.py`` -> ``a.py``)."""
     found = {}
@@ -117,8 +130,8 @@ def of_kind(inputs: Mapping[str, str], *kinds: InputKind) -> dict[str, str]:
 
 
 def files(inputs: Mapping[str, str]) -> list[tuple[str, str]]:
-    """``(file, sha256)`` of the source and weights files a key names, sorted."""
-    return sorted(of_kind(inputs, InputKind.SOURCE, InputKind.WEIGHTS).items())
+    """``(file, sha256)`` of the source, weights and samples files a key names, sorted."""
+    return sorted(of_kind(inputs, InputKind.SOURCE, InputKind.WEIGHTS, InputKind.SAMPLES).items())
 
 
 def without(inputs: Mapping[str, str], kinds: Iterable[InputKind], keep: Iterable[str] = ()) -> dict[str, str]:
@@ -141,6 +154,8 @@ def describe(text: str, model: str = "", program: str = "") -> str:
         return f"source file {name.name}"
     if name.kind is InputKind.WEIGHTS:
         return f"weights file {name.name}"
+    if name.kind is InputKind.SAMPLES:
+        return f"samples file {name.name}"
     if name.kind is InputKind.MEMBER:
         return f"weights file of {name.name}"
     if name.kind is InputKind.MANIFEST:
@@ -156,6 +171,8 @@ def describe(text: str, model: str = "", program: str = "") -> str:
         return name.name if name.name == "platform" else f"{name.name} version"
     if name.kind is InputKind.SHIMS:
         return f"shim library option {name.name}"
+    if name.kind is InputKind.OTHER and name.name.startswith("workaround:"):
+        return f"toolchain workaround {name.name.removeprefix('workaround:')}"
     return "key schema" if name.kind is InputKind.SCHEMA else f"input {name.name}"
 
 

@@ -32,8 +32,8 @@ def files(*parts: str) -> list[Path]:
     return sorted(found)
 
 
-def digest(paths: Iterable[Path], digest_file: DigestFile | None = None) -> str:
-    """One digest (xxh3-128) over the files' names (relative to the package) and SHA-256s.
+def digest(paths: Iterable[Path], digest_file: DigestFile | None = None, root: Path = ROOT) -> str:
+    """One digest (xxh3-128) over the files' names (relative to ``root``, default the package) and SHA-256s.
 
     ``digest_file``: how a file's SHA-256 is had (the store's stat cache); default: hashed here.
     """
@@ -49,5 +49,5 @@ def digest(paths: Iterable[Path], digest_file: DigestFile | None = None) -> str:
             sha = digest_file(path)[0]
         except OSError:
             sha = "unreadable"
-        lines.append(f"{Path(os.path.relpath(path, ROOT)).as_posix()}:{sha}")
+        lines.append(f"{Path(os.path.relpath(path, root)).as_posix()}:{sha}")
     return xxhash.xxh3_128_hexdigest("\n".join(lines).encode())

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.canonical import canonical_json
+
+if TYPE_CHECKING:
+    from ptebuild.tolerances import CheckSettings
 
 CONTAINERS = ("tuple", "list", "dict")
 """The kinds of input that hold other inputs."""
@@ -60,6 +63,9 @@ class MethodPlan:
     function: str
     inputs: tuple[InputPlan, ...]
     dims: tuple[DimPlan, ...]
+    samples: str | None = None
+    """Real inputs (:mod:`ptebuild.lowering.samples`): a file or folder relative to the manifest's
+    folder, or a factory ``package.module:callable``; None: generated inputs only."""
 
     def leaves(self) -> list[InputPlan]:
         """The tensors and scalars of the method's inputs, in torch.export's order."""
@@ -111,6 +117,8 @@ class ProgramPlan:
     data_name: str | None
     options: dict[str, Any]
     atol: float
+    """The check's ``atol`` for float32 outputs: the manifest's, else the backend's default
+    (:meth:`check_settings` gives each output's by its dtype)."""
     min_cosine: float
     check_enabled: bool
     model_entry: dict[str, Any]
@@ -124,6 +132,53 @@ class ProgramPlan:
     """Also write ``<name>.etrecord``: ExecuTorch's ETRecord of the lowering (what the devtools
     Inspector needs to map an on-device ETDump back to the graph)."""
     budget: Budget | None = None
+    """The limits its figures must keep (:mod:`ptebuild.insight.budget`); None: no budget."""
+    rtol: float = 0.0
+    """The check's ``rtol`` for float32 outputs, as ``atol``."""
+    calibrated: bool = False
+    """Its quantization is calibrated on inputs (:meth:`~ptebuild.backends.base.Backend.calibrates`):
+    on the methods' samples where they have some, and the check's generated inputs follow them."""
+    check_set: tuple[str, ...] = ()
+    """The parts of the tolerance the manifest sets (``atol``, ``rtol``, ``min_cosine``): they
+    hold for every output; the others follow each output's dtype."""
+    bound: object = field(default=None, compare=False, repr=False)
+    """The program's backend resolved once (:class:`ptebuild.backends.BoundBackend`: the registry's
+    object and ``options`` typed, validated when the manifest was resolved); asked for through
+    :func:`ptebuild.backends.bound_backend`. Not part of the JSON form: a plan read back from JSON is
+    bound again (:func:`ptebuild.backends.bind_plan`), its options validated at most once, and only
+    where they are used typed (a worker), so that the builder's no-op path never imports pydantic."""
+
+    def check_settings(self) -> CheckSettings:
+        """The tolerances the check holds this program's outputs to (:mod:`ptebuild.tolerances`)."""
+        from ptebuild.tolerances import CheckSettings, Tolerance
+
+        given = {part: getattr(self, part) for part in self.check_set}
+        return CheckSettings(Tolerance(self.atol, self.rtol, self.min_cosine), **given)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain, JSON-able form (without :attr:`bound`): what a task carries to its worker."""
+        document = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bound"}
+        document["methods"] = [asdict(m) for m in self.methods]
+        document["budget"] = asdict(self.budget) if self.budget is not None else None
+        plain: dict[str, Any] = json.loads(canonical_json(document))
+        return plain
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProgramPlan:
+        methods = tuple(
+            MethodPlan(
+                name=m["name"],
+                function=m["function"],
+                inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
+                dims=tuple(DimPlan(**d) for d in m["dims"]),
+                samples=m.get("samples"),
+            )
+            for m in data["methods"]
+        )
+        budget = data.get("budget")
+        return cls(**{**data, "methods": methods, "sources": tuple(data["sources"]),
+                      "check_set": tuple(data.get("check_set") or ()),
+                      "budget": Budget(tuple(Limit(**limit) for limit in budget["limits"])) if budget else None})
 
     @property
     def pte_name(self) -> str:
@@ -203,26 +258,16 @@ class BuildPlan:
         return next((b for b in self.bundles if b.name == name), None)
 
     def to_json(self) -> str:
-        return canonical_json(asdict(self))
+        document = {f.name: getattr(self, f.name) for f in fields(self)}
+        document["programs"] = [p.to_json() for p in self.programs]
+        document["shims"] = [asdict(s) for s in self.shims]
+        document["bundles"] = [asdict(b) for b in self.bundles]
+        return canonical_json(document)
 
     @classmethod
     def from_json(cls, text: str, *, manifest: str, manifest_dir: str) -> BuildPlan:
         data = json.loads(text)
-        programs = []
-        for p in data["programs"]:
-            methods = tuple(
-                MethodPlan(
-                    name=m["name"],
-                    function=m["function"],
-                    inputs=tuple(InputPlan.from_json(i) for i in m["inputs"]),
-                    dims=tuple(DimPlan(**d) for d in m["dims"]),
-                )
-                for m in p["methods"]
-            )
-            budget = p.get("budget")
-            if budget is not None:
-                budget = Budget(tuple(Limit(**limit) for limit in budget["limits"]))
-            programs.append(ProgramPlan(**{**p, "methods": methods, "sources": tuple(p["sources"]), "budget": budget}))
+        programs = [ProgramPlan.from_json(p) for p in data["programs"]]
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
             BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"]),

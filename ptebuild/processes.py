@@ -22,6 +22,15 @@ def worker_environment(environment: Mapping[str, str]) -> dict[str, str]:
     return {"PYTHONHASHSEED": WORKER_HASH_SEED, **environment}
 
 
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def pid_alive(pid: int) -> bool:
     """True if a process ``pid`` exists (one of another user counts)."""
     if pid == os.getpid():

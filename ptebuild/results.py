@@ -78,6 +78,9 @@ class FailureKind(str, enum.Enum):
     STALE = "stale"
     """The worker's imported libraries changed on disk since it imported them: run the task again
     in a new worker process (never reported as such unless that fails too)."""
+    STORE = "store"
+    """The task could not write its outputs into its store (a full or read-only cache): the
+    builder gives it another store and runs it again (never reported as such unless that fails too)."""
 
 
 class Source(str, enum.Enum):
@@ -268,6 +271,11 @@ class TargetResult:
             "check_kind": self.check,
             "key": self.key,
         }
+        from ptebuild.figures import CheckSummary
+
+        summary = CheckSummary.of(self.figures)
+        if summary is not None:
+            data["checked"] = summary.to_json()
         if self.source is not None:
             data["source"] = self.source.value
         if self.node:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +33,19 @@ def build_json(*args, **kwargs) -> tuple[int, dict]:
         return result.returncode, json.loads(result.stdout)
     except json.JSONDecodeError:
         raise AssertionError(f"no JSON on stdout (exit {result.returncode}):\n{result.stdout}\n{result.stderr}") from None
+
+
+STARTS = ("foreground", "background")
+"""How a shell starts a program: ``foreground`` with SIGINT's default disposition, ``background``
+(``cmd &`` in a script, or a CI runner's non-interactive shell) with SIGINT ignored."""
+
+
+def started(how: str):
+    """A ``preexec_fn`` that gives a child SIGINT's disposition as a shell that starts it ``how``
+    would (:data:`STARTS`), whatever the test run's own (pytest started as a background job has
+    SIGINT ignored, and its children would inherit that)."""
+    disposition = {"foreground": signal.SIG_DFL, "background": signal.SIG_IGN}[how]
+    return lambda: signal.signal(signal.SIGINT, disposition)
 
 
 def unavailable(message: str):

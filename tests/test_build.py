@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ptebuild
+from helpers import STARTS, ptebuild, started
 from project_copy import copy_project
 
 TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -438,7 +438,12 @@ def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
     assert ptebuild("verify", str(out)).returncode == 0
 
 
-def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path):
+# Started as a background job: slow (13 s more); its fast sibling in the default run is the warm
+# server's (tests/executors/test_daemon.py), through the same command line.
+@pytest.mark.parametrize("start", [pytest.param(s, marks=[pytest.mark.slow] if s == "background" else []) for s in STARTS])
+def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path, start):
+    """Ctrl-C stops the build however it was started: a background job of a script (or of a CI
+    runner's shell) starts with SIGINT ignored, and its SIGINT must stop it all the same."""
     import signal
     import time
 
@@ -446,7 +451,7 @@ def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path):
     out = manifest.parent / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "ptebuild", "build", str(manifest), "--no-cache", "--jobs", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TOOLS_ENV, preexec_fn=started(start),
     )
     seen = []
     for line in process.stderr:

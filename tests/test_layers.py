@@ -1,5 +1,8 @@
 """The package's layers hold: no module imports from a layer above its own, not even inside a
-function (a hidden circle), and the CLI is the only layer that prints.
+function (a hidden circle), no modules import each other in a circle (within a layer too, at any
+depth: inside functions and under ``TYPE_CHECKING``), no module imports another's private names,
+the CLI is the only layer that prints, and ``runtime/`` names no backend (it finds payload
+readers through ``ptebuild.backend_registry``, at the bottom floor).
 
 The layers, lowest first, as the README's Layout lists them. Floor one is every top-level module
 of ``ptebuild`` but the package's face (``__init__``, ``__main__``).
@@ -30,7 +33,7 @@ LAYERS = [
 
 def layer_of(module: str) -> int:
     """``ptebuild.store.cas`` -> the index of its layer (floor one for top-level modules)."""
-    parts = module.split(".")
+    parts = module_of(module).split(".")
     if len(parts) == 1:
         return len(LAYERS)  # the package's face re-exports everything (lazily)
     top = parts[1]
@@ -54,9 +57,60 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module or ""
-            if name.startswith("ptebuild"):
-                targets = [name] if node.module else [f"{name}.{alias.name}" for alias in node.names]
-                found += [(node.lineno, t) for t in targets]
+            if name.startswith("ptebuild"):  # each name as imported: a module, or a name of one
+                found += [(node.lineno, f"{name}.{alias.name}") for alias in node.names]
+    return found
+
+
+def module_of(target: str) -> str:
+    """The module an import names: ``ptebuild.store.Store`` -> ``ptebuild.store`` (the package's
+    ``__init__``), ``ptebuild.store.cas`` -> itself."""
+    relative = Path(*target.split(".")[1:]) if "." in target else Path()
+    if (PACKAGE / relative).with_suffix(".py").is_file() or (PACKAGE / relative / "__init__.py").is_file():
+        return target
+    return target.rpartition(".")[0]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ptebuild modules it imports (anywhere in its file)."""
+    graph: dict[str, set[str]] = {}
+    for path, module in modules():
+        graph[module] = {module_of(t) for _, t in imports(path, module)} - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
     return found
 
 
@@ -78,11 +132,64 @@ def test_no_module_imports_from_a_layer_above_its_own():
             continue
         own = layer_of(module)
         for line, target in imports(path, module):
-            if target == "ptebuild" or target.startswith("ptebuild.__"):
-                continue  # __version__
             if layer_of(target) > own:
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {target}")
     assert upward == [], "\n".join(upward)
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    graph.pop("ptebuild", None)  # the package's face imports its entry points lazily, by name
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    private = []
+    for path, module in modules():
+        for line, target in imports(path, module):
+            name = target.rpartition(".")[2]
+            imported = module_of(target)
+            if imported != target and name.startswith("_") and not name.startswith("__") and imported != module:
+                private.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {target}")
+    assert private == [], "\n".join(private)
+
+
+def private_names_defined(path: Path) -> set[str]:
+    """The private methods and ``self._x`` attributes a module defines."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) \
+                and node.value.id == "self":
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+OWN_PRIVATES_ONLY = ("builder", "worker", "daemon", "api", "cli")
+"""The packages whose modules reach each other through public names only, attributes too (a
+unit's helpers are its own: ``builder._located(...)`` from another module is refused)."""
+
+
+def test_no_module_reaches_into_another_modules_private_attributes():
+    defined: dict[str, set[str]] = {}
+    for path, module in modules():
+        for name in private_names_defined(path):
+            defined.setdefault(name, set()).add(module)
+    reaching = []
+    for path, module in modules():
+        if module.split(".")[1:2] == [] or module.split(".")[1] not in OWN_PRIVATES_ONLY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in defined and module not in defined[node.attr] \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                reaching.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: .{node.attr} of {sorted(defined[node.attr])}")
+    assert reaching == [], "\n".join(reaching)
 
 
 def test_only_the_cli_prints():
@@ -95,3 +202,18 @@ def test_only_the_cli_prints():
                 printing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {node.func.id}()")
     allowed = {"ptebuild/daemon/server.py"}  # the warm server's own log (its stdout is a log file)
     assert [p for p in printing if p.split(":")[0] not in allowed] == [], "\n".join(printing)
+
+
+def test_runtime_names_no_backend():
+    """``runtime/`` reads delegates through the payload readers backends declare (found by delegate
+    id in the registry): no delegate id and no backend's name is written in it (``portable`` is
+    also ExecuTorch's name for its own kernels, which the runtime runs)."""
+    from ptebuild.backends import backend_names, get_backend
+
+    ids = {reader.delegate_id for name in backend_names() for reader in get_backend(name).payload_readers}
+    names = {f"{quote}{name}{quote}" for name in backend_names() if name != "portable" for quote in "\"'`"}
+    found = []
+    for path in sorted((PACKAGE / "runtime").rglob("*.py")):
+        text = path.read_text()
+        found += [f"{path.relative_to(PACKAGE.parent)}: {word}" for word in sorted(ids | names) if word in text]
+    assert ids and found == [], "\n".join(found)

@@ -33,7 +33,7 @@ def no_ray(tmp_path) -> dict[str, str]:
 CASES = {
     "nginx": ("tests/store/test_signing.py::test_signed_entries", {"PTEBUILD_TEST_NGINX": "none"}, "nginx is not installed"),
     "ray": ("tests/executors/test_ray.py", None, "ray cannot be imported"),  # skipped whole, at import
-    "buildgrid": ("tests/store/test_grpc.py::test_fetch_of_an_absent_blob_is_false_and_writes_nothing",
+    "buildgrid": ("tests/store/test_grpc.py::test_a_blob_of_a_size_never_met_cannot_be_fetched",
                   {"PTEBUILD_TEST_BUILDGRID": "none"}, "BuildGrid is not installed"),
 }
 

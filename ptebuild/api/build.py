@@ -134,17 +134,36 @@ def remote_settings(request: BuildRequest) -> RemoteSettings | None:
     return RemoteSettings.of(remote.url, headers_from(remote.headers), remote.upload is not False, remote_secret(remote))
 
 
-def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None, progress: Progress | None = None,
-          *, replay: bool = True) -> BuildReport:
+def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None, progress: Progress | None = None) -> BuildReport:
     """Build every target of ``manifest`` that ``request`` selects; return the report.
 
     Raises :class:`~ptebuild.errors.UsageError` (a bad request, a manifest that does not load:
     :class:`~ptebuild.errors.ManifestError`) before anything is built; a target that fails is
-    reported in the report, not raised. ``replay=False`` skips the no-op stamp's answer (a caller
-    that looked already).
+    reported in the report, not raised. A build that its no-op stamp answers (:mod:`.noop`) is
+    replayed: the same report and progress events, nothing looked at beyond a stat of each input.
     """
     manifest = os.fspath(manifest)
     request = request or BuildRequest()
+    request.validate()
+    stamp = noop.stamp_for(manifest, request)
+    if stamp is not None:
+        started = time.monotonic()
+        kept = noop.replay(stamp)
+        if kept is not None:
+            document, stored = kept
+            for event in stored:
+                if progress is not None:
+                    progress(*event)
+            result = BuildReport.from_json(document, replayed=True)
+            result.seconds = time.monotonic() - started
+            return result
+    return build_stamped(manifest, request, stamp, progress)
+
+
+def build_stamped(manifest: str, request: BuildRequest, stamp: Path | None, progress: Progress | None = None) -> BuildReport:
+    """Build as :func:`build` does, for a caller that has decided the build's no-op stamp
+    (:func:`ptebuild.api.noop.stamp_for`: ``stamp``, None for none) and found it does not answer:
+    the build is not replayed, and a no-op is stamped there."""
     request.validate()
     events: list[noop.Event] = []
 
@@ -153,17 +172,6 @@ def build(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
         if progress is not None:
             progress(name, event, text)
 
-    stamp = noop.stamp_for(manifest, request)
-    if stamp is not None and replay:
-        started = time.monotonic()
-        kept = noop.replay(stamp)
-        if kept is not None:
-            document, stored = kept
-            for event in stored:
-                report(*event)
-            result = BuildReport.from_json(document, replayed=True)
-            result.seconds = time.monotonic() - started
-            return result
     since = time.time_ns()  # what changed after (or just before) this cannot be stamped
     result, builder = _build(manifest, request, report)
     if stamp is not None and result.ok and noop.was_noop(result.targets, events):
@@ -194,7 +202,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
             timings=request.timings,
         )
         builder = Builder(plan, options, report)
-        done = BuildReport(manifest, builder.folder.path, 0.0, [], locked=request.locked, shard=request.shard)
+        done = BuildReport(manifest, builder.folder, 0.0, [], locked=request.locked, shard=request.shard)
         if request.locked:
             done.lock_problems = lock_problems(manifest, static_lock_entries(builder), request.partial)
             if done.lock_problems:
@@ -203,7 +211,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
         done.targets = builder.run()
         done.timings = builder.timings_files
         if request.locked:
-            done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder.path, done.targets),
+            done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder, done.targets),
                                                request.partial)
     finally:
         if cache is not None:

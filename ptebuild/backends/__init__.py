@@ -1,51 +1,138 @@
-"""Backends: one module each, registered here by name.
+"""Backends: one module (or package) each, found by name through the backend registry.
 
 A backend module defines a ``BACKEND`` object, a :class:`ptebuild.backends.base.Backend` (or a
 subclass overriding some of its hooks). It declares what it is (:mod:`.base`): its manifest name
 (``backend = "xnnpack"``), its options model (a frozen pydantic model of its options and compile
 specs, validated when the manifest is loaded, before anything is imported from torch; the
 manifest's JSON Schema shows it per backend), where its weights live, whether it needs a GPU,
-which check its programs pass and whether their bytes are reproducible; and it implements the
-hooks documented there: cheap ones the builder calls (key facts, can this machine build or check
-it) and worker ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
-``data_files``, ``rewrite_keys``, ``check``).
+which check its programs pass, whether their bytes are reproducible, and the readers of its
+delegates' payloads (:mod:`ptebuild.runtime.payloads`); and it implements the hooks documented
+there: cheap ones the builder calls (key facts, can this machine build or check it) and worker
+ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``, ``data_files``,
+``rewrite_keys``, ``check``).
 
 Only the worker hooks may import torch or executorch, and only inside the function: loading the
-registry stays cheap. A new backend is one module (or package) and one line in
-:data:`BACKEND_MODULES`; nothing else names a backend.
+registry stays cheap. ptebuild's own backends are one module (or package) here and one line in
+:data:`ptebuild.backend_registry.BUILTIN_BACKENDS`; a separately installed distribution adds one
+through the ``ptebuild.backends`` entry-point group (:mod:`ptebuild.backend_registry`). Nothing
+else names a backend.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any
 
-# Manifest name -> module under ptebuild.backends.
-BACKEND_MODULES = {
-    "portable": "portable",
-    "xnnpack": "xnnpack",
-    "cuda": "cuda",
-    "openvino": "openvino",
-    "coreml": "coreml",
-    "vulkan": "vulkan",
-}
+from ptebuild import backend_registry
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ptebuild.backends.base import Backend
+    from ptebuild.plan import BuildPlan, ProgramPlan
 
     BackendName = str
-else:
-    BackendName = Literal[tuple(BACKEND_MODULES)]
-    """The manifest's ``backend`` values (a ``Literal`` of the registry's names, for the schema)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``BackendName``: the manifest's ``backend`` values, a ``Literal`` of the registry's names
+    (for the schema), made when first asked for: plug-ins are looked up then, not at import."""
+    if name == "BackendName":
+        from typing import Literal
+
+        return Literal[tuple(backend_names())]
+    raise AttributeError(f"module 'ptebuild.backends' has no attribute {name!r}")
 
 
 def get_backend(name: str) -> Backend:
-    """Return the ``BACKEND`` object of the backend called ``name`` (KeyError if unknown)."""
-    module = importlib.import_module(f"ptebuild.backends.{BACKEND_MODULES[name]}")
-    backend: Backend = module.BACKEND
-    return backend
+    """Return the ``BACKEND`` object of the backend called ``name``.
+
+    Raises KeyError if no backend has that name, PluginError (one line naming its distribution)
+    for an installed plug-in that cannot be loaded or whose object is not a backend of that name.
+    """
+    from ptebuild.backends.base import Backend
+
+    entry = backend_registry.entries()[name]
+    backend = backend_registry.load(entry)
+    if entry.plugin and not (isinstance(backend, Backend) and backend.name == name):
+        what = f"a Backend named {backend.name!r}" if isinstance(backend, Backend) else f"a {type(backend).__name__}"
+        raise backend_registry.refuse(entry, f"{entry.target} is {what}, not a ptebuild.backends.base.Backend "
+                                             f"named {name!r}")
+    found: Backend = backend
+    return found
 
 
 def backend_names() -> list[str]:
-    """The registered backends' names, in registration order."""
-    return list(BACKEND_MODULES)
+    """The registered backends' names: ptebuild's own in registration order, then installed plug-ins."""
+    return list(backend_registry.entries())
+
+
+def is_plugin(name: str) -> bool:
+    """True if ``name`` is a backend of another installed distribution."""
+    entry = backend_registry.entries().get(name)
+    return entry is not None and entry.plugin
+
+
+def plugin_problems() -> list[str]:
+    """One line for each installed plug-in that is left out or cannot be loaded (loads them all)."""
+    from ptebuild.errors import PluginError
+
+    lines = list(backend_registry.problems())
+    for name in backend_names():
+        if is_plugin(name):
+            try:
+                get_backend(name)
+            except PluginError as exc:
+                lines.append(str(exc))
+    return lines
+
+
+class BoundBackend:
+    """A program's backend, resolved once: the registry's object and the program's options typed.
+
+    ``source`` is the options' JSON form (what keys hash and tasks carry), ``options`` the
+    backend's options model validated from it: given by the manifest's resolution (validated
+    there, never again), else validated on first use only, once per binding. The builder's cheap
+    hooks take ``source``; a worker's hooks take ``options``.
+    """
+
+    def __init__(self, name: str, source: Mapping[str, Any], options: Any = None) -> None:
+        self.name = name
+        self.backend = get_backend(name)
+        self.source = source
+        self._options = options
+
+    @property
+    def options(self) -> Any:
+        """The options typed (an instance of the backend's options model)."""
+        if self._options is None:
+            self._options = self.backend.options_model.model_validate(dict(self.source))
+        return self._options
+
+
+def bound_backend(program: ProgramPlan) -> BoundBackend:
+    """The backend of ``program`` and its typed options: the plan's own binding (made once when
+    it was resolved or read back), or, for a program whose backend or options were replaced since,
+    a new one."""
+    bound = program.bound
+    if isinstance(bound, BoundBackend) and bound.name == program.backend and bound.source is program.options:
+        return bound
+    return BoundBackend(program.backend, program.options)
+
+
+def bind_plan(plan: BuildPlan) -> BuildPlan:
+    """``plan`` with each program bound to its backend (:class:`BoundBackend`): for a plan read back
+    from JSON, whose programs then validate their options once, when first used typed."""
+    from dataclasses import replace
+
+    programs = tuple(replace(p, bound=BoundBackend(p.backend, p.options)) for p in plan.programs)
+    return replace(plan, programs=programs)
+
+
+def bind_program(program: ProgramPlan) -> ProgramPlan:
+    """One program bound to its backend (a task's, read back from JSON)."""
+    from dataclasses import replace
+
+    return replace(program, bound=BoundBackend(program.backend, program.options))
+
+
+__all__ = ["BoundBackend", "backend_names", "bind_plan", "bind_program", "bound_backend", "get_backend", "is_plugin", "plugin_problems"]

@@ -2,10 +2,11 @@
 
 A backend is a :class:`Backend` (or a subclass overriding some hooks). The builder never tests a
 backend's name: it asks what the backend declares (does it need a GPU, which check does it run,
-where do its weights live, are its bytes reproducible, can this machine lower and check it).
+where do its weights live, are its bytes reproducible, can this machine lower and check it), and
+the readers of ``.pte`` files ask its payload readers what its delegates' payloads hold.
 
 Hooks that run in a worker (``transform_model``, ``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``,
-``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
+``place_weights``, ``data_files``, ``rewrite_keys``, ``check``) may import torch and executorch inside the function;
 the others (``toolchain_facts``, ``can_build``, ``can_check``, ``resources``, ``check_defaults``,
 ``check_kind``, ``reproducible``) run in the builder and must stay cheap.
 """
@@ -18,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ptebuild.tolerances import Tolerance
+
 if TYPE_CHECKING:
     from ptebuild.backends.options import BackendOptions as BackendOptions
     from ptebuild.lowering.check import OutputFigures
     from ptebuild.plan import ProgramPlan
+    from ptebuild.runtime.payloads import PayloadReader
 
 Options = Mapping[str, Any]
 """A program's ``options`` as the plan holds them (the validated model, dumped): what the
@@ -37,10 +41,9 @@ def __getattr__(name: str) -> object:  # BackendOptions needs pydantic: imported
     raise AttributeError(f"module 'ptebuild.backends.base' has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
-class CheckTolerances:
-    atol: float
-    min_cosine: float
+CheckTolerances = Tolerance
+"""A backend's default tolerance of a float32 output (:mod:`ptebuild.tolerances` says how an
+output's dtype and the manifest combine with it)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ class CheckKind:
     """As reported (``executorch-runtime``, ``aoti-runner-cuda``, ``windows-imports``...)."""
     numeric: bool = True
     """True: outputs compared with eager PyTorch (error figures); False: a structural check only."""
+    in_executorch: bool = True
+    """True: the program runs in ExecuTorch's runtime on this machine (a wrong one's first
+    divergence can then be searched operator by operator: :mod:`ptebuild.worker.divergence`)."""
 
 
 EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")
@@ -96,6 +102,16 @@ class Backend:
     """True if a program's bytes do not depend on the platform it is lowered on (the key's
     ``toolchain.platform``): a lock written on one platform then holds on another. The cache
     still keys by platform: what is shared across platforms is the lock, not the entries."""
+    payload_readers: tuple[PayloadReader, ...] = ()
+    """What ptebuild reads of the payloads of the delegates it writes: one
+    :class:`~ptebuild.runtime.payloads.PayloadReader` per delegate id (``XnnpackBackend``), found
+    by ``inspect``, ``verify``, the loader and the structural checks through the registry (no
+    reader: its delegates are opaque, their keys cannot be listed). Pure Python, cheap to import."""
+
+    @property
+    def delegate_ids(self) -> tuple[str, ...]:
+        """The ids its delegates carry in a ``.pte`` (``BackendDelegate.id``)."""
+        return tuple(reader.delegate_id for reader in self.payload_readers)
 
     @property
     def options_model(self) -> type[BackendOptions]:
@@ -122,6 +138,18 @@ class Backend:
         """None if this machine can run the backend's check on its programs, else why not."""
         return None
 
+    def calibrates(self, options: Any) -> bool:
+        """True if programs with these options are quantized with calibration inputs (static
+        quantization): the methods' samples calibrate them, and the check's generated inputs are
+        drawn within the samples' ranges."""
+        return False
+
+    def workarounds(self, options: Options, program: ProgramPlan) -> dict[str, str]:
+        """Fixes of known faults of the pinned toolchain this backend applies to ``program``: name ->
+        what and why (one sentence). Cheap (no torch): the key names them, the build record states
+        them, and the worker's hooks apply them."""
+        return {}
+
     def check_kind(self, options: Options | None = None) -> CheckKind:
         """The check its programs (with these options) pass before they are published."""
         return EXECUTORCH_RUNTIME
@@ -130,9 +158,20 @@ class Backend:
         """True if two builds of one program (same inputs, same toolchain) give the same bytes."""
         return True
 
+    def code_in_named_data(self, key: str) -> bool:
+        """True if the ``.pte``'s named data entry ``key`` is code, not a weight (a compiled
+        library): it belongs inside the ``.pte`` even with a data name (default: none is)."""
+        return False
+
     def resources(self, options: Options) -> dict[str, Any]:
         """What a task of this backend asks a scheduler for (``{"num_gpus": 1}``)."""
         return {"num_gpus": 1} if self.needs_gpu else {}
+
+    def lowering_weight(self, options: Options) -> float:
+        """How long lowering a program takes, against a portable program of the same model: a
+        scheduling hint where no earlier build says (the longest work starts first, so that
+        jobs in parallel end together), never a matter of correctness."""
+        return 1.0
 
     # -- in a worker: may import torch and executorch -------------------------------------------
 
@@ -207,6 +246,12 @@ class Backend:
             raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
         return {data_name: data[data_name]}
 
+    def place_weights(self, manager: Any, config: Any, data_name: str) -> None:
+        """Move into ``<data_name>.ptd`` the weights the lowering left inside the ``.pte`` that this
+        backend's runtime also finds in a ``.ptd`` (default: none; called right after
+        ``to_executorch``, before :meth:`rewrite_keys`). Weights still inside afterwards are named
+        in the report and the record (:mod:`ptebuild.runtime.weights_in_pte`)."""
+
     def rewrite_keys(self, manager: Any, config: Any) -> None:
         """Key the program's external weights by SHA-256 (default: portable constants)."""
         from ptebuild.lowering import weightkeys
@@ -220,8 +265,12 @@ class Backend:
         what it was checked against."""
         return model
 
-    def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None) -> tuple[list[OutputFigures], str]:
-        """Run the built program against eager PyTorch; return (figures, name of the check)."""
+    def check(self, model: Any, program: ProgramPlan, pte: Path, ptd: Path | None,
+              samples: Mapping[str, list[tuple[Any, ...]]] | None = None) -> tuple[list[OutputFigures], str]:
+        """Run the built program against eager PyTorch; return (figures, name of the check).
+
+        ``samples``: method name -> its samples (:mod:`ptebuild.lowering.samples`), checked beside
+        the generated inputs by every check that runs the program."""
         from ptebuild.lowering.check import check_program
 
-        return check_program(model, program, pte, ptd), self.check_kind(program.options).name
+        return check_program(model, program, pte, ptd, samples=dict(samples or {})), self.check_kind(program.options).name

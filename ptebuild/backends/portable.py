@@ -21,5 +21,5 @@ BACKEND = Backend(
     name="portable",
     options_factory=options_model,
     same_bytes_on_every_platform=True,  # a flatbuffer of the graph and its weights: nothing of the host
-    default_check=CheckTolerances(atol=1e-4, min_cosine=0.99999),
+    default_check=CheckTolerances(atol=1e-4, rtol=1e-5, min_cosine=0.99999),
 )

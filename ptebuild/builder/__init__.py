@@ -1,1 +1,2 @@
-"""The builder: action keys, lowering in workers, checks, publishing outputs."""
+"""The builder: action keys, each target's life (:mod:`.target`), lowering in workers, publishing
+outputs from the store (:mod:`.publish`); :mod:`.build` orders it all."""

@@ -1,13 +1,16 @@
 """What this machine can do with each backend, known before anything is lowered.
 
-Two sources, both asked before a program is handed to an executor:
+Two sources:
 
 - the backend's cheap hooks, per program (:meth:`~ptebuild.backends.base.Backend.can_build`,
-  :meth:`~ptebuild.backends.base.Backend.can_check`: a GPU, a compiler, a cross toolchain);
+  :meth:`~ptebuild.backends.base.Backend.can_check`: a GPU, a compiler, a cross toolchain), asked
+  before a program is handed to an executor;
 - the probe's verdict, per backend and toolchain: a fresh interpreter lowers and checks the
   smallest real program (:mod:`ptebuild.worker.probe`). It finds what no cheap fact shows, such as
   ExecuTorch's pip runtime failing every program under another torch ("tensor does not have a
-  device" under torch 2.11.0+cu130).
+  device" under torch 2.11.0+cu130). A kept verdict is asked before a program is lowered; with
+  none, the builder lowers at once and runs the probe only when a program fails
+  (:meth:`ptebuild.builder.program_target.ProgramTarget.obstacle`), and ``ptebuild doctor`` runs it.
 
 The verdict is kept as a small JSON file, ``<capabilities>/<toolchain digest>.json``, where
 ``<capabilities>`` is ``$PTEBUILD_CAPABILITIES_DIR``, else ``capabilities/`` in the cache folder
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild import own_code
+from ptebuild import backend_registry, own_code
 from ptebuild.canonical import canonical_json
 from ptebuild.results import Status
 
@@ -113,7 +116,7 @@ def _module_file(name: str) -> Path | None:
 
 def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """What the verdict depends on (no torch import): the key's toolchain facts, the interpreter,
-    torch's and executorch's ``version.py`` and ptebuild's probe code."""
+    torch's and executorch's ``version.py``, ptebuild's probe code and the installed plug-in backends."""
     from ptebuild.builder.keys import toolchain_facts as key_facts
 
     facts = key_facts(digest_file)
@@ -122,6 +125,9 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         path = _module_file(package)
         facts[f"{package}.version_py"] = digest_file(path)[0] if path is not None else "none"
     facts["probe-code"] = own_code.digest(own_code.files("worker/probe.py", "builder/capabilities.py"), digest_file)
+    plugins = backend_registry.fingerprint(digest_file)
+    if plugins:  # a plug-in backend's verdict is its code's
+        facts["backend-plugins"] = plugins
     return facts
 
 

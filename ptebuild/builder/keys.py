@@ -8,8 +8,13 @@ A key hashes (xxh3-128) the canonical JSON of the program's *inputs*:
   of the top-level package it lives in, plus the model's ``sources`` globs; named relative to
   the manifest's folder (or to the ``sys.path`` entry a module was found in), never absolutely;
 - ``weights:<name>``: the SHA-256 of the weights file;
+- ``samples:<name>``: the SHA-256 of each file of a method's samples (a file, or every sample
+  file of a folder); a samples factory's code is ``source:`` inputs as a model's is;
 - ``toolchain.*``: Python, torch, executorch and ptebuild versions, the platform, and the
-  digest of ptebuild's own lowering code.
+  digest of ptebuild's own lowering code; for a backend of an installed plug-in, its
+  distribution and version (``backend-plugin``) and a digest of its code (``backend-code``);
+- ``workaround:<name>``: each fix of a known fault of the toolchain the backend applies to the
+  program (:meth:`~ptebuild.backends.base.Backend.workarounds`).
 
 The same breakdown is kept in the action record, so ``--explain`` can name what changed. The
 input names are typed in :mod:`ptebuild.keyinputs`, the one module that parses or writes them.
@@ -24,17 +29,15 @@ import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ptebuild import keyinputs, own_code
+from ptebuild import backend_registry, keyinputs, own_code
+from ptebuild.backends import bound_backend
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
+from ptebuild.lowering import samples
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
-
-if TYPE_CHECKING:
-    from ptebuild.backends.base import Backend
 
 KEY_SCHEMA = "ptebuild-action-key 1"
 
@@ -42,8 +45,9 @@ DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
 LOWERING_MODULES = (
-    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py",
-    "lowering/bundled_io.py", "lowering/check.py", "runtime/bpte_file.py",
+    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py",
+    "lowering/placement.py", "lowering/bundled_io.py", "lowering/check.py", "lowering/samples.py", "runtime/bpte_file.py",
+    "tolerances.py",
     "lowering/insight.py", "lowering/delegation.py", "lowering/memory.py",
     "insight/delegation.py", "insight/memory.py", "insight/program.py",
 )
@@ -66,7 +70,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     """Versions and platform facts that change lowering, read without importing torch."""
     global _toolchain_cache
     if _toolchain_cache is None:
-        from ptebuild import __version__
+        from ptebuild._version import __version__
         from ptebuild.distributions import installed_versions
 
         # Versions from the dist-info folder names: importlib.metadata costs more than a no-op build.
@@ -102,10 +106,22 @@ def _flatten_entry(prefix: str, value: object, out: dict[str, str]) -> None:
 
 def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
     """The files of a model's code: name (relative, '/'-separated) -> path."""
-    module = program.factory.split(":", 1)[0]
+    sources = module_sources(program.factory.split(":", 1)[0], manifest_dir, f"{display}: models.{program.model}.factory")
+    for pattern in program.sources:
+        matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
+        if not matches:
+            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
+        for path in matches:
+            sources[path.relative_to(manifest_dir).as_posix()] = path
+    return sources
+
+
+def module_sources(module: str, manifest_dir: Path, where: str) -> dict[str, Path]:
+    """The files of a factory module's code: every ``.py`` of its top-level package (or the module
+    alone); ManifestError at ``where`` if there is no such module."""
     module_file = find_module_file(module, module_search_path(manifest_dir))
     if module_file is None:
-        raise ManifestError(f"{display}: models.{program.model}.factory: no module named {module!r}")
+        raise ManifestError(f"{where}: no module named {module!r}")
     sources: dict[str, Path] = {}
     found = _top_level(module, manifest_dir, module_file)
     if found is not None:
@@ -116,13 +132,29 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
                 sources[path.relative_to(base).as_posix()] = path
     if not sources:  # a namespace package or a lone module
         sources[module_file.name] = module_file
-    for pattern in program.sources:
-        matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
-        if not matches:
-            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
-        for path in matches:
-            sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources
+
+
+def sample_inputs(program: ProgramPlan, manifest_dir: Path, display: str, digest_file: DigestFile) -> dict[str, str]:
+    """The key inputs of the program's methods' samples: each file's SHA-256 (``samples:<name>``),
+    a factory's module's code (``source:<name>``). ManifestError at the samples entry if a file
+    or folder is missing or empty."""
+    inputs: dict[str, str] = {}
+    for method in program.methods:
+        if method.samples is None:
+            continue
+        where = f"{display}: {samples.where(program.model, method)}"
+        if samples.is_factory(method.samples):
+            for name, path in module_sources(method.samples.split(":", 1)[0], manifest_dir, where).items():
+                inputs[keyinputs.source(name)] = digest_file(path)[0]
+            continue
+        files = samples.sample_files(method.samples, manifest_dir)
+        if isinstance(files, str):
+            raise ManifestError(f"{where}: {files}; give a file or folder of torch.save'd input tuples, relative to "
+                                "the manifest, or a factory 'package.module:callable'")
+        for name, path in files.items():
+            inputs[keyinputs.samples(name)] = _digest_input(path, name, where, "give a torch.save'd tuple of inputs", digest_file)
+    return inputs
 
 
 def _top_level(module: str, manifest_dir: Path, module_file: Path) -> tuple[Path, Path] | None:
@@ -156,15 +188,11 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     return folders
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, backend: Backend | None = None) -> dict[str, str]:
-    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value.
-
-    ``backend`` (its registry object) adds its own toolchain facts (CUDA, Triton, GPU arch...).
-    """
+def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+    """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value,
+    with its backend's own toolchain facts (CUDA, Triton, GPU arch...)."""
     manifest_dir = Path(plan.manifest_dir)
-    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
-    _flatten_entry("model", program.model_entry, inputs)
-    _flatten_entry("program", program.program_entry, inputs)
+    inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
         inputs[keyinputs.source(name)] = digest_file(path)[0]
     if program.weights:
@@ -172,10 +200,23 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
         inputs[keyinputs.weights(program.weights)] = _digest_input(
             manifest_dir / program.weights, program.weights, where, "give the path of a torch.save state dict", digest_file
         )
+    inputs.update(sample_inputs(program, manifest_dir, plan.manifest, digest_file))
     inputs.update(toolchain_facts(digest_file))
-    if backend is not None:
-        for name, value in backend.toolchain_facts(program.options).items():
-            inputs[keyinputs.toolchain(name)] = str(value)
+    backend = bound_backend(program).backend
+    for name, value in backend.toolchain_facts(program.options).items():
+        inputs[keyinputs.toolchain(name)] = str(value)
+    for name in backend.workarounds(program.options, program):
+        inputs[keyinputs.workaround(name)] = "applied"
+    for name, value in backend_registry.plugin_facts(program.backend, digest_file).items():
+        inputs[keyinputs.toolchain(name)] = value  # a plug-in backend's own code and version
+    return inputs
+
+
+def manifest_inputs(program: ProgramPlan) -> dict[str, str]:
+    """The part of :func:`program_inputs` the manifest alone decides (its normalised entries)."""
+    inputs: dict[str, str] = {"schema": KEY_SCHEMA}
+    _flatten_entry("model", program.model_entry, inputs)
+    _flatten_entry("program", program.program_entry, inputs)
     return inputs
 
 
@@ -211,7 +252,8 @@ def action_key(inputs: dict[str, str]) -> str:
 
 
 ELSEWHERE_SCHEMA = "ptebuild-built-elsewhere 1"
-_SAME_EVERYWHERE = (keyinputs.toolchain("ptebuild"), keyinputs.toolchain("ptebuild-code"))
+_SAME_EVERYWHERE = (keyinputs.toolchain("ptebuild"), keyinputs.toolchain("ptebuild-code"),
+                    keyinputs.toolchain("backend-plugin"), keyinputs.toolchain("backend-code"))
 
 
 def elsewhere_key(inputs: dict[str, str]) -> str:

@@ -61,7 +61,7 @@ def identity(argv: list[str]) -> str:
     """A digest of what makes two invocations the same build."""
     import xxhash
 
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
     env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
     material = json.dumps(

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild import keyinputs
+from ptebuild.backends import bound_backend
 from ptebuild.builder.insight import InsightReader
 from ptebuild.builder.runtime_support import Memo, RuntimeSupportReader
 from ptebuild.errors import DataNameError, FormatError
+from ptebuild.figures import CheckSummary
 from ptebuild.names import case_key
 from ptebuild.plan import BuildPlan, ProgramPlan
 from ptebuild.processes import pid_alive
@@ -155,6 +157,7 @@ class OutputFolder:
         a program's also the runtimes that load it, read from its files as published.
         """
         files = outputs or result.outputs
+        summary = CheckSummary.of(result.figures) if result.kind == "program" else None
         runtime = insight = None
         if result.kind == "program":
             runtime = self.runtime.of(files, result.inputs.get(keyinputs.toolchain("executorch")))
@@ -174,11 +177,32 @@ class OutputFolder:
             methods=tuple(m.name for m in program.methods) if program else (),
             shared_data=shared_data,
             runtime=runtime,
-            bundled_io=bundled_io_entry(program.atol) if program and any(o.name.endswith(".bpte") for o in files) else None,
+            bundled_io=bpte_tolerance(program, result) if program and any(o.name.endswith(".bpte") for o in files) else None,
+            checked=summary.to_json() if summary is not None else None,
+            workarounds=bound_backend(program).backend.workarounds(program.options, program) or None if program else None,
+            weights_in_pte=self._weights_in_pte(program, files),
             insight=insight,
-            check_figures=tuple(result.figures) if result.kind == "program" else (),
         )
+
+    def _weights_in_pte(self, program: ProgramPlan | None, files: tuple[OutputFile, ...]) -> tuple[dict[str, object], ...]:
+        """The weights a program with a data name keeps inside its published ``.pte``."""
+        if program is None or not program.data_name or not any(o.name == program.pte_name for o in files):
+            return ()
+        from ptebuild.runtime.weights_in_pte import weights_in_pte
+
+        try:
+            kept = weights_in_pte(self.path / program.pte_name, bound_backend(program).backend.code_in_named_data)
+        except FormatError:
+            return ()  # verify names a broken file; the record keeps what it can
+        return tuple(w.to_json() for w in kept)
 
     def write_record(self) -> None:
         if self.entries:
             update_record(self.path, self.plan.manifest, self.entries)
+
+
+def bpte_tolerance(program: ProgramPlan, result: ActionResult) -> dict[str, float]:
+    """How a device verifies the program's ``.bpte``: from the largest error its check measured
+    (:func:`~ptebuild.runtime.record.bundled_io_entry`)."""
+    summary = CheckSummary.of(result.figures)
+    return bundled_io_entry(program.atol, summary.max_abs_error if summary is not None else None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ptebuild.backends import bind_plan
 from ptebuild.errors import ManifestError
 from ptebuild.plan import BuildPlan
 
@@ -23,7 +24,7 @@ SCHEMA = b"ptebuild-plan-cache 1\0"
 def _key(manifest_bytes: bytes, manifest_dir: Path) -> str:
     import xxhash
 
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
     digest = xxhash.xxh3_128(SCHEMA)
     digest.update(__version__.encode() + b"\0")
@@ -52,7 +53,7 @@ def load_plan(manifest: str, cache: Cache | None) -> BuildPlan:
     record = cache.memo_get(key)
     if record is not None and isinstance(record.get("plan"), str):
         try:
-            return BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir))
+            return bind_plan(BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir)))
         except (KeyError, TypeError, ValueError):
             pass
     plan = load_manifest(manifest)

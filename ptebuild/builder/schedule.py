@@ -158,3 +158,37 @@ class Scheduler:
 class _NoLock:
     def release(self) -> None:
         pass
+
+
+def run_jobs(
+    executor_name: str,
+    options: dict[str, Any],
+    jobs: list[Job],
+    cache: Cache | None,
+    report: Callable[[str, str, str], None],
+    *,
+    workers: int,
+    ready: Callable[[Job], bool],
+    started: Callable[[Job], None],
+    finished: Callable[[Job, Event], bool | Literal["again"]],
+    expected: Callable[[str, str], float | None] | None = None,
+) -> list[Job]:
+    """Run ``jobs`` on a new executor of ``executor_name`` with ``options`` and at most
+    ``workers`` workers (closed at once on an error or Ctrl-C); return the jobs never started
+    (after a failure without --keep-going). ``expected``: as :class:`Scheduler`'s."""
+    from ptebuild.builder.executors import open_executor
+
+    executor = open_executor(
+        executor_name,
+        jobs=min(workers, len(jobs)),
+        report=lambda text: report("", "warning", text),
+        **options,
+    )
+    graceful = False
+    try:
+        left = Scheduler(executor, cache, report, ready=ready, started=started, finished=finished,
+                         expected=expected).run(jobs)
+        graceful = True
+    finally:
+        executor.close(graceful=graceful)
+    return left

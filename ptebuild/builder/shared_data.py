@@ -14,9 +14,9 @@ failed program's weights would break that program's last good ``.pte``.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ptebuild import keyinputs, own_code
 from ptebuild.builder import keys
@@ -24,17 +24,26 @@ from ptebuild.errors import CorruptObject, FormatError, LoadError, StoreError
 from ptebuild.results import ActionResult, OutputFile, Status
 
 if TYPE_CHECKING:
-    from ptebuild.builder.build import Builder
+    from ptebuild.builder.context import BuildContext
 
 SCHEMA = "ptebuild-shared-data 1"
 _MERGE_CODE = ("runtime/ptd_merge.py", "runtime/ptd_write.py", "runtime/ptd_file.py")
 
 
+class MemberBlobs(Protocol):
+    """Where a member's outputs are (:class:`ptebuild.builder.publish.Blobs`)."""
+
+    def restore(self, result: ActionResult, into: dict[str, Path]) -> None: ...
+
+    def path(self, output: OutputFile) -> Path | None: ...
+
+
 @dataclass
-class _Member:
+class Member:
+    """A program of a group with its result (its own outputs, before the merge), and where they are."""
+
     result: ActionResult
-    files: dict[str, Path] = field(default_factory=dict)
-    """Built this time: its staged files (moved into the group's folder); empty when cached."""
+    blobs: MemberBlobs
 
 
 def _output(result: ActionResult, name: str) -> OutputFile:
@@ -46,40 +55,32 @@ def _output(result: ActionResult, name: str) -> OutputFile:
 
 
 class SharedData:
-    """The groups of a build; the builder hands each member's result over instead of publishing it."""
+    """The groups of a build; the publisher hands each member's result over instead of publishing it."""
 
-    def __init__(self, builder: Builder) -> None:
-        self.builder = builder
-        self.groups = builder.plan.shared_data()
+    def __init__(self, context: BuildContext) -> None:
+        self.context = context
+        self.groups = context.plan.shared_data()
         self.of = {program: data for data, programs in self.groups.items() for program in programs}
-        self.members: dict[str, dict[str, _Member]] = {data: {} for data in self.groups}
+        self.members: dict[str, dict[str, Member]] = {data: {} for data in self.groups}
         self._staging: dict[str, Path] = {}
 
     def group_of(self, program: str) -> str | None:
         return self.of.get(program)
 
-    def hold(self, program: str, result: ActionResult, files: dict[str, Path] | None = None) -> None:
-        """Keep a member's result (and its built files) until its group is complete."""
-        data = self.of[program]
-        kept = {}
-        if files:
-            folder = self._folder(data) / program
-            folder.mkdir(parents=True, exist_ok=True)
-            for name, path in files.items():
-                kept[name] = folder / name
-                shutil.move(path, kept[name])
-        self.members[data][program] = _Member(result, kept)
+    def hold(self, program: str, result: ActionResult, blobs: MemberBlobs) -> None:
+        """Keep a member's result (and where its files are) until its group is complete."""
+        self.members[self.of[program]][program] = Member(result, blobs)
 
     def _folder(self, data: str) -> Path:
         if data not in self._staging:
-            self._staging[data] = self.builder.folder.stage(f"{data}.shared")
+            self._staging[data] = self.context.folder.stage(f"{data}.shared")
         return self._staging[data]
 
     # -- once every program has run -------------------------------------------------------------
 
     def finish(self) -> None:
         for data, programs in self.groups.items():
-            results = self.builder.results
+            results = self.context.results
             present = [p for p in programs if p in results]
             if not present:
                 continue
@@ -90,7 +91,7 @@ class SharedData:
                         if program not in failed:
                             results[program].status = Status.SKIPPED
                             results[program].message = (
-                                f"{self.builder.plan.manifest}: programs.{program}: not published: "
+                                f"{self.context.plan.manifest}: programs.{program}: not published: "
                                 f"{failed[0]!r}, which shares data name {data!r}, did not build"
                             )
                     continue
@@ -100,13 +101,13 @@ class SharedData:
                     shutil.rmtree(self._staging.pop(data), ignore_errors=True)
 
     def _complete(self, data: str, programs: list[str]) -> None:
-        builder = self.builder
+        context = self.context
         ptd_name = f"{data}.ptd"
         members = self.members[data]
         inputs = {"schema": SCHEMA, "shared-data": data}
         for program in programs:
             inputs[keyinputs.member(program)] = _output(members[program].result, ptd_name).sha256
-        inputs[keyinputs.toolchain("merge-code")] = own_code.digest(own_code.files(*_MERGE_CODE), builder.digest_file)
+        inputs[keyinputs.toolchain("merge-code")] = own_code.digest(own_code.files(*_MERGE_CODE), context.digest_file)
         key = keys.action_key(inputs)
         merged = self._cached(key, ptd_name, data)
         if merged is None:
@@ -114,28 +115,31 @@ class SharedData:
             if merged is None:
                 return
         to_publish: dict[str, Path] = {}
-        if not builder.folder.in_place(merged.outputs[0]):
+        if not context.folder.in_place(merged.outputs[0]):
             to_publish[ptd_name] = self._folder(data) / ptd_name
         for program in programs:
             member = members[program]
             for own in (o for o in member.result.outputs if o.name != ptd_name):  # its .pte (and .bpte)
-                if member.files:
-                    to_publish[own.name] = member.files[own.name]
-                elif not builder.folder.in_place(own):
-                    self._restore_file(member.result, own.name, self._folder(data) / own.name)
-                    to_publish[own.name] = self._folder(data) / own.name
+                if not context.folder.in_place(own):
+                    dest = self._folder(data) / own.name
+                    try:
+                        member.blobs.restore(member.result, {own.name: dest})
+                    except (CorruptObject, StoreError) as exc:
+                        self._fail(programs, f"{own.name} could not be read back: {exc}")
+                        return
+                    to_publish[own.name] = dest
         if to_publish:  # what is in place was checked when it was published
-            paths = {n: to_publish.get(n, builder.folder.path / n) for n in self._names(programs, ptd_name)}
+            paths = {n: to_publish.get(n, context.folder.path / n) for n in self._names(programs, ptd_name)}
             problem = self._check(programs, paths)
             if problem is not None:
                 self._fail(programs, problem)
                 return
-            builder.folder.publish(to_publish)
+            context.folder.publish(to_publish)
         for program in programs:
             result = members[program].result
             shared = tuple(merged.outputs[0] if o.name == ptd_name else o for o in result.outputs)
-            builder.results[program].outputs = shared
-            builder.folder.record(program, result, builder._program(program), outputs=shared, shared_data=data)
+            context.results[program].outputs = shared
+            context.folder.record(program, result, context.program(program), outputs=shared, shared_data=data)
 
     def _names(self, programs: list[str], ptd_name: str) -> list[str]:
         names = [ptd_name]
@@ -145,46 +149,40 @@ class SharedData:
 
     def _cached(self, key: str, ptd_name: str, data: str) -> ActionResult | None:
         """The merged file's cached result, its file restored into the staging folder if missing here."""
-        cache = self.builder.cache
+        cache = self.context.cache
         if cache is None:
             return None
         lookup = cache.lookup(key)
         if lookup.hit is None:
             return None
         output = lookup.hit.result.outputs[0]
-        if not self.builder.folder.in_place(output):
+        if not self.context.folder.in_place(output):
             try:
                 cache.restore(lookup.hit, {ptd_name: self._folder(data) / ptd_name})
             except (CorruptObject, StoreError):
                 return None
         return lookup.hit.result
 
-    def _restore_file(self, result: ActionResult, name: str, dest: Path) -> None:
-        cache = self.builder.cache
-        if cache is None:  # never: a result without its files came from the cache
-            raise StoreError("the cache is disabled")
-        cache.restore_result(result, {name: dest})
-
     def _merge(self, key: str, inputs: dict[str, str], data: str, programs: list[str], folder: Path) -> ActionResult | None:
         from ptebuild.hashing import hash_file
         from ptebuild.runtime.ptd_merge import merge_ptd
 
-        builder = self.builder
+        context = self.context
         ptd_name = f"{data}.ptd"
         sources = []
         for program in programs:
             member = self.members[data][program]
-            if ptd_name in member.files:
-                sources.append(member.files[ptd_name])
-                continue
-            dest = folder / program / ptd_name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._restore_file(member.result, ptd_name, dest)
-            except (CorruptObject, StoreError) as exc:
-                self._fail(programs, f"the weights of {program!r} could not be read back from the cache: {exc}")
-                return None
-            sources.append(dest)
+            own = _output(member.result, ptd_name)
+            path = member.blobs.path(own)  # read where it is (the store), else restored here
+            if path is None:
+                path = folder / program / ptd_name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    member.blobs.restore(member.result, {ptd_name: path})
+                except (CorruptObject, StoreError) as exc:
+                    self._fail(programs, f"the weights of {program!r} could not be read back from the cache: {exc}")
+                    return None
+            sources.append(path)
         try:
             report = merge_ptd(sources, folder / ptd_name)
         except FormatError as exc:
@@ -192,9 +190,9 @@ class SharedData:
             return None
         digest, size = hash_file(folder / ptd_name)
         merged = ActionResult(key=key, target=data, kind="shared-data", outputs=(OutputFile(ptd_name, digest, size),), inputs=inputs)
-        if builder.cache is not None:
-            builder.cache.save(merged, {ptd_name: folder / ptd_name})
-        builder.report(
+        if context.cache is not None:
+            context.cache.save(merged, {ptd_name: folder / ptd_name})
+        context.report(
             data, "progress",
             f"shared weights file {ptd_name}: {report.keys} keys of {len(programs)} programs, "
             f"{report.segments} blobs, {report.bytes_saved} bytes saved by storing equal weights once",
@@ -218,8 +216,7 @@ class SharedData:
 
     def _fail(self, programs: list[str], message: str) -> None:
         """Fail the whole group (nothing of it is published)."""
-        plan = {p.name: p for p in self.builder.plan.programs}
         for program in programs:
-            result = self.builder.results[program]
+            result = self.context.results[program]
             result.status = Status.FAILED
-            result.message = self.builder._located(plan[program], message)
+            result.message = self.context.located(program, message)

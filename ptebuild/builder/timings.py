@@ -20,6 +20,7 @@ from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageSpan
 from ptebuild.insight.timeline import BUILDER_LANE, TargetTimeline, Timeline, assign_lanes, place_worker_spans
 from ptebuild.results import Source, Status, TargetResult
+from ptebuild.runtime.record import RecordEntry
 
 FOLDER = Path(".ptebuild")
 PAGE = "timings.html"
@@ -85,6 +86,18 @@ class Timings:
         count = max(lanes.values(), default=0)
         names = ("builder", *(f"worker {n}" for n in range(1, count + 1)))
         return Timeline(manifest, self.now(), tuple(targets), self.started_at, executor, jobs, names)
+
+
+def figures_of(entries: Mapping[str, RecordEntry]) -> dict[str, ProgramInsight]:
+    """Each program's figures as the build record's entries keep them (those that have some)."""
+    figures = {}
+    for name, entry in entries.items():
+        if entry.insight is not None:
+            try:
+                figures[name] = ProgramInsight.from_json(entry.insight)
+            except (KeyError, TypeError, ValueError):
+                pass
+    return figures
 
 
 def write(out_dir: Path, timeline: Timeline) -> tuple[Path, Path]:

@@ -43,29 +43,29 @@ SUBCOMMANDS = {
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so that main() owns the exit code."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageExit(f"{self.prog}: {message}")
+        raise UsageExit(f"{self.prog}: {message}")
 
 
-class _UsageExit(Exception):
+class UsageExit(Exception):
     pass
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``command``, only that subcommand is registered (its module alone is
     imported, which keeps a no-op ``ptebuild build`` fast)."""
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
-    parser = _Parser(
+    parser = Parser(
         prog="ptebuild",
         description="Declarative, content-addressed builds of ExecuTorch .pte/.ptd artifacts.",
     )
     parser.add_argument("--version", action="version", version=f"ptebuild {__version__}")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     subparsers.required = True
     names = [command] if command in SUBCOMMANDS else list(SUBCOMMANDS)
     for name in names:
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = next((a for a in argv if not a.startswith("-")), None)
         parser = build_parser(command)
         args = parser.parse_args(argv)
-    except (_UsageExit, PtebuildError) as exc:  # PtebuildError: from an argparse type= function
+    except (UsageExit, PtebuildError) as exc:  # PtebuildError: from an argparse type= function
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version
@@ -116,4 +116,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entrypoint() -> None:
+    """The ``ptebuild`` program: :func:`main` on ``sys.argv``, stopped by SIGINT however it was started."""
+    _interrupted_by_sigint()
     sys.exit(main())
+
+
+def _interrupted_by_sigint() -> None:
+    """Let SIGINT interrupt ptebuild (exit 130, workers stopped, no partial output) even where it
+    was started with SIGINT ignored, as it is in the foreground.
+
+    A shell starts each background job of a script (``ptebuild build ... &``, a CI runner's
+    step) with SIGINT ignored, and Python keeps an inherited ``SIG_IGN``: the runner's or the
+    user's SIGINT would then leave the build running to its end. ninja stops on SIGINT however
+    it was started; so does ptebuild. Only the program does this, not :func:`main` (a caller's
+    process keeps its own disposition)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -144,11 +144,9 @@ def summary(document: dict[str, Any]) -> str:
     rows = [("target", "backend", "status", "seconds", "check", "delegated", "planned", "outputs")]
     programs = document["programs"]
     for p in programs:
-        figures = p.get("check") or []
-        if figures and all("max_abs_error" in f for f in figures):
-            worst = max(f["max_abs_error"] for f in figures)
-            cosine = min(f["cosine"] for f in figures)
-            check = f"err {worst:.1e} cos {cosine:.6f}"
+        checked = p.get("checked")
+        if checked:
+            check = check_words(checked)
         else:  # a check without numbers (a Windows program's imports): its name
             check = p.get("check_kind") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
@@ -164,6 +162,30 @@ def summary(document: dict[str, Any]) -> str:
     tally = ", ".join(f"{n} {status}" for status, n in counts.items())
     lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out']}")
     return "\n".join(lines)
+
+
+def check_words(checked: dict[str, Any]) -> str:
+    """The table's check column from a report's ``checked`` (:class:`ptebuild.figures.CheckSummary`):
+    ``err 3.0e-06 cos 1.000000 (float32 atol 0.001 rtol 0.0001; 3 sizes + 8 samples)``, led by
+    ``PROVES NOTHING:`` when the check cannot fail. Plain JSON: a replayed no-op imports nothing."""
+    tolerances = "; ".join(f"{dtype} atol {t['atol']:g} rtol {t['rtol']:g}" for dtype, t in checked["tolerances"].items())
+    sizes = len(checked["data"]["random"])
+    samples = checked["data"]["samples"]
+    data = f"{sizes} size{'s' if sizes != 1 else ''}" + (f" + {samples} samples" if samples else "")
+    top1 = f" top1 {checked['top1']:.0%}" if checked.get("top1") is not None else ""
+    words = f"err {checked['max_abs_error']:.1e} cos {checked['cosine']:.6f}{top1} ({tolerances}; {data})"
+    return f"PROVES NOTHING: {words}" if checked["verdict"] == "proves-nothing" else words
+
+
+def check_notes(document: dict[str, Any]) -> list[str]:
+    """A note for each program whose check proves nothing: why, and the way out."""
+    notes = []
+    for p in document.get("programs", ()):
+        checked = p.get("checked") or {}
+        if checked.get("verdict") == "proves-nothing":
+            notes.append(f"note: {p['name']}: its check proves nothing: {'; '.join(checked.get('reasons', ()))}; "
+                         f"{checked.get('way_out', '')}")
+    return notes
 
 
 def render(args: argparse.Namespace, document: dict[str, Any]) -> None:
@@ -192,11 +214,16 @@ def build_command(args: argparse.Namespace) -> int:
             for event in events:
                 progress(*event)
             render(args, {**document, "seconds": round(time.monotonic() - started, 3)})
+            for note in check_notes(document):
+                print(note, file=sys.stderr)
             return 0
-    from ptebuild.api.build import build
+    from ptebuild.api.build import build_stamped
 
-    report = build(args.manifest, request, progress, replay=False)
-    render(args, report.to_json())
+    report = build_stamped(args.manifest, request, stamp, progress)  # the stamp decided once, above
+    document = report.to_json()
+    render(args, document)
+    for note in check_notes(document):
+        print(note, file=sys.stderr)
     for target in report.failed:
         print(f"error: {target.message}", file=sys.stderr)
     for problem in report.lock_problems:

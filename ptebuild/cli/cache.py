@@ -25,13 +25,13 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import _Parser
+    from ptebuild.cli import Parser
 
     parser = subparsers.add_parser(
         "cache", help="show, shrink or check the build cache",
         description="Upkeep of the content-addressed build cache ($PTEBUILD_CACHE or ~/.cache/ptebuild).",
     )
-    commands = parser.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", parser_class=Parser)
     commands.required = True
 
     stats = commands.add_parser("stats", help="entries, blobs, size, hits and misses of the cache")

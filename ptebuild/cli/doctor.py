@@ -51,6 +51,11 @@ def doctor_command(args: argparse.Namespace) -> int:
     for r in rows:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:3])) + "  " + r[3])
     print()
+    for row in report.backends:
+        if row.plugin:
+            print(f"plug-in {row.backend}: {row.plugin}")
+    for problem in report.problems:
+        print(f"plug-in left out: {problem}")
     for key, value in sorted(report.facts.items()):
         print(f"{key}: {value}")
     if report.verdicts:

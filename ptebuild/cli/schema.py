@@ -17,7 +17,12 @@ def register(subparsers: Subparsers) -> None:
 
 
 def schema_command(args: argparse.Namespace) -> int:
+    import sys
+
+    from ptebuild.backends import plugin_problems
     from ptebuild.manifest.schema import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
+    for problem in plugin_problems():
+        print(f"warning: {problem}", file=sys.stderr)
     return 0

@@ -20,13 +20,13 @@ LAYOUTS = ("gnu", "coff")
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import _Parser
+    from ptebuild.cli import Parser
 
     parser = subparsers.add_parser(
         "shims", help="build, read, merge and check the shim DLL's import library (.lib)",
         description="Windows import libraries (aoti_cuda_shims.lib) as a build output of a text list.",
     )
-    commands = parser.add_subparsers(dest="shims_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="shims_command", metavar="SUBCOMMAND", parser_class=Parser)
     commands.required = True
 
     build = commands.add_parser("build", help="write an import library from a .def or .toml shim list")
@@ -206,14 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     a merge never waits for (or breaks on) the rest of ptebuild. Errors map to exit codes as in
     :func:`ptebuild.cli.main`: 2 for bad input, 1 for a failed check or conflict.
     """
-    from ptebuild.cli import EXIT_USAGE, _Parser, _UsageExit
+    from ptebuild.cli import EXIT_USAGE, Parser, UsageExit
     from ptebuild.errors import PtebuildError
 
-    parser = _Parser(prog="ptebuild")
-    register(parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser))
+    parser = Parser(prog="ptebuild")
+    register(parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser))
     try:
         args = parser.parse_args(["shims", *(sys.argv[1:] if argv is None else argv)])
-    except _UsageExit as exc:
+    except UsageExit as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:

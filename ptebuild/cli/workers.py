@@ -24,13 +24,13 @@ EXIT_OK = 0
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import _Parser
+    from ptebuild.cli import Parser
 
     parser = subparsers.add_parser(
         "workers", help="show or stop the warm worker servers",
         description="The warm worker servers keep torch and executorch imported between builds.",
     )
-    commands = parser.add_subparsers(dest="workers_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="workers_command", metavar="SUBCOMMAND", parser_class=Parser)
     commands.required = True
     status = commands.add_parser("status", help="list the servers of the cache folder and what they run")
     status.add_argument("--json", action="store_true", help="print one JSON document on stdout")

@@ -31,18 +31,6 @@ def default_max_rss() -> int:
         return 16 << 30
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-
-
-
 def fork_is_safe() -> str | None:
     """None if this process may fork task children, else why not."""
     if threading.active_count() > 1:
@@ -73,10 +61,11 @@ def needs_fresh_interpreter(task: dict[str, Any]) -> bool:
     """True if ``task`` must not run in a forked child (its backend, or ``PTEBUILD_DAEMON_FRESH``)."""
     if env_flag("PTEBUILD_DAEMON_FRESH"):
         return True
-    from ptebuild.backends import BACKEND_MODULES, get_backend
+    from ptebuild.backends import backend_names, get_backend
 
-    name = task.get("backend")
-    return name in BACKEND_MODULES and not get_backend(name).forks_safely
+    plan = task.get("plan")
+    name = plan.get("backend") if isinstance(plan, dict) else None  # Task.to_json(): the program's own plan
+    return name in backend_names() and not get_backend(name).forks_safely
 
 
 def spawn_fresh(submit: dict[str, Any], pipe: int, log_fd: int, folder: Path) -> subprocess.Popen[bytes]:
@@ -109,7 +98,7 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
     was imported stays as the server's first build had it.
     """
     from ptebuild.worker.execute import execute
-    from ptebuild.worker.tasks import Task, TaskFailure
+    from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure
 
     if isinstance(submit.get("env"), dict):
         os.environ.clear()
@@ -124,9 +113,9 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
             data = data[os.write(pipe, data):]
 
     task = Task.from_json(task_json)
-    outcome = execute(task, lambda text, stage="": write_all({"op": "progress", "text": str(text), "stage": stage}))
+    outcome = execute(task, StagedProgress(lambda text, stage: write_all({"op": "progress", "text": str(text), "stage": stage})))
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:
-        write_all({"op": "done", "result": protocol.result_to_json(outcome)})
+        write_all({"op": "done", "result": outcome.to_json()})
     return 0

@@ -7,9 +7,10 @@ Place
     server's stdout and stderr), ``<id>.pid`` and ``<id>.lock`` (an ``flock`` the server holds for
     its whole life: a second server for the same socket exits at once). The toolchain id
     (:func:`toolchain_id`) digests the Python executable and version, ``PYTHONPATH``, the torch,
-    executorch and ptebuild versions (from their ``.dist-info`` folder names, no import) and
-    ptebuild's own source files: any ``pip install`` of another toolchain, or an edit of
-    ptebuild, names another socket, so a stale server is never reused; it idles out.
+    executorch and ptebuild versions (from their ``.dist-info`` folder names, no import),
+    ptebuild's own source files and the installed plug-in backends (version and code): any
+    ``pip install`` of another toolchain or plug-in, or an edit of ptebuild or a plug-in, names
+    another socket, so a stale server is never reused; it idles out.
 
 Framing
     Every message is one JSON object (UTF-8), preceded by its length as a 4-byte big-endian
@@ -27,7 +28,8 @@ Server -> client
     toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
     process runs it), ``{"op": "progress", "task_id", "text", "stage"}`` (the stage: a
     ``ptebuild.insight.stages.Stage`` value, or empty), and one of
-    ``{"op": "done", "task_id", "result": result_to_json(TaskResult)}`` or
+    ``{"op": "done", "task_id", "result": TaskResult.to_json()}`` (the outputs by digest: their
+    bytes are in the task's store) or
     ``{"op": "failed", "task_id", "failure": TaskFailure.to_json()}`` (its kind, message, manifest
     and location), or ``{"op": "retry", "task_id", "reason"}``: the server retired (a library it
     imported changed on disk) and a new server must run the task;
@@ -45,7 +47,6 @@ task once on a new server, then fail it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
@@ -57,14 +58,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ptebuild import own_code
-from ptebuild.results import Dependencies, OutputFile
-from ptebuild.worker.tasks import TaskResult
+from ptebuild import backend_registry, own_code
 
 PROTOCOL = 2
 HEADER = struct.Struct(">I")
-MAX_MESSAGE = 256 << 20
-"""Results with outputs inline can be large; local clients use staging folders and stay small."""
+MAX_MESSAGE = 64 << 20
+"""Far above any message: a task and its result carry digests, never a file's bytes."""
 
 IDLE_SECONDS = 300.0
 """A server with no client and no task for this long exits (``PTEBUILD_DAEMON_IDLE``)."""
@@ -156,6 +155,7 @@ def toolchain_id() -> str:
             f"pythonpath={os.environ.get('PYTHONPATH', '')}",
             *(f"{name}={versions.get(name, '-')}" for name in ("torch", "executorch", "ptebuild")),
             f"source={own_code.digest(own_code.files())}",
+            f"plugins={backend_registry.fingerprint()}",  # a server must not run a plug-in's old code
         ]
         _toolchain = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
     return _toolchain
@@ -215,41 +215,3 @@ def hello(sock: socket.socket, timeout: float) -> dict[str, Any]:
     if answer.get("op") != "hello" or answer.get("protocol") != PROTOCOL or answer.get("toolchain") != toolchain_id():
         raise ProtocolError(f"the worker server answered {answer!r}, not a hello of this toolchain")
     return answer
-
-
-# -- results ------------------------------------------------------------------------------------
-
-
-def result_to_json(result: TaskResult) -> dict[str, Any]:
-    return {
-        "outputs": [o.to_json() for o in result.outputs],
-        "staging": result.staging,
-        "data": None if result.data is None else {k: base64.b64encode(v).decode() for k, v in result.data.items()},
-        "figures": list(result.figures),
-        "check": result.check,
-        "delegates": dict(result.delegates),
-        "deps": result.deps.to_json(),
-        "lower_seconds": result.lower_seconds,
-        "check_seconds": result.check_seconds,
-        "node": result.node,
-        "insight": result.insight,
-        "stages": list(result.stages),
-    }
-
-
-def result_from_json(data: dict[str, Any]) -> TaskResult:
-    inline = data.get("data")
-    return TaskResult(
-        outputs=tuple(OutputFile.from_json(o) for o in data["outputs"]),
-        staging=data.get("staging"),
-        data=None if inline is None else {k: base64.b64decode(v) for k, v in inline.items()},
-        figures=tuple(data.get("figures") or ()),
-        check=str(data.get("check") or ""),
-        delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
-        deps=Dependencies.from_json(data.get("deps")),
-        lower_seconds=float(data.get("lower_seconds") or 0.0),
-        check_seconds=float(data.get("check_seconds") or 0.0),
-        node=str(data.get("node") or ""),
-        insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
-        stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)),
-    )

@@ -60,7 +60,7 @@ from ptebuild.daemon.children import (
     sweep_log_dirs,
 )
 from ptebuild.daemon.launch import take_lock
-from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output
+from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output, rss_bytes
 from ptebuild.sizes import format_size, parse_size
 
 if TYPE_CHECKING:
@@ -68,18 +68,6 @@ if TYPE_CHECKING:
 
 CHECK_SECONDS = 0.25
 """How often memory and idle time are looked at."""
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-
 
 
 @dataclass

@@ -7,7 +7,7 @@ by one)::
     budget = { max_pte = "2 MiB", max_ptd = "64 MiB", min_delegated = 0.95, max_planned_memory = "8 MiB" }
 
 Sizes are byte counts or strings with a unit (``"512 KiB"``, ``"2 MiB"``, ``"1.5 GiB"``: powers
-of 1024; ``"500 KB"``, ``"2 MB"``: powers of 1000; :func:`ptebuild.store.sizes.parse_size`).
+of 1024; ``"500 KB"``, ``"2 MB"``: powers of 1000; :func:`ptebuild.sizes.parse_size`).
 ``min_delegated`` is a fraction (0 to 1) of operator nodes, as :mod:`.delegation` counts it;
 ``max_planned_memory`` bounds all the program's methods together (:attr:`~.figures.ProgramInsight.planned_bytes`).
 

@@ -2,7 +2,8 @@
 
 For each program in both: its ``.pte`` and ``.ptd`` bytes, its delegated fraction, its planned
 memory (all methods) and its check's figures (the worst ``max_abs_error`` and the lowest
-``cosine`` over every output and size), before and after. A figure one side lacks is None (an
+``cosine`` over every output and size, as the record's ``checked`` summary keeps them:
+:class:`ptebuild.figures.CheckSummary`), before and after. A figure one side lacks is None (an
 older release, a program without a check). :meth:`FiguresChange.worse` names what grew or fell
 (more bytes, a smaller delegated fraction: operators fell back to kernels, more planned memory,
 a check further from eager than noise: the error doubled above 1e-5, or the cosine fell by more
@@ -13,7 +14,7 @@ JSON (:meth:`FiguresChange.to_json`): each figure as ``{"before": x, "after": y}
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,20 +25,6 @@ Pair = tuple[float | None, float | None]
 
 
 @dataclass(frozen=True)
-class CheckSummary:
-    """A check's figures in two numbers: the worst error and the lowest cosine."""
-
-    max_abs_error: float | None
-    cosine: float | None
-
-    @classmethod
-    def of(cls, figures: Sequence[Mapping[str, Any]]) -> CheckSummary:
-        errors = [float(f["max_abs_error"]) for f in figures if isinstance(f.get("max_abs_error"), (int, float))]
-        cosines = [float(f["cosine"]) for f in figures if isinstance(f.get("cosine"), (int, float))]
-        return cls(max(errors) if errors else None, min(cosines) if cosines else None)
-
-
-@dataclass(frozen=True)
 class ReleaseFigures:
     """One program's figures in one release, as a diff compares them (None: unknown there)."""
 
@@ -45,20 +32,26 @@ class ReleaseFigures:
     ptd: float | None = None
     delegated: float | None = None
     planned: float | None = None
-    check: CheckSummary = CheckSummary(None, None)
+    max_abs_error: float | None = None
+    """The check's worst error (None: no check figures)."""
+    cosine: float | None = None
+    """The check's lowest cosine."""
 
     @classmethod
-    def of(cls, figures: ProgramInsight | None, check: Sequence[Mapping[str, Any]] = (),
+    def of(cls, figures: ProgramInsight | None, checked: Mapping[str, Any] | None = None,
            pte_bytes: int | None = None, ptd_bytes: int | None = None) -> ReleaseFigures:
-        """From a program's figures and check figures; ``pte_bytes``/``ptd_bytes`` (the files'
-        sizes, always known in a release) stand in where the figures have no size split."""
+        """From a program's figures and what its check proves (``CheckSummary.to_json()``, the
+        record's ``checked``); ``pte_bytes``/``ptd_bytes`` (the files' sizes, always known in a
+        release) stand in where the figures have no size split."""
         f = figures or ProgramInsight()
+        checked = checked or {}
         return cls(
             pte=_pte(f) if f.size is not None else _float(pte_bytes),
             ptd=_ptd(f) if f.size is not None else _float(ptd_bytes or None),
             delegated=_fraction(f),
             planned=_planned(f),
-            check=CheckSummary.of(check),
+            max_abs_error=_number(checked.get("max_abs_error")),
+            cosine=_number(checked.get("cosine")),
         )
 
 
@@ -77,12 +70,12 @@ class FiguresChange:
     def between(cls, before: ReleaseFigures | None, after: ReleaseFigures | None) -> FiguresChange:
         a, b = before or ReleaseFigures(), after or ReleaseFigures()
         return cls((a.pte, b.pte), (a.ptd, b.ptd), (a.delegated, b.delegated), (a.planned, b.planned),
-                   (a.check.max_abs_error, b.check.max_abs_error), (a.check.cosine, b.check.cosine))
+                   (a.max_abs_error, b.max_abs_error), (a.cosine, b.cosine))
 
     @classmethod
     def of(cls, before: ProgramInsight | None, after: ProgramInsight | None,
-           check_before: Sequence[Mapping[str, Any]] = (), check_after: Sequence[Mapping[str, Any]] = ()) -> FiguresChange:
-        return cls.between(ReleaseFigures.of(before, check_before), ReleaseFigures.of(after, check_after))
+           checked_before: Mapping[str, Any] | None = None, checked_after: Mapping[str, Any] | None = None) -> FiguresChange:
+        return cls.between(ReleaseFigures.of(before, checked_before), ReleaseFigures.of(after, checked_after))
 
     def worse(self) -> list[str]:
         """What got worse: ``grew``, ``fell back to kernels``..., one phrase each."""
@@ -163,6 +156,10 @@ def _down(pair: Pair) -> bool:
 
 def _float(value: int | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _bytes(value: float | None) -> str:

@@ -2,7 +2,8 @@
 
 Runs in a worker: imports torch and executorch (``executorch.devtools.bundled_program``). The
 test cases are the check's (:func:`~ptebuild.lowering.examples.check_sizes`): for every method,
-its example inputs at the example size and at each dynamic dim's min and max, with eager
+its example inputs at the example size and at each dynamic dim's min and max, then its samples
+(:mod:`~ptebuild.lowering.samples`), with eager
 PyTorch's outputs for them: those of the model the check compares with
 (:meth:`~ptebuild.backends.base.Backend.reference_model`; for an XNNPACK 8da4w program torchao's
 quantized eager model, as the float model's outputs are 4-bit weights' error away), so that a
@@ -22,12 +23,14 @@ eager PyTorch's arithmetic on this CPU: another CPU family may round the last bi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ptebuild.errors import BuildError
+from ptebuild.lowering.binding import call_method
 from ptebuild.lowering.check import flatten_outputs
-from ptebuild.lowering.examples import check_sizes, make_inputs
+from ptebuild.lowering.examples import check_inputs, check_sizes
 from ptebuild.plan import ProgramPlan
 from ptebuild.runtime.bpte_file import BundledCase, BundledSuite, BundledTensor, BundledValue, check_suites
 
@@ -38,8 +41,10 @@ SCALAR_TYPES = {
 }
 
 
-def bundled_cases(model: Any, program: ProgramPlan) -> dict[str, list[tuple[tuple[Any, ...], list[Any]]]]:
-    """Method -> ``(inputs, eager outputs)`` at each size the check runs, computed on one thread."""
+def bundled_cases(model: Any, program: ProgramPlan, samples: Mapping[str, list[tuple[Any, ...]]] | None = None,
+                  ) -> dict[str, list[tuple[tuple[Any, ...], list[Any]]]]:
+    """Method -> ``(inputs, eager outputs)`` at each size the check runs, then on each of the
+    method's samples, computed on one thread."""
     import torch
 
     threads = torch.get_num_threads()
@@ -47,18 +52,22 @@ def bundled_cases(model: Any, program: ProgramPlan) -> dict[str, list[tuple[tupl
     try:
         cases: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {}
         for method in program.methods:
-            for sizes in check_sizes(method):
-                inputs = make_inputs(method, program.seed, sizes)
+            own = list((samples or {}).get(method.name, ()))
+            generated = [check_inputs(program, method, sizes, own) for sizes in check_sizes(method)]
+            for inputs in generated + own:
                 with torch.no_grad():
-                    expected = flatten_outputs(getattr(model, method.function)(*inputs))
+                    expected = flatten_outputs(call_method(model, method, inputs, program.model))
                 cases.setdefault(method.name, []).append((inputs, [t.detach().contiguous() for t in expected]))
         return cases
     finally:
         torch.set_num_threads(threads)
 
 
-def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
-    """Write ``dest`` (``<program>.bpte``): the ``.pte`` at ``pte`` with its test cases.
+def write_bpte(model: Any, program: ProgramPlan, pte: Path, out: BinaryIO,
+               samples: Mapping[str, list[tuple[Any, ...]]] | None = None) -> None:
+    """Write ``<program>.bpte`` to ``out`` (a binary file object, such as a store's blob
+    writer): the ``.pte`` at ``pte`` with its test cases (the generated inputs at each check
+    size, then the methods' ``samples``).
 
     Raises BuildError (located at the program) when a test case does not fit the program or
     executorch cannot serialize it.
@@ -68,7 +77,7 @@ def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
     from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer
 
     location = f"programs.{program.name}"
-    cases = bundled_cases(model, program)
+    cases = bundled_cases(model, program, samples)
     problems = check_suites(pte, [_described(method, pairs) for method, pairs in cases.items()])
     if problems:
         raise BuildError(f"bundle_io: {problems[0]}", location=location)
@@ -84,9 +93,7 @@ def write_bpte(model: Any, program: ProgramPlan, pte: Path, dest: Path) -> Path:
     except Exception as exc:
         raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}",
                          location=location) from exc
-    with open(dest, "wb") as out:
-        out.write(data)
-    return dest
+    out.write(data)
 
 
 def _described(method: str, pairs: list[tuple[tuple[Any, ...], list[Any]]]) -> BundledSuite:

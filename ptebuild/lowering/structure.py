@@ -12,20 +12,27 @@ This module holds the part every such check shares, read from the built ``.pte``
 - the delegate calls of each method (:func:`delegate_calls`): each ``DelegateCall`` with its
   arguments, the delegate's inputs then its outputs, as the runtime passes them.
 
-The backend's own check then reads each delegate's payload and matches its inputs and outputs
-to those arguments (:mod:`ptebuild.backends.coreml.check`, :mod:`ptebuild.backends.vulkan`).
+:func:`check_structure` is the whole check but for one step: it checks that the program parses
+(every key every payload names is there, with its bytes), every method's inputs and outputs,
+finds each method's calls to the delegate the backend's payload reader reads (a method without
+one is refused: the partitioner took none of its operators), and hands each call to the
+backend's ``match``, which reads that delegate's payload and matches its inputs and outputs to
+the call's arguments (:mod:`ptebuild.backends.coreml.check`, :mod:`ptebuild.backends.vulkan.check`),
+raising CheckError at the first mismatch. The figures it returns are what was matched.
 Runs in a worker (imports torch for the eager outputs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import CheckError
 from ptebuild.plan import MethodPlan, ProgramPlan
-from ptebuild.runtime.pte_file import ExecutionPlan, PteReader, Value
+from ptebuild.runtime.payloads import DelegatePayload, PayloadReader
+from ptebuild.runtime.pte_file import Delegate, ExecutionPlan, PteReader, Value
 from ptebuild.runtime.pte_inspection import DTYPES
 
 FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
@@ -165,6 +172,7 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
     import torch
     from torch.utils._pytree import tree_leaves
 
+    from ptebuild.lowering.binding import call_method
     from ptebuild.lowering.examples import flat_inputs, make_inputs
 
     where = f"method {method.name!r}"
@@ -176,7 +184,7 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
         if kind == "input":
             return [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
         with torch.no_grad():  # only once the inputs match: the model runs on them
-            return [t for t in tree_leaves(getattr(model, method.function)(*inputs)) if isinstance(t, torch.Tensor)]
+            return [t for t in tree_leaves(call_method(model, method, inputs, program.model)) if isinstance(t, torch.Tensor)]
 
     for kind, indexes in (("input", plan.inputs()), ("output", plan.outputs())):
         tensors = expected(kind)
@@ -207,3 +215,89 @@ def method_plans(pte_reader: PteReader, program: ProgramPlan) -> dict[str, Execu
                 location=f"programs.{program.name}",
             )
     return plans
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call to the delegate under check, as :func:`check_structure` hands it to ``match``."""
+
+    reader: PteReader
+    program: ProgramPlan
+    method: MethodPlan
+    plan: ExecutionPlan
+    values: list[Value]
+    call: DelegateCall
+    delegate: Delegate
+    where: str
+    """``method 'encode' delegate 0``: what messages start with."""
+
+    def payload(self) -> DelegatePayload:
+        """The delegate's payload, as its reader takes it."""
+        return self.reader.payload(self.method.name, self.delegate)
+
+
+@dataclass(frozen=True)
+class Matched:
+    """What ``match`` found one call's delegate to be: its inputs and outputs described, and a
+    line about its payload (``Core ML specification 7 (iOS16+), 12 MIL operations``)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    payload: str = ""
+    operators: int = 0
+    """Operator calls in its payload (for a summary that adds them up)."""
+
+
+def joined_payloads(matched: Sequence[Matched]) -> str:
+    """The calls' payload lines, each once, joined with ``; ``."""
+    return "; ".join(dict.fromkeys(m.payload for m in matched if m.payload))
+
+
+def check_structure(
+    model: Any,
+    program: ProgramPlan,
+    pte: Path,
+    ptd: Path | None,
+    payloads: PayloadReader,
+    match: Callable[[Call], Matched],
+    summarize: Callable[[Sequence[Matched]], str] = joined_payloads,
+) -> list[MethodStructure]:
+    """The structural check of ``program`` (module docstring) for the delegate ``payloads`` reads;
+    ``match`` checks one call (CheckError at the first mismatch), ``summarize`` puts a method's
+    payload lines in one. Returns one :class:`MethodStructure` per method."""
+    from ptebuild.runtime.pte_file import open_pte
+
+    location = f"programs.{program.name}"
+    check_parses(pte, ptd, location)
+    figures = []
+    with open_pte(pte) as reader:
+        plans = method_plans(reader, program)
+        for method in program.methods:
+            plan = plans[method.name]
+            check_method_io(model, program, method, plan)
+            found = delegated(plan, payloads.delegate_id, payloads.name, method.name, location)
+            values = plan.values()
+            matched = []
+            for call in found.ours:
+                where = f"method {method.name!r} delegate {call.delegate}"
+                try:
+                    matched.append(match(Call(reader, program, method, plan, values, call,
+                                              found.delegates[call.delegate], where)))
+                except CheckError as exc:
+                    if exc.location is not None:
+                        raise
+                    raise CheckError(exc.message, location=location) from None
+            several = len(found.ours) > 1
+            inputs = [f"delegate {c.delegate} " * several + d for c, m in zip(found.ours, matched) for d in m.inputs]
+            outputs = [f"delegate {c.delegate} " * several + d for c, m in zip(found.ours, matched) for d in m.outputs]
+            figures.append(MethodStructure(
+                method=method.name,
+                delegate=payloads.delegate_id,
+                delegates=len({call.delegate for call in found.ours}),
+                delegate_calls=len(found.calls),
+                kernel_calls=found.kernels,
+                inputs=tuple(inputs),
+                outputs=tuple(outputs),
+                payload=summarize(matched),
+            ))
+    return figures

@@ -59,3 +59,25 @@ def load_manifest(path: str | Path) -> BuildPlan:
     except ValidationError as exc:
         raise ManifestError(describe_validation_error(exc, display, Manifest)) from None
     return resolve(manifest, display=display, manifest_dir=path.resolve().parent)
+
+
+def load_manifest_text(text: str, display: str) -> BuildPlan:
+    """Validate and resolve a manifest given as text, away from its project (a release bundle's
+    copy): its factory modules and shim lists are not looked for (:func:`resolve`'s ``offline``).
+
+    Raises :class:`ManifestError` as :func:`load_manifest` does.
+    """
+    from pydantic import ValidationError
+
+    from ptebuild.manifest.resolve import resolve
+    from ptebuild.manifest.schema import Manifest
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{display}: TOML syntax error: {exc}") from None
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise ManifestError(describe_validation_error(exc, display, Manifest)) from None
+    return resolve(manifest, display=display, manifest_dir=Path(display).parent, offline=True)

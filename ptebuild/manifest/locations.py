@@ -91,10 +91,11 @@ def describe_validation_error(exc: ValidationError, display: str, model: type, p
     elif kind == "literal_error":
         expected = re.findall(r"'([^']*)'", first["ctx"]["expected"])
         what = "backend" if loc and loc[-1] == "backend" else "value"
-        message = (
-            f"{display}: unknown {what} {first['input']!r}"
-            f"{did_you_mean(str(first['input']), expected)}; expected one of {', '.join(map(repr, expected))}"
-        )
+        given = first["input"]
+        if isinstance(given, str):
+            message = f"{display}: unknown {what} {given!r}{did_you_mean(given, expected)}; expected one of {', '.join(map(repr, expected))}"
+        else:  # a list, a table, a number where a name belongs
+            message = f"{display}: expected one of {', '.join(map(repr, expected))}, not {_toml_type(given)} {given!r}"
     elif kind == "missing":
         message = f"{display}: missing required key {loc[-1]!r}"
     elif kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -110,3 +111,18 @@ def describe_validation_error(exc: ValidationError, display: str, model: type, p
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message
+
+
+def _toml_type(value: object) -> str:
+    """What a TOML value is, in the manifest's words: ``an array``, ``a table``, ``an integer``..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time" if not isinstance(value, str) else "a string"

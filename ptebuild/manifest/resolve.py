@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import BoundBackend, get_backend
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.insight.budget import merged_budget
 from ptebuild.manifest.locations import describe_validation_error, dotted
@@ -79,6 +79,7 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
                     used.add(dim)
         methods[method_name] = MethodPlan(
             name=method_name,
+            samples=method.samples,
             function=method.function or method_name,
             inputs=tuple(_input_plan(i) for i in method.inputs),
             dims=tuple(
@@ -147,7 +148,11 @@ def _resolve_program(
     check = program.check
     defaults = manifest.defaults.check
     atol = check.atol if check.atol is not None else defaults.atol
+    rtol = check.rtol if check.rtol is not None else defaults.rtol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
+    options_json = options.model_dump(mode="json")
+    tolerance = backend.check_defaults(options)
+    given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
     program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
     program_entry.update(
@@ -175,15 +180,19 @@ def _resolve_program(
         sources=tuple(model.sources),
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
-        options=options.model_dump(mode="json"),
-        atol=atol if atol is not None else backend.check_defaults(options).atol,
-        min_cosine=min_cosine if min_cosine is not None else backend.check_defaults(options).min_cosine,
+        options=options_json,
+        atol=atol if atol is not None else tolerance.atol,
+        rtol=rtol if rtol is not None else tolerance.rtol,
+        min_cosine=min_cosine if min_cosine is not None else tolerance.min_cosine,
+        check_set=tuple(part for part, value in given.items() if value is not None),
+        calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
         model_entry=model.model_dump(mode="json"),
         program_entry=program_entry,
         bundle_io=bundle_io,
         etrecord=etrecord,
         budget=budget,
+        bound=BoundBackend(backend_name, options_json, options),  # validated here, and nowhere again
     )
 
 
@@ -266,12 +275,14 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
             owners[key] = (file_name, owner)
 
 
-def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPlan:
+def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bool = False) -> BuildPlan:
+    """The plan of a validated manifest. ``offline``: the manifest away from its project (in a
+    release bundle): its factory modules and shim lists are not looked for."""
     search_path = module_search_path(manifest_dir)
     model_methods = {}
     for model_name, model in manifest.models.items():
         module = model.factory.split(":", 1)[0]
-        if find_module_file(module, search_path) is None:
+        if not offline and find_module_file(module, search_path) is None:
             users = sorted(p for p, spec in manifest.programs.items() if spec.model == model_name)
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
@@ -291,7 +302,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path) -> BuildPla
     shims = []
     for name, spec in manifest.shims.items():
         _check_name(display, dotted(("shims", name)), name, ".lib")
-        problem = file_problem(manifest_dir / spec.source)
+        problem = None if offline else file_problem(manifest_dir / spec.source)
         if problem:
             raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))

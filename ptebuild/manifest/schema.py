@@ -136,6 +136,27 @@ class MethodSpec(_Strict):
     inputs: list[InputSpec] = Field(min_length=1)
     dims: dict[str, DynamicDim] = {}
     """Dynamic dims of this method, in addition to the model's ``dims``."""
+    samples: str | None = None
+    """Real inputs of the method: a file (``torch.save`` of a tuple of inputs, or of a list of such
+    tuples) or a folder of such files, relative to the manifest; or a factory
+    ``"package.module:callable"`` returning them. They calibrate static quantization instead of
+    generated noise, and the check runs them beside the generated inputs; their bytes (a
+    factory's code) are part of the program's key."""
+
+    @field_validator("samples")
+    @classmethod
+    def _samples_given(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("samples is empty: give a file, a folder, or a factory 'package.module:callable'")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unset_samples(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """A method without samples dumps as it always did (its program's key stays what it was)."""
+        data = handler(self)
+        if data.get("samples") is None:
+            data.pop("samples", None)
+        return data
 
 
 class ModelSpec(_Strict):
@@ -205,11 +226,23 @@ class BudgetSpec(_Strict):
 
 
 class CheckSpec(_Strict):
-    """How closely a built program must match eager PyTorch on its example inputs."""
+    """How closely a built program must match eager PyTorch, element by element
+    ``|a - e| <= atol + rtol * max(|e|, mean |e|)``, and in cosine similarity. Unset parts
+    come from each output's dtype and the backend (and its quantization): ``ptebuild.tolerances``."""
 
     atol: Annotated[float, Field(ge=0)] | None = None
+    rtol: Annotated[float, Field(ge=0)] | None = None
+    """The relative part, of each element's magnitude and never less than the output's mean."""
     min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
     enabled: bool = True
+
+    @model_serializer(mode="wrap")
+    def _without_unset_rtol(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """A check table without ``rtol`` dumps as it always did (its program's key stays what it was)."""
+        data = handler(self)
+        if data.get("rtol") is None:
+            data.pop("rtol", None)
+        return data
 
 
 class ProgramSpec(_Strict):
@@ -300,15 +333,21 @@ def json_schema() -> dict[str, Any]:
     the program's backend); here each backend's options model fills them in: under
     ``defaults.options.<backend>`` and ``defaults.compile_specs.<backend>``, and, for a program
     that names its backend, under its own ``options`` and ``compile_specs``. Both tables feed the
-    one options model, so both accept its keys; unknown keys are flagged.
+    one options model, so both accept its keys; unknown keys are flagged. Installed plug-in
+    backends are there too; one that cannot be loaded has no options here
+    (:func:`ptebuild.backends.plugin_problems` says why).
     """
     from ptebuild.backends import backend_names, get_backend
+    from ptebuild.errors import PluginError
 
     schema = Manifest.model_json_schema()
     defs = schema.setdefault("$defs", {})
     refs = {}
     for name in backend_names():
-        model = get_backend(name).options_model
+        try:
+            model = get_backend(name).options_model
+        except PluginError:  # a plug-in that cannot be loaded: no options to show (ptebuild schema says why)
+            continue
         own = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(own.pop("$defs", {}))
         title = f"{model.__name__}"

@@ -12,7 +12,8 @@ Two passes over the archive:
    ``SHA256SUMS`` (every file listed, every listed file present); the provenance statement's
    subjects are compared with the files (every ``.pte``/``.ptd`` a subject), and so is the
    manifest's digest among its external parameters; the lock, when
-   there is one, is compared with the bundle's build record; and the record's targets are
+   there is one, is compared with the bundle's build record, and the manifest with the record
+   (every program built from the entries the manifest holds: :mod:`.consistency`); the record's targets are
    verified as :func:`~ptebuild.runtime.verify.verify_folder` does (sizes, digests, every
    ``.pte``'s keys in its ``.ptd``, every blob's bytes against its key, every ``.bpte`` against
    its ``.pte``, and with ``runtime`` every program against that ExecuTorch runtime); and
@@ -296,10 +297,16 @@ def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read: O
             metadata[name] = f.read()
     record = _parse_record(metadata.get(RECORD_NAME), prefix, problems)
     outputs = {file for entry in (record or {}).get("targets", {}).values() for file in entry["outputs"]}
+    manifest = (record or {}).get("manifest")
+    manifest = manifest if isinstance(manifest, str) and manifest in files and "/" not in manifest else None
     with tempfile.TemporaryDirectory(prefix="ptebuild-verify-") as scratch:
         digests = {}
+        aside = Path(scratch, ".manifest")
+        aside.mkdir()
         for name, member in files.items():  # archive order: a .tar.gz is read front to back once
             copy_to = Path(scratch, name) if name in outputs and "/" not in name else None
+            if name == manifest and member.size <= _METADATA_LIMIT:
+                copy_to = aside / name
             with read(member) as f:
                 digests[name] = _hash_stream(f, copy_to)
         if record is not None:
@@ -308,6 +315,8 @@ def _verify_contents(path: Path, folder: str, files: dict[str, _Member], read: O
         problems += _check_provenance(metadata.get(PROVENANCE_NAME), digests, outputs, prefix)
         if record is not None and LOCK_NAME in metadata:
             problems += _check_lock(metadata[LOCK_NAME], record, prefix)
+        if record is not None:
+            problems += _check_manifest(aside / manifest if manifest else None, record, prefix)
         targets: tuple[TargetReport, ...] = ()
         if record is not None:
             from ptebuild.runtime.verify import verify_folder
@@ -347,10 +356,10 @@ def _hash_stream(f: IO[bytes], copy_to: Path | None) -> str:
 def _parse_record(data: bytes | None, prefix: str, problems: list[str]) -> dict[str, Any] | None:
     if data is None:
         return None
-    from ptebuild.runtime.record import _validate
+    from ptebuild.runtime.record import validate_record
 
     try:
-        return _validate(Path(f"{prefix}{RECORD_NAME}"), json.loads(data))
+        return validate_record(Path(f"{prefix}{RECORD_NAME}"), json.loads(data))
     except (ValueError, UnicodeDecodeError) as exc:
         problems.append(f"{prefix}{RECORD_NAME}: not valid JSON: {exc}")
     except FormatError as exc:
@@ -425,6 +434,27 @@ def _manifest_parameter(statement: dict[str, Any]) -> tuple[str, str] | None:
     except (KeyError, TypeError):
         return None
     return (name, sha256) if isinstance(name, str) and isinstance(sha256, str) else None
+
+
+def _check_manifest(path: Path | None, record: dict[str, Any], prefix: str) -> list[str]:
+    """The bundle's manifest against its record: every program built from the entries it holds
+    (:func:`~ptebuild.release.consistency.manifest_disagreements`)."""
+    from ptebuild.errors import ManifestError
+    from ptebuild.manifest.load import load_manifest_text
+    from ptebuild.release.consistency import manifest_disagreements
+
+    named = record.get("manifest")
+    if path is None or not path.is_file():
+        return [f"{prefix}{RECORD_NAME}: names the manifest {named!r}, which the bundle does not hold"]
+    display = f"{prefix}{path.name}"
+    try:
+        plan = load_manifest_text(path.read_text(encoding="utf-8"), display)
+    except UnicodeDecodeError:
+        return [f"{display}: not UTF-8 text"]
+    except ManifestError as exc:
+        return [str(exc)]
+    return [f"{display}: {line} (the bundle mixes two builds: build, lock and pack again)"
+            for line in manifest_disagreements(plan, lock_entries_from_record(record["targets"]))]
 
 
 def _check_lock(data: bytes, record: dict[str, Any], prefix: str) -> list[str]:

@@ -15,8 +15,8 @@ compared part by part. Each program of either bundle's build record is one of:
 
 Sizes are the sum of a program's files (a weights file that programs share counts for each).
 Each program in both also gets the change of its figures (:mod:`ptebuild.insight.compare`): its
-``.pte`` and ``.ptd`` bytes, its delegated fraction and planned memory (the ``figures`` its build
-record keeps), and its check's worst error and lowest cosine (``check_figures``); a release whose
+``.pte`` and ``.ptd`` bytes, its delegated fraction and planned memory (the ``insight`` its build
+record keeps), and its check's worst error and lowest cosine (its ``checked`` summary); a release whose
 record predates them has its files' sizes only. Two output folders are compared the same way,
 from their build records (``ptebuild.json``) and the files they name, read in place.
 Beside the programs: the operators the bundles' ``selected_operators.yaml`` add or drop, and
@@ -249,11 +249,11 @@ def _release_figures(side: _Side, name: str) -> ReleaseFigures:
         figures = ProgramInsight.from_json(entry.get("insight")) if isinstance(entry.get("insight"), dict) else None
     except (KeyError, TypeError, ValueError):
         figures = None
-    check = [f for f in entry.get("check_figures") or () if isinstance(f, dict)]
+    checked = entry.get("checked") if isinstance(entry.get("checked"), dict) else None
     files = side.programs.get(name, ())
     pte = sum(side.digests[f][1] for f in files if f.endswith(".pte") and f in side.digests)
     ptd = sum(side.digests[f][1] for f in files if f.endswith(".ptd") and f in side.digests)
-    return ReleaseFigures.of(figures, check, pte_bytes=pte, ptd_bytes=ptd)
+    return ReleaseFigures.of(figures, checked, pte_bytes=pte, ptd_bytes=ptd)
 
 
 def _compare(name: str, a: _Side, b: _Side) -> ProgramChange:

@@ -25,17 +25,20 @@ The record in a bundle is rebuilt from the targets' lock entries (kind, backend,
 inputs, discovered deps, outputs, and the runtimes that load each program, read anew from the
 files packed), with each program's ``figures`` (what its build counted in the lowered program,
 kept in the build record or the cache's action result, joined with what the packed files say:
-:mod:`ptebuild.insight.program`) and ``check_figures``, and names the manifest by its file name: what a build record
+:mod:`ptebuild.insight.program`) and ``checked`` (what its check proves), and names the manifest by its file name: what a build record
 says about the machine or the folder it was built in is left out, so two builds in two folders
 pack into the same bytes, and a bundle packed from the cache is byte-identical to one packed
 from the output folder. Archives are written by :mod:`.archive`.
 
 :func:`pack` packs an output folder after :func:`~ptebuild.runtime.verify.verify_folder`
-(with ``verify_bytes``) passed for every target of the manifest. :func:`pack_from_cache`
+(with ``verify_bytes``) passed for every target of the manifest, and only what the manifest as
+it stands would build (:mod:`.consistency`: a changed ``seed`` or model file since the build
+is named, nothing packed). :func:`pack_from_cache`
 restores the lock's outputs from a cache's CAS into a private staging folder, verifies that
-folder the same way, and packs it: nothing is built. Either refuses a bundle with a program over
-its budget (``budget`` in the manifest, judged on the figures of the files it would pack), and a
-bundle carries a program's ETRecord only where the bundle or the program asks for one
+folder the same way, and packs it: nothing is built; a lock the manifest as it stands would not
+make is refused the same way. Either refuses a bundle with a program over its budget (``budget``
+in the manifest, judged on the figures of the files it would pack), and a bundle carries a
+program's ETRecord only where the bundle or the program asks for one
 (:attr:`~ptebuild.plan.BundlePlan.etrecords`).
 """
 
@@ -64,6 +67,7 @@ from ptebuild.release.archive import (
     reproducible_timestamp,
     write_archive,
 )
+from ptebuild.release.consistency import stale_targets
 from ptebuild.release.lock import LOCK_NAME, Lock, LockEntry, compare_lock, dumps_lock, lock_entries_from_record, read_lock
 from ptebuild.release.provenance import PROVENANCE_NAME, dumps_statement, provenance_statement
 from ptebuild.runtime.compat import RuntimeSupport, support_of_outputs
@@ -153,6 +157,7 @@ def pack(
         )
     targets = {name: record.targets[name] for name in sorted(wanted)}
     lock = read_lock(lock_path) if lock_path is not None else None
+    _refuse_stale(plan, manifest_path, folder, lock_entries_from_record(targets), lock)
     if lock is not None:
         mismatches = compare_lock(lock, lock_entries_from_record(targets), subset=chosen is not None)
         if mismatches:
@@ -160,9 +165,10 @@ def pack(
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
     targets = _carried(targets, chosen)
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
-    counted = {name: (entry.get("insight"), entry.get("check_figures") or ()) for name, entry in targets.items()}
+    measured = {name: (entry.get("checked") or {}).get("max_abs_error") for name, entry in targets.items()}
+    counted = {name: (entry.get("insight"), entry.get("checked")) for name, entry in targets.items()}
     return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
-                         _included(plan, chosen, files), bpte_tolerances(plan), plan, counted)
+                         _included(plan, chosen, files), bpte_tolerances(plan, measured), plan, counted)
 
 
 def pack_from_cache(
@@ -208,6 +214,13 @@ def pack_from_cache(
                 f"(the lock is stale: run `ptebuild lock {manifest_path}`)"
             )
         entries = {name: entries[name] for name in chosen.programs}
+    stale = stale_targets(plan, entries, hash_file)
+    if stale:
+        more = f" (and {len(stale) - 1} more targets)" if len(stale) > 1 else ""
+        raise PackError(
+            f"{lock.path}: lock is stale: {stale[0].line()}{more}; build and lock it (`ptebuild build {manifest_path}`, "
+            f"`ptebuild lock {manifest_path}`), then pack; nothing packed"
+        )
     unlisted = [name for name, entry in entries.items() if not entry.outputs]
     if unlisted:
         raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed")
@@ -244,7 +257,7 @@ def pack_from_cache(
                     raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
                 except StoreError as exc:
                     raise PackError(f"{name}: {exc}; nothing packed") from None
-        tolerances = bpte_tolerances(plan)
+        tolerances = bpte_tolerances(plan, {name: _measured_error(cache, entry.key) for name, entry in entries.items()})
         targets = _record_targets(entries, manifest_path.name, tolerances)
         record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "manifest": manifest_path.name, "targets": targets}
         (folder / RECORD_NAME).write_text(json.dumps(record, sort_keys=True, indent=1) + "\n", encoding="utf-8")
@@ -258,6 +271,22 @@ def pack_from_cache(
         counted = {name: _counted(cache, entry) for name, entry in entries.items() if entry.kind == "program"}
         return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras,
                              tolerances, plan, counted)
+
+
+def _refuse_stale(plan: BuildPlan, manifest_path: Path, folder: Path, built: Mapping[str, LockEntry], lock: Lock | None) -> None:
+    """PackError if the manifest as it stands would not produce what ``folder`` holds (its record's
+    ``built`` entries): the bundle would carry a manifest that does not make its programs."""
+    stale = stale_targets(plan, built, hash_file)
+    if not stale:
+        return
+    first = stale[0]
+    more = f" (and {len(stale) - 1} more targets)" if len(stale) > 1 else ""
+    way_out = f"build it first (`ptebuild build {manifest_path}`)"
+    if lock is not None and all(name in lock.entries for name in built) and not stale_targets(
+        plan, {name: lock.entries[name] for name in built}, hash_file
+    ):
+        way_out += f", or pack what {lock.path.name if lock.path else LOCK_NAME} names from the cache (`ptebuild pack {manifest_path} --from-cache`)"
+    raise PackError(f"{folder}: {first.line()}{more}; {way_out}; nothing packed")
 
 
 def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:
@@ -309,7 +338,8 @@ def _carried(targets: Mapping[str, dict[str, Any]], bundle: BundlePlan | None) -
 
 
 Counted = tuple[Any, Any]
-"""A program's figures as its build counted them (``ProgramInsight`` JSON, or None) and its check's figures."""
+"""A program's figures as its build counted them (``ProgramInsight`` JSON, or None) and what its
+check proves (``CheckSummary.to_json()``, the record's ``checked``, or None)."""
 
 
 def _counted(cache: Cache, entry: LockEntry) -> Counted:
@@ -319,8 +349,11 @@ def _counted(cache: Cache, entry: LockEntry) -> Counted:
     except StoreError:
         hit = None
     if hit is None:
-        return None, ()
-    return hit.result.insight, hit.result.figures
+        return None, None
+    from ptebuild.figures import CheckSummary
+
+    summary = CheckSummary.of(hit.result.figures)
+    return hit.result.insight, summary.to_json() if summary is not None else None
 
 
 def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, Path],
@@ -341,7 +374,7 @@ def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, P
     for name, entry in targets.items():
         if entry.get("kind", "program") != "program":
             continue
-        worker, _check = counted.get(name, (None, ()))
+        worker, _checked = counted.get(name, (None, None))
         try:
             base = ProgramInsight.from_json(worker).worker_part()
         except (KeyError, TypeError, ValueError):
@@ -414,17 +447,33 @@ def _lock_manifest(lock: Lock) -> Path:
     return path
 
 
-def bpte_tolerances(plan: BuildPlan | None) -> dict[str, float]:
-    """Program -> the ``atol`` its check held it to, for each program that writes a ``.bpte``:
-    what a device passes ExecuTorch's ``verify_method_outputs`` (with ``rtol`` 0), as the
+def bpte_tolerances(plan: BuildPlan | None, measured: Mapping[str, float | None] | None = None) -> dict[str, dict[str, float]]:
+    """Program -> its ``bundled_io`` (:func:`~ptebuild.runtime.record.bundled_io_entry`), for each
+    program that writes a ``.bpte``: what a device passes ExecuTorch's ``verify_method_outputs``,
+    derived from the largest error its check measured (``measured``: program -> that error, from
+    the build record or the cache's result; absent: the ``atol`` the check held it to), as the
     ``.bpte``'s expected outputs are those of the model the check compared with."""
     if plan is None:
         return {}
-    return {program.name: program.atol for program in plan.programs if program.bpte_name}
+    measured = measured or {}
+    return {program.name: bundled_io_entry(program.atol, measured.get(program.name))
+            for program in plan.programs if program.bpte_name}
+
+
+def _measured_error(cache: Any, key: str) -> float | None:
+    """The largest error the check of the cached result under ``key`` measured, if the cache has it."""
+    from ptebuild.figures import CheckSummary
+
+    try:
+        hit = cache.lookup(key, fetch=False).hit
+    except Exception:  # a cache that cannot answer: the check's atol stands
+        return None
+    summary = CheckSummary.of(hit.result.figures) if hit is not None else None
+    return summary.max_abs_error if summary is not None else None
 
 
 def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str,
-                    tolerances: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
+                    tolerances: Mapping[str, dict[str, float]] | None = None) -> dict[str, dict[str, Any]]:
     """Record entries (``ptebuild.json`` shape) for lock entries; ``tolerances``: those of
     :func:`bpte_tolerances`, kept for the programs whose ``.bpte`` is among their outputs."""
     tolerances = tolerances or {}
@@ -444,7 +493,7 @@ def _record_targets(entries: Mapping[str, LockEntry], manifest_name: str,
         if entry.runtime is not None:
             target["runtime"] = entry.runtime.to_json()
         if name in tolerances and any(o.name.endswith(".bpte") for o in entry.outputs or ()):
-            target["bundled_io"] = bundled_io_entry(tolerances[name])
+            target["bundled_io"] = dict(tolerances[name])
         targets[name] = target
     return targets
 
@@ -457,7 +506,7 @@ def _write_bundle(
     lock_bytes: bytes | None,
     bundle: BundlePlan | None = None,
     extras: Mapping[str, Path] | None = None,
-    tolerances: Mapping[str, float] | None = None,
+    tolerances: Mapping[str, dict[str, float]] | None = None,
     plan: BuildPlan | None = None,
     counted: Mapping[str, Counted] | None = None,
 ) -> PackResult:
@@ -484,9 +533,9 @@ def _write_bundle(
     record_targets = _record_targets(entries, manifest_name, tolerances)
     for name, found in figures.items():
         record_targets[name]["insight"] = found.to_json()
-        check = [dict(f) for f in counted.get(name, (None, ()))[1] or () if isinstance(f, dict)]
-        if check:
-            record_targets[name]["check_figures"] = check
+        checked = counted.get(name, (None, None))[1]
+        if isinstance(checked, dict):
+            record_targets[name]["checked"] = dict(checked)
     record = {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,

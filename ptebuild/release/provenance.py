@@ -58,7 +58,7 @@ def provenance_statement(
     the statement carries no time at all. ``bundle``: the name of the manifest's bundle packed.
     A target's ``runtime`` is its entry's.
     """
-    from ptebuild import __version__
+    from ptebuild._version import __version__
 
     names = sorted(entries)
     toolchains = {name: dict(sorted(of_kind(entries[name].inputs, InputKind.TOOLCHAIN).items())) for name in names}
@@ -137,7 +137,7 @@ def _shared(tables: list[dict[str, str]]) -> dict[str, str]:
 
 
 def _dependencies(entries: Mapping[str, LockEntry]) -> list[dict[str, Any]]:
-    """Sources, weights and discovered dependencies of every target, merged and sorted."""
+    """Sources, weights, samples and discovered dependencies of every target, merged and sorted."""
     found: dict[tuple[str, str, str], set[str]] = {}
 
     def add(name: str, uri: str, sha256: str, target: str) -> None:
@@ -145,7 +145,7 @@ def _dependencies(entries: Mapping[str, LockEntry]) -> list[dict[str, Any]]:
 
     for target, entry in entries.items():
         for key, value in entry.inputs.items():
-            if InputName.parse(key).kind in (InputKind.SOURCE, InputKind.WEIGHTS):
+            if InputName.parse(key).kind in (InputKind.SOURCE, InputKind.WEIGHTS, InputKind.SAMPLES):
                 add(key, "", value, target)
         if entry.deps is not None:
             for file, sha256 in entry.deps.sources:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._flatbuffer import U8, U32, FlatbufferView, Table
+from ptebuild.runtime.flatbuffer import U8, U32, FlatbufferView, Table
 
 if TYPE_CHECKING:
     from ptebuild.runtime.pte_file import Value

@@ -19,7 +19,7 @@ feature               minimum   why
 constant-segment      0.2.0     constants in a segment (``Program.constant_segment``); a 0.1
                                 runtime sees no weights
 mutable-data          0.4.0     ``Program.mutable_data_segments``
-named-data            0.6.0     ``Program.named_data`` (PteDataMap), XNNPACK constants by
+named-data            0.6.0     ``Program.named_data`` (PteDataMap), delegate constants by
                                 ``named_key``
 external-data         0.7.0     weights in a ``.ptd``: EXTERNAL tensors and named keys served by
                                 a data map, in the FlatTensor layout of 0.7 (0.6 wrote another,
@@ -305,8 +305,8 @@ def program_support(pte: str | Path, data: Iterable[str | Path] = (), bpte: str 
 def _ptd_format(path: Path) -> tuple[str, int]:
     """A ``.ptd``'s identifier and ``FlatTensor.version``, read without refusing a newer version."""
     from ptebuild.errors import FormatError
-    from ptebuild.runtime._file_region import read_exact
-    from ptebuild.runtime._flatbuffer import U32, FlatbufferView
+    from ptebuild.runtime.file_region import read_exact
+    from ptebuild.runtime.flatbuffer import U32, FlatbufferView
     from ptebuild.runtime.ptd_file import FILE_IDENTIFIER, read_ptd_header
 
     header = read_ptd_header(path)

@@ -52,7 +52,7 @@ class Part(str, enum.Enum):
 class Difference:
     part: Part
     where: str
-    """The part, e.g. ``method 'forward' delegate 0 (XnnpackBackend)``."""
+    """The part, e.g. ``method 'forward' delegate 0 (<delegate id>)``."""
     detail: str
 
     def __str__(self) -> str:
@@ -110,7 +110,7 @@ def weights_only(a: str | Path, b: str | Path) -> bool:
     """True if two ``.pte`` files are one program with other weights: equal bytes once the SHA-256
     digests in their weight keys (and the bytes of the segments holding weights inside the
     ``.pte``: constants, named data) are masked. A change of shape, operator, plan or delegate
-    payload (XNNPACK's int8 quantization parameters, computed from the weights, are in its
+    payload (a delegate's int8 quantization parameters, computed from the weights, are in its
     payload) makes them differ.
 
     Raises FormatError / OSError when either cannot be read.

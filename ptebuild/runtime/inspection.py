@@ -49,8 +49,8 @@ class DelegateInfo:
     keys: tuple[str, ...] | None = None
     """Named-data keys the payload needs (None: this reader cannot list them)."""
     contents: dict[str, Any] | None = None
-    """What the payload holds, for payloads this reader understands (an OpenVINO CPU model:
-    its layers by type, inputs, outputs, precisions; :mod:`.openvino_blob`), else None."""
+    """What the payload holds, for payloads this reader understands (:mod:`.payloads`: its
+    backend's payload reader describes it, e.g. layers by type, inputs, outputs), else None."""
     summary: str | None = None
     """``contents`` in one line, for the text of ``ptebuild inspect``."""
 

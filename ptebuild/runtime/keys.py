@@ -9,8 +9,9 @@ weight's bytes, and a ``.pte`` only finds its own weights:
   ``layers.0.weight@sha256:9f86…``. The FQN stays for people and tools reading the file,
   and it keeps two tensors with equal bytes but different shapes or dtypes (say, two zero
   biases) on separate keys, each with its own tensor layout in the ``.ptd``.
-- XNNPACK delegate constants, keyed by ExecuTorch itself: ``<64 hex>``, the bare digest, and
-  for the per-channel scales of quantized weights ``scale_<64 hex>``, the digest of the scales.
+- delegate constants, keyed by ExecuTorch itself (its named data store): ``<64 hex>``, the bare
+  digest. A delegate with key forms of its own says what they promise through the payload
+  reader its backend declares (:meth:`ptebuild.runtime.payloads.PayloadReader.key_sha256`).
 
 This module imports neither torch nor executorch.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 import re
 
 SHA256_MARKER = "@sha256:"
-XNNPACK_SCALE_PREFIX = "scale_"
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -32,12 +32,13 @@ def weight_key(fqn: str, sha256_hex: str) -> str:
 
 
 def sha256_in_key(key: str) -> str | None:
-    """Returns the hex SHA-256 a key promises for its bytes, or None if it carries none."""
+    """Returns the hex SHA-256 a key promises for its bytes, or None if it carries none: the
+    forms above, then the forms a payload reader declares (which loads the backends' readers)."""
     if _HEX_DIGEST.fullmatch(key):
         return key
-    if key.startswith(XNNPACK_SCALE_PREFIX) and _HEX_DIGEST.fullmatch(key[len(XNNPACK_SCALE_PREFIX):]):
-        return key[len(XNNPACK_SCALE_PREFIX):]
     _, marker, digest = key.rpartition(SHA256_MARKER)
     if marker and _HEX_DIGEST.fullmatch(digest):
         return digest
-    return None
+    from ptebuild.runtime import payloads
+
+    return payloads.key_sha256(key)

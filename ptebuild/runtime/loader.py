@@ -7,24 +7,21 @@ another program, even one of the same architecture, is refused here with a
 :class:`~ptebuild.errors.LoadError` naming the missing key. ``executorch.runtime`` is
 imported only after the check passes, to execute.
 
-CUDA delegates list their keys in their payload (:mod:`.cuda_payload`): the compiled ``.so``
-(kept in the ``.pte``) and every weight's storage (in the ``.ptd``).
+A delegate's keys are listed by the payload reader its backend declares (:mod:`.payloads`).
 
 Two limits of executorch 1.5.1 shape this module: its runtime takes a single ``.ptd`` per
-program, and it crashes (SIGSEGV) in ``load_method`` on an XNNPACK program whose weights
+program, and it crashes (SIGSEGV) in ``load_method`` on a program whose delegate's weights
 are external when no ``.ptd`` is given; the check here refuses that case first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import LoadError
-from ptebuild.runtime.cuda_payload import BACKEND_ID as CUDA_BACKEND_ID
-from ptebuild.runtime.cuda_payload import read_cuda_delegates
 from ptebuild.runtime.keys import sha256_in_key
 from ptebuild.runtime.ptd_file import PtdFile, read_ptd
 from ptebuild.runtime.pte_file import PteFile, read_pte
@@ -96,25 +93,13 @@ def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool =
     """The checks of :func:`load`, without loading; imports neither torch nor executorch."""
     if isinstance(data, (str, Path)):
         data = [data]  # one path, not a sequence of one-letter paths
-    program = with_cuda_keys(read_pte(pte))
+    program = read_pte(pte)
     ptds = [read_ptd(path) for path in data]
     _require_keys(program, ptds)
     if verify_bytes:
         for ptd in ptds:
             _verify_blobs(ptd, program.required_keys)
     return CheckedFiles(program, _single_data_file(program, ptds))
-
-
-def with_cuda_keys(program: PteFile) -> PteFile:
-    """``program`` with its CUDA delegates' keys (:mod:`.cuda_payload`) listed, no longer opaque."""
-    if not any(backend == CUDA_BACKEND_ID for _, backend in program.opaque_delegates):
-        return program
-    keys = frozenset().union(*(d.payload.keys for d in read_cuda_delegates(program.path)))
-    return replace(
-        program,
-        delegate_keys=program.delegate_keys | keys,
-        opaque_delegates=tuple(o for o in program.opaque_delegates if o[1] != CUDA_BACKEND_ID),
-    )
 
 
 def _require_keys(program: PteFile, ptds: list[PtdFile]) -> None:

@@ -16,7 +16,8 @@ What gen_oplist (executorch 1.5.1) derives from the ``Program`` flatbuffer:
   ``is_used_for_training: true``, ``include_all_overloads: false`` and ``debug_info``: the
   ``--model_file_path`` string as given (ptebuild passes the file name, never a path, so the
   YAML does not depend on where the file lies). Delegated calls are not operators: a program
-  that XNNPACK runs whole lists none (what it needs is the backend's library).
+  that a delegate runs whole lists none (what it needs is the backend's library; what the
+  delegate runs, its payload reader says: :func:`delegated_operators`).
 - ``et_kernel_metadata``: for every ``KernelCall`` instruction, the kernel key of the call:
   ``v1/`` followed by ``<ScalarType code>;<dim order joined by ','>`` of each of its tensor
   arguments (in argument order; the out tensor is an argument twice, as ``out`` and as the
@@ -46,6 +47,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payloads import reader_for
 from ptebuild.runtime.pte_file import ExecutionPlan, Value, open_pte
 
 OPLIST_NAME = "selected_operators.yaml"
@@ -157,6 +159,59 @@ def _at(values: list[Value], index: int, where: str) -> Value:
 def _describe(value: Value) -> str:
     assert value.tensor is not None
     return f"{value.tensor.scalar_type};{','.join(map(str, value.tensor.dim_order))}"
+
+
+@dataclass(frozen=True)
+class DelegateFacts:
+    """One delegate of a ``.pte``: its size, and what its reader says it runs and holds."""
+
+    method: str
+    index: int
+    delegate_id: str
+    payload_bytes: int
+    weights_bytes: int | None = None
+    """Weights inside the payload itself (None: the reader does not say, or there is none)."""
+    operators: dict[str, int] = field(default_factory=dict)
+    """What it runs, operator -> count (empty: the reader does not say)."""
+    known: bool = False
+    """True if a backend declares a reader of its id."""
+
+
+def delegates(path: str | os.PathLike[str]) -> list[DelegateFacts]:
+    """Each delegate of the ``.pte`` at ``path``, in method and delegate order, as its payload
+    reader (:func:`~ptebuild.runtime.payloads.reader_for`) reads it.
+
+    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read."""
+    out = []
+    with open_pte(Path(path)) as pte:
+        for plan in pte.execution_plans():
+            method = plan.name()
+            for delegate in plan.delegates():
+                payload = pte.payload(method, delegate)
+                reader = reader_for(payload.delegate_id)
+                operators = reader.operators(payload) if reader else None
+                out.append(DelegateFacts(
+                    method, delegate.index, payload.delegate_id, payload.size,
+                    reader.weights_bytes(payload) if reader else None, dict(operators or {}), reader is not None,
+                ))
+    return out
+
+
+def delegated_operators(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """What the delegates of the ``.pte`` at ``path`` run, beside the kernels above: delegate id ->
+    operator -> count, summed over its delegates, as each delegate's payload reader says
+    (:meth:`~ptebuild.runtime.payloads.PayloadReader.operators`; ids whose reader does not say are
+    left out). The operator names are the delegate's own (``XNNFullyConnected``, a MIL ``linear``).
+
+    Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read.
+    """
+    found: dict[str, dict[str, int]] = {}
+    for delegate in delegates(path):
+        if delegate.operators:
+            counts = found.setdefault(delegate.delegate_id, {})
+            for name, count in delegate.operators.items():
+                counts[name] = counts.get(name, 0) + count
+    return {key: dict(sorted(counts.items())) for key, counts in sorted(found.items())}
 
 
 def merge(lists: Iterable[OperatorList]) -> OperatorList:

@@ -40,8 +40,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import file_size, read_exact, sha256_of_range
-from ptebuild.runtime._flatbuffer import U32, U64, FlatbufferView
+from ptebuild.runtime.file_region import file_size, read_exact, sha256_of_range
+from ptebuild.runtime.flatbuffer import U32, U64, FlatbufferView
 
 FILE_IDENTIFIER = b"FT01"
 HEADER_MAGIC = b"FH01"

@@ -6,7 +6,7 @@ Each program sharing a data name is lowered on its own and gets its own ``.ptd``
 - a key found in several sources must have the same bytes and the same tensor layout in
   each, else :class:`~ptebuild.errors.FormatError` names the key and both files;
 - blobs are deduplicated by the SHA-256 of their bytes: equal bytes are stored once,
-  whatever their keys (a portable constant ``<fqn>@sha256:<hex>`` and the XNNPACK key
+  whatever their keys (a portable constant ``<fqn>@sha256:<hex>`` and a delegate's key
   ``<hex>`` of the same weight point at one segment), each key keeping its own layout;
 - the output is deterministic: keys sorted (by code point), segments in order of first use
   in that key order, executorch's default segment alignment (128). Two merges of the same

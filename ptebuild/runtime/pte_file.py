@@ -65,16 +65,10 @@ Keys a program needs from a ``.ptd``:
 
 - every EXTERNAL tensor's ``fully_qualified_name`` (the runtime resolves these in the
   external data map only: with no ``.ptd`` it fails with "external_data_map is null");
-- every ``named_key`` of an XNNPACK delegate blob (see :mod:`.xnnpack_blob`), minus the
-  keys the ``.pte`` carries in its own ``named_data``;
-- every ``named_key`` of a Vulkan delegate's constants (:mod:`.vulkan_payload`), and the
-  named data a Core ML delegate refers to (``CMJR``, :mod:`.coreml_payload`), minus the same.
-
-An OpenVINO delegate blob needs none (its weights are inside it; ExecuTorch's
-``OpenvinoBackend`` reads nothing else, :mod:`.openvino_blob`), nor does a Core ML one that
-holds its model (weights inside the model's folder). Blobs of other delegates are
-opaque: their ids are listed in ``opaque_delegates`` so a caller knows the key list may be
-incomplete.
+- every named-data key a delegate's payload refers to, as the payload reader its backend
+  declares lists them (:mod:`.payloads`), minus the keys the ``.pte`` carries in its own
+  ``named_data``. A delegate whose id no backend declares a reader for is opaque: its id is
+  listed in ``opaque_delegates`` so a caller knows the key list may be incomplete.
 
 :func:`read_pte` answers that question. For everything else (``ptebuild inspect``),
 :func:`open_pte` gives a :class:`PteReader`: the checked header and
@@ -87,7 +81,7 @@ Leaves come back as frozen values (:class:`Value`, :class:`Tensor`, :class:`Chai
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
@@ -95,17 +89,9 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime._file_region import Blob, file_size, read_exact, sha256_of_range
-from ptebuild.runtime._flatbuffer import U8, U32, U64, FlatbufferView, Table
-from ptebuild.runtime.coreml_payload import BACKEND_ID as COREML_BACKEND_ID
-from ptebuild.runtime.coreml_payload import read_reference as read_coreml_reference
-from ptebuild.runtime.openvino_blob import BACKEND_ID as OPENVINO_BACKEND_ID
-from ptebuild.runtime.vulkan_payload import BACKEND_ID as VULKAN_BACKEND_ID
-from ptebuild.runtime.vulkan_payload import read_graph as read_vulkan_graph
-from ptebuild.runtime.xnnpack_blob import BACKEND_ID as XNNPACK_BACKEND_ID
-from ptebuild.runtime.xnnpack_blob import HEADER as XNNPACK_HEADER
-from ptebuild.runtime.xnnpack_blob import HEADER_MAGIC as XNNPACK_HEADER_MAGIC
-from ptebuild.runtime.xnnpack_blob import xnnpack_named_keys
+from ptebuild.runtime.file_region import Blob, file_size, read_exact, sha256_of_range
+from ptebuild.runtime.flatbuffer import U8, U32, U64, FlatbufferView, Table
+from ptebuild.runtime.payloads import DelegatePayload, reader_for
 
 FILE_IDENTIFIER = b"ET12"
 EXTENDED_HEADER_MAGIC = b"eh00"
@@ -116,7 +102,6 @@ SEGMENT_DATA_SIZE = struct.Struct("<Q")
 EXTENDED_HEADER_OFFSET = 8
 _IDENTIFIER_SLICE = slice(4, 8)
 _HEAD_SIZE = EXTENDED_HEADER_OFFSET + EXTENDED_HEADER.size + SEGMENT_DATA_SIZE.size
-_REFERENCE_HEAD = 4096  # a Core ML payload that is a reference is a short JSON; a model can be gigabytes
 
 _I8 = struct.Struct("<b")
 _I32 = struct.Struct("<i")
@@ -155,8 +140,9 @@ class PteFile:
     """What a ``.pte`` declares about its methods and named data.
 
     ``external_tensor_keys``: FQN keys of EXTERNAL (portable) tensors. ``delegate_keys``:
-    keys XNNPACK, Vulkan and Core ML payloads refer to. ``named_data_keys``: keys stored inside the ``.pte``.
-    ``opaque_delegates``: ``(method, backend id)`` of delegate blobs this reader cannot list.
+    keys the delegates' payloads refer to (:mod:`.payloads`). ``named_data_keys``: keys stored
+    inside the ``.pte``. ``opaque_delegates``: ``(method, backend id)`` of delegate payloads
+    whose keys no reader lists.
     """
 
     path: Path
@@ -466,12 +452,6 @@ class PteReader:
         """The bytes of ``Program.backend_delegate_data[index]`` (IndexError when out of range)."""
         return self._inline[index].byte_vector(0, "data") or b""
 
-    def delegate_blob(self, delegate: Delegate, where: str) -> bytes:
-        """The delegate's payload; for one in a segment that starts with an XNNPACK header,
-        only the header and flatbuffer (not the constant data after them). ``where`` leads
-        the messages."""
-        return _delegate_blob(self._f, delegate._table, self._inline, self.segments, where)
-
     def delegate_payload(self, delegate: Delegate, where: str) -> Blob:
         """The delegate's whole payload as a :class:`Blob`, read on request (for readers that
         need its head and an index, not all of a model's weights). ``where`` leads the messages."""
@@ -482,6 +462,13 @@ class PteReader:
             offset, size = self.segments[reference.index]
             return Blob.in_file(self._f, self.source, offset, size, where)
         raise FormatError(f"{where}: bad processed reference (location {reference.location}, index {reference.index})")
+
+    def payload(self, method: str, delegate: Delegate) -> DelegatePayload:
+        """The payload of ``delegate`` of method ``method``, as its reader takes it (:mod:`.payloads`)."""
+        backend = delegate.backend()
+        where = f"{self.source}: method {method!r} delegate {delegate.index} ({backend})"
+        return DelegatePayload(backend, method, delegate.index, where, self.delegate_payload(delegate, where),
+                               self.named_blob)
 
     def named_blob(self, key: str) -> Blob | None:
         """The bytes of the named data ``key`` as a :class:`Blob`, None when the ``.pte`` has no such key."""
@@ -518,7 +505,7 @@ def open_pte(path: str | Path) -> Iterator[PteReader]:
 
 
 def read_pte(path: str | Path) -> PteFile:
-    """Reads the flatbuffer (and the XNNPACK, Vulkan and Core ML delegates' headers) of a ``.pte``.
+    """Reads the flatbuffer (and what each delegate's payload reader needs of its payload) of a ``.pte``.
 
     Raises:
         FormatError: not an ET12 program, or truncated/corrupt; the message names the file,
@@ -537,22 +524,12 @@ def read_pte(path: str | Path) -> PteFile:
             external_keys |= plan.external_tensor_keys()
             for delegate in plan.delegates():
                 backend = delegate.backend()
-                if backend == OPENVINO_BACKEND_ID:
-                    continue
-                where = f"{pte.source}: method {name!r} delegate {delegate.index} ({backend})"
-                if backend == VULKAN_BACKEND_ID:
-                    delegate_keys |= read_vulkan_graph(pte.delegate_payload(delegate, where)).named_keys
-                    continue
-                if backend == COREML_BACKEND_ID:
-                    payload = pte.delegate_payload(delegate, where)
-                    reference = read_coreml_reference(payload.read(0, min(payload.size, _REFERENCE_HEAD), "head"), where)
-                    if reference is not None:
-                        delegate_keys.add(reference.key)
-                    continue
-                if backend != XNNPACK_BACKEND_ID:
+                reader = reader_for(backend)
+                keys = None if reader is None else reader.keys(pte.payload(name, delegate))
+                if keys is None:
                     opaque.append((name, backend))
-                    continue
-                delegate_keys |= xnnpack_named_keys(pte.delegate_blob(delegate, where), where)
+                else:
+                    delegate_keys |= keys
         named_data_keys = frozenset(key for named in pte.named_data() if (key := named.key()))
     return PteFile(
         path=path,
@@ -562,9 +539,6 @@ def read_pte(path: str | Path) -> PteFile:
         named_data_keys=named_data_keys,
         opaque_delegates=tuple(opaque),
     )
-
-
-# _read_layout, _segments and _delegate_blob are also called by cuda_payload (which predates PteReader).
 
 
 def _read_layout(f: BinaryIO, source: str) -> PteHeader:
@@ -713,28 +687,3 @@ def _reference(delegate: Table, where: str) -> DataReference:
     if reference is None:
         raise FormatError(f"{where}: {delegate.path} has no processed data")
     return DataReference(reference.scalar(0, "location", U8), reference.scalar(1, "index", U32))
-
-
-def _delegate_blob(
-    f: BinaryIO,
-    delegate: Table,
-    inline_data: Sequence[Table],
-    segments: Sequence[tuple[int, int]],
-    where: str,
-) -> bytes:
-    """Returns the delegate's blob, or for a segment only its header and flatbuffer."""
-    reference = _reference(delegate, where)
-    location, index = reference.location, reference.index
-    if location == DataLocation.INLINE:
-        if index >= len(inline_data):
-            raise FormatError(f"{where}: inline data index {index} out of range")
-        return inline_data[index].byte_vector(0, "data") or b""
-    if location != DataLocation.SEGMENT or index >= len(segments):
-        raise FormatError(f"{where}: bad processed reference (location {location}, index {index})")
-    offset, size = segments[index]
-    # The constant data after the XNNPACK flatbuffer can be large; read only what names keys.
-    head = read_exact(f, where, offset, min(size, 4 + XNNPACK_HEADER.size), "XNNPACK header")
-    if head[4:8] == XNNPACK_HEADER_MAGIC and len(head) == 4 + XNNPACK_HEADER.size:
-        _, _, fb_offset, fb_size = XNNPACK_HEADER.unpack_from(head, 4)
-        size = min(size, fb_offset + fb_size)
-    return read_exact(f, where, offset, size, "XNNPACK delegate blob")

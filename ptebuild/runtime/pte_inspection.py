@@ -6,9 +6,9 @@ Pure Python; imports neither torch nor executorch. The file is read through
 - its header: identifier, extended header (program size, segment base and data size);
 - each method (``ExecutionPlan``): inputs and outputs as the flatbuffer types them (a tensor's
   dtype, sizes at the example size, shape dynamism), operators, delegates (backend, where the
-  payload lives, its size and SHA-256, the named-data keys an XNNPACK, CUDA, Vulkan or Core ML
-  payload needs; for OpenVINO, Core ML and Vulkan payloads what they hold: :mod:`.openvino_blob`,
-  :mod:`.coreml_payload`, :mod:`.vulkan_payload`), how many of its calls the delegates take and
+  payload lives, its size and SHA-256, and what the payload reader its backend declares says of
+  it: the named-data keys it needs, what it holds (:mod:`.payloads`)), how many of its calls the
+  delegates take and
   how many are operator calls outside them, and a digest of the plan itself (values, chains, instructions, operators, delegate specs;
   not the payloads) so that two plans compare with one string;
 - its segments (offset, size, SHA-256, what uses each), its named data (key, size), the
@@ -28,11 +28,8 @@ from typing import Any
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import FormatError
 from ptebuild.hashing import hash_bytes
-from ptebuild.runtime import coreml_payload, cuda_payload, vulkan_payload
 from ptebuild.runtime.inspection import DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
-from ptebuild.runtime.loader import with_cuda_keys
-from ptebuild.runtime.openvino_blob import BACKEND_ID as OPENVINO_BACKEND_ID
-from ptebuild.runtime.openvino_blob import read_openvino_blob
+from ptebuild.runtime.payloads import reader_for
 from ptebuild.runtime.pte_file import (
     DataLocation,
     Delegate,
@@ -43,8 +40,6 @@ from ptebuild.runtime.pte_file import (
     open_pte,
     read_pte,
 )
-from ptebuild.runtime.xnnpack_blob import BACKEND_ID as XNNPACK_BACKEND_ID
-from ptebuild.runtime.xnnpack_blob import xnnpack_named_keys
 
 #: executorch ``ScalarType`` (scalar_type.fbs) -> torch-style dtype name.
 DTYPES = {
@@ -65,7 +60,7 @@ def inspect_pte(path: str | Path) -> PteInspection:
         OSError: the file cannot be opened.
     """
     path = Path(path)
-    needs = tuple(sorted(with_cuda_keys(read_pte(path)).required_keys))
+    needs = tuple(sorted(read_pte(path).required_keys))
     with open_pte(path) as pte:
         source = pte.source
         segments = pte.segments
@@ -244,29 +239,14 @@ def _delegate(pte: PteReader, method: str, delegate: Delegate, notes: list[str])
         raise FormatError(f"{where}: bad processed reference (location {location}, index {data_index})")
     keys = None
     contents = summary = None
-    if backend == XNNPACK_BACKEND_ID:
+    reader = reader_for(backend)
+    if reader is not None:
         try:
-            keys = tuple(sorted(xnnpack_named_keys(pte.delegate_blob(delegate, where), where)))
+            info = reader.describe(pte.payload(method, delegate))
+            keys, contents, summary = info.keys, info.contents, info.summary
         except FormatError as exc:
-            notes.append(f"cannot list the keys of method {method!r} delegate {index}: {exc}")
-    elif backend == OPENVINO_BACKEND_ID:
-        try:
-            model = read_openvino_blob(pte.delegate_blob(delegate, where), where)
-            keys, contents, summary = (), model.to_json(), model.describe()
-        except FormatError as exc:
-            notes.append(f"cannot read method {method!r} delegate {index}: {exc}")
-    elif backend in (coreml_payload.BACKEND_ID, vulkan_payload.BACKEND_ID):
-        try:
-            keys, contents, summary = _payload_contents(pte, method, delegate, where)
-        except FormatError as exc:
-            notes.append(f"cannot read method {method!r} delegate {index}: {exc}")
-    elif backend == cuda_payload.BACKEND_ID:
-        try:
-            blob = pte.delegate_blob(delegate, where)
-            if cuda_payload.is_cuda_payload(blob):
-                keys = tuple(sorted(cuda_payload.decode(blob, where).keys))
-        except FormatError as exc:
-            notes.append(f"cannot list the keys of method {method!r} delegate {index}: {exc}")
+            verb = "read" if reader.describes_contents else "list the keys of"
+            notes.append(f"cannot {verb} method {method!r} delegate {index}: {exc}")
     return DelegateInfo(
         index=index,
         backend=backend,
@@ -281,21 +261,3 @@ def _delegate(pte: PteReader, method: str, delegate: Delegate, notes: list[str])
         summary=summary,
     )
 
-
-def _payload_contents(pte: PteReader, method: str, delegate: Delegate, where: str) -> tuple[tuple[str, ...], dict[str, Any], str]:
-    """``(keys, contents, summary)`` of a Core ML or Vulkan payload (their readers name the format)."""
-    payload = pte.delegate_payload(delegate, where)
-    if delegate.backend() == vulkan_payload.BACKEND_ID:
-        graph = vulkan_payload.read_graph(payload)
-        return tuple(sorted(graph.named_keys)), graph.to_json(), graph.summary()
-    head = payload.read(0, min(payload.size, 4096), "head")
-    reference = coreml_payload.read_reference(head, where)
-    if reference is None:
-        model = coreml_payload.read_model(payload)
-        return (), model.to_json(), model.summary(None)
-    shared = pte.named_blob(reference.key)
-    if shared is None:
-        raise FormatError(f"{where}: refers to named data {reference.key!r}, which the .pte does not hold")
-    model = coreml_payload.read_model(shared)
-    contents = {"reference": reference.key, **model.to_json(reference.function)}
-    return (reference.key,), contents, f"in named data {reference.key}: " + model.summary(reference.function)

@@ -6,29 +6,34 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
 
     {"format": "ptebuild-record", "version": 1,
      "manifest": "manifests/robot.toml",
-     "targets": {"policy_xnnpack": {"kind": "program", "backend": "xnnpack", "key": "...",
-                                    "manifest": "../../manifests/robot.toml",
-                                    "data_name": "policy_xnnpack_weights",
-                                    "methods": ["encode_observation", "predict_actions"],
-                                    "outputs": {"policy_xnnpack.pte": {"sha256": "...", "bytes": 75040},
-                                                "policy_xnnpack_weights.ptd": {...}},
-                                    "runtime": {"files": {"policy_xnnpack.pte": {"format": "ET12", "schema_version": 0}, ...},
-                                                "writer": "1.5.1", "minimum": "0.7.0", "guaranteed": ">=1.5.1,<1.7.0",
-                                                "requires": {"external-data": "0.7.0", ...}, "backends": ["XnnpackBackend"]}},
-                 "aoti_cuda_shims": {"kind": "shims", "key": "...", "outputs": {...}}}}
+     "targets": {"policy": {"kind": "program", "backend": "portable", "key": "...",
+                            "manifest": "../../manifests/robot.toml",
+                            "data_name": "policy_weights",
+                            "methods": ["encode_observation", "predict_actions"],
+                            "outputs": {"policy.pte": {"sha256": "...", "bytes": 75040},
+                                        "policy_weights.ptd": {...}},
+                            "runtime": {"files": {"policy.pte": {"format": "ET12", "schema_version": 0}, ...},
+                                        "writer": "1.5.1", "minimum": "0.7.0", "guaranteed": ">=1.5.1,<1.7.0",
+                                        "requires": {"external-data": "0.7.0", ...}, "backends": ["<delegate id>", ...]}},
+                 "shims_lib": {"kind": "shims", "key": "...", "outputs": {...}}}}
 
 A program's ``insight`` is what is inside it (:mod:`ptebuild.insight.program`: its delegation
 per method and operator, its size split with its ``.ptd`` files, each method's planned memory,
-mutable buffers and inputs' and outputs' bytes), and its ``check_figures`` the check's figures
-(per method, size and output: ``max_abs_error``, ``cosine``), for ``inspect`` and ``diff``.
+mutable buffers and inputs' and outputs' bytes), for ``inspect``, ``pack`` (budgets) and ``diff``.
 A program's ``runtime`` (:class:`~ptebuild.runtime.compat.RuntimeSupport`) names each of its
 files' format and schema version and the ExecuTorch runtimes that load it; a ``.bpte``
 (``bundle_io``) is one more output, and the program's ``bundled_io`` says how a device verifies
-it with ExecuTorch's ``verify_method_outputs``: ``{"atol": <the check's>, "rtol": 0.0}`` (the
-``.bpte``'s expected outputs are those of the eager model the check compared with, within its
-``atol``). All three were added within version 1: fields that a reader of
-version 1 may ignore keep the version (its readers ignore unknown fields); a change it would
-misread bumps it.
+it with ExecuTorch's ``verify_method_outputs``: ``{"atol": 2 * max_error + 1e-5, "rtol": 0.0,
+"max_error": ..., "margin": 2.0}``, derived from the largest error the check measured on the
+cases the ``.bpte`` holds (its expected outputs are those of the eager model the check compared
+with); a check without error figures: its ``atol``.
+A program's ``checked`` (:class:`~ptebuild.figures.CheckSummary`) states what its check proves:
+``{"verdict": "passed" | "proves-nothing", "tolerances": {dtype: {"atol", "rtol", "min_cosine"}},
+"data": {"random": [sizes...], "samples": N}, "max_abs_error", "cosine", "reasons": [...]}``, and
+its ``workarounds`` the toolchain fixes applied to it (name -> why). A program with a data name
+whose backend kept weights inside the ``.pte`` lists them as ``"weights_in_pte": [{"name": ...,
+"bytes": ...}]``. All were added within version 1: fields that a reader of version 1 may ignore
+keep the version (its readers ignore unknown fields); a change it would misread bumps it.
 
 File names are relative to the record's folder; a target's ``manifest`` is the path of the
 manifest that built it, relative to the folder (so two manifests cannot silently overwrite each
@@ -54,9 +59,21 @@ FORMAT = "ptebuild-record"
 VERSION = 1
 
 
-def bundled_io_entry(atol: float) -> dict[str, float]:
-    """A program's ``bundled_io``: the tolerances of ``verify_method_outputs`` for its ``.bpte``."""
-    return {"atol": float(atol), "rtol": 0.0}
+BUNDLED_IO_MARGIN = 2.0
+"""A ``.bpte``'s ``atol`` is this many times the largest error the check measured, plus the floor."""
+BUNDLED_IO_FLOOR = 1e-5
+"""...plus ``torch.testing.assert_close``'s ``atol`` of float outputs: rounding of another CPU."""
+
+
+def bundled_io_entry(atol: float, max_error: float | None = None) -> dict[str, float]:
+    """A program's ``bundled_io``: the tolerances of ``verify_method_outputs`` for its ``.bpte``.
+
+    With ``max_error`` (the largest error the check measured on the cases the ``.bpte`` holds):
+    ``atol = 2 * max_error + 1e-5``; without (a check with no error figures): the check's ``atol``."""
+    if max_error is None:
+        return {"atol": float(atol), "rtol": 0.0}
+    derived = BUNDLED_IO_MARGIN * float(max_error) + BUNDLED_IO_FLOOR
+    return {"atol": derived, "rtol": 0.0, "max_error": float(max_error), "margin": BUNDLED_IO_MARGIN}
 
 
 @dataclass(frozen=True)
@@ -93,10 +110,16 @@ class RecordEntry:
     """The runtimes that load the program (``RuntimeSupport.to_json()``, :mod:`ptebuild.runtime.compat`)."""
     bundled_io: dict[str, float] | None = None
     """How a device verifies the program's ``.bpte`` (:func:`bundled_io_entry`), if it has one."""
+    weights_in_pte: tuple[dict[str, Any], ...] = ()
+    """A program with a data name: the weights its backend could not place in the ``.ptd``
+    (``{"name", "bytes"}`` each, :mod:`ptebuild.runtime.weights_in_pte`); absent when none."""
+    checked: dict[str, Any] | None = None
+    """What the program's check proves (:meth:`ptebuild.figures.CheckSummary.to_json`): its
+    verdict, the tolerances by dtype, the data it ran on, the largest error; None: no error figures."""
+    workarounds: dict[str, str] | None = None
+    """Fixes of known toolchain faults applied to the program: name -> what and why."""
     insight: dict[str, Any] | None = None
     """What is inside the program (``ProgramInsight.to_json()``), None if unknown."""
-    check_figures: tuple[dict[str, Any], ...] = ()
-    """The check's figures (``ActionResult.figures``)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -115,10 +138,14 @@ class RecordEntry:
             data["runtime"] = dict(self.runtime)
         if self.bundled_io is not None:
             data["bundled_io"] = dict(self.bundled_io)
+        if self.weights_in_pte:
+            data["weights_in_pte"] = [dict(w) for w in self.weights_in_pte]
+        if self.checked is not None:
+            data["checked"] = dict(self.checked)
+        if self.workarounds:
+            data["workarounds"] = dict(self.workarounds)
         if self.insight is not None:
             data["insight"] = dict(self.insight)
-        if self.check_figures:
-            data["check_figures"] = [dict(f) for f in self.check_figures]
         return data
 
     @classmethod
@@ -137,8 +164,10 @@ class RecordEntry:
             shared_data=data.get("shared_data"),
             runtime=data.get("runtime") if isinstance(data.get("runtime"), dict) else None,
             bundled_io=data.get("bundled_io") if isinstance(data.get("bundled_io"), dict) else None,
+            weights_in_pte=tuple(w for w in data.get("weights_in_pte") or () if isinstance(w, dict)),
+            checked=data.get("checked") if isinstance(data.get("checked"), dict) else None,
+            workarounds=data.get("workarounds") if isinstance(data.get("workarounds"), dict) else None,
             insight=data.get("insight") if isinstance(data.get("insight"), dict) else None,
-            check_figures=tuple(f for f in data.get("check_figures") or () if isinstance(f, dict)),
         )
 
 
@@ -199,7 +228,8 @@ def empty_record() -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "targets": {}}
 
 
-def _validate(path: Path, document: object) -> dict[str, Any]:
+def validate_record(path: Path, document: object) -> dict[str, Any]:
+    """``document`` as a build record read from ``path``; FormatError (naming ``path``) if it is not one."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\")")
     if document.get("version") != VERSION:
@@ -235,7 +265,7 @@ def read_record_document(folder: Path) -> dict[str, Any] | None:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(f"{path}: not valid JSON: {exc}") from None
-    return _validate(path, document)
+    return validate_record(path, document)
 
 
 def read_build_record(folder: Path) -> BuildRecord | None:

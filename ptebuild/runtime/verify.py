@@ -159,8 +159,8 @@ def verify_folder(folder: str | os.PathLike[str], verify_bytes: bool = False, ru
 
 def _check_bpte(folder: Path, pte: str, bpte: str) -> list[str]:
     """A ``.bpte`` against its program: the very bytes of the ``.pte``, test cases that fit it."""
-    from ptebuild.runtime._file_region import sha256_of_range
     from ptebuild.runtime.bpte_file import check_suites, read_bpte
+    from ptebuild.runtime.file_region import sha256_of_range
 
     bundled = read_bpte(folder / bpte)
     with open(folder / bpte, "rb") as f:

@@ -25,10 +25,8 @@ DRIVER_DESCRIPTION = "ptebuild three-way merge of import library exports"
 
 def default_driver_command() -> str:
     """The command git runs: this Python and this ptebuild, wherever they live."""
-    import ptebuild
-
     command = f"{shlex.quote(sys.executable)} -m ptebuild.cli.shims merge %O %A %B -o %A"
-    package_root = Path(ptebuild.__file__).resolve().parent.parent
+    package_root = Path(__file__).resolve().parents[2]  # the folder holding ptebuild/
     if "site-packages" not in package_root.parts and "dist-packages" not in package_root.parts:
         # A source checkout that is not installed: point Python at it explicitly.
         command = f"PYTHONPATH={shlex.quote(str(package_root))} {command}"

@@ -74,6 +74,10 @@ class Store:
         """Count one action-cache miss (persisted; never fails)."""
         self._stat.bump("misses")
 
+    def counters(self) -> dict[str, int]:
+        """The persisted counters (``hits``, ``misses``; empty if the database is unusable)."""
+        return self._stat.counters()
+
     def stats(self) -> dict[str, Any]:
         """``{"root", "entries", "blobs", "bytes", "blob_bytes", "hits", "misses"}``."""
         from ptebuild.store import maintenance

@@ -3,7 +3,10 @@
 Writing (dvc-objects habit): the bytes stream into a temporary file ``objects/.<random>.tmp``
 while they are hashed (one read of the source), the file is fsynced, made read-only (0o444) and
 renamed into its shard folder with ``os.replace``; a reader sees a whole blob or none. A put of
-a blob already present replaces it with the fresh copy, which also heals a damaged one.
+a blob already present replaces it with the fresh copy, which also heals a damaged one. Bytes
+that are made rather than copied (a lowering's ``.pte`` and ``.ptd``, written by ExecuTorch's
+serializer chunk by chunk) stream through a :class:`BlobWriter` (:meth:`CAS.writer`): hashed as
+they are written, named when they end, never held whole in memory.
 
 Restoring copies a blob out to a writable file (0o644; never a hardlink to a cache object):
 a temporary file in the destination's folder is filled by a reflink (``FICLONE`` ioctl, on
@@ -125,6 +128,11 @@ class CAS:
             os.close(src)
         return digest, size
 
+    def writer(self) -> BlobWriter:
+        """A new blob, written as a stream (:class:`BlobWriter`). Raises StoreError if the cache
+        cannot be written."""
+        return BlobWriter(self)
+
     def put_bytes(self, data: bytes) -> str:
         """Store an in-memory buffer; return its digest. Raises StoreError if the cache cannot be written."""
         digest = hashing.hash_bytes(data)
@@ -228,6 +236,89 @@ class CAS:
         finally:
             os.close(src)
         return True
+
+
+class BlobWriter:
+    """A blob being written: a binary file object whose bytes are hashed as they pass into a
+    temporary file in the store's folder; :meth:`commit` fsyncs it, makes it read-only and renames
+    it to ``<root>/ab/cdef...`` by its SHA-256, and returns ``(sha256, size)``.
+
+    Use it as a context manager: leaving the block without :meth:`commit` (an exception) removes
+    the temporary file, and nothing is stored::
+
+        with cas.writer() as out:
+            cord.write_to_file(out)
+            digest, size = out.commit()
+
+    Writes are buffered (1 MiB), so that a serializer's many small writes cost few system calls.
+    """
+
+    BUFFER = 1 << 20
+
+    def __init__(self, cas: CAS) -> None:
+        import hashlib
+
+        self._cas = cas
+        _fs.ensure_dir(cas.root)
+        try:
+            fd, self._tmp = _fs.open_tmp(cas.root, "put-", mode=0o600)
+        except OSError as exc:
+            raise _fs.store_error(exc, "write to the cache", cas.root) from None
+        self._file = open(fd, "wb", buffering=self.BUFFER)  # closed by commit() or abort()
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.digest: str | None = None
+        """Set by :meth:`commit`."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` (hashed on the way); return its length. Raises StoreError."""
+        self._hash.update(data)
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            raise _fs.store_error(exc, "write to the cache", self._cas.root) from None
+        n = len(data) if isinstance(data, bytes) else memoryview(data).nbytes
+        self.size += n
+        return n
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def commit(self) -> tuple[str, int]:
+        """Store what was written as the blob of its SHA-256; return ``(sha256, size)``."""
+        if self.digest is not None:
+            return self.digest, self.size
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            digest = self._hash.hexdigest()
+            self._cas._commit(self._tmp, digest)
+        except OSError as exc:
+            self.abort()
+            raise _fs.store_error(exc, "write to the cache", self._cas.root) from None
+        self.digest = digest
+        return digest, self.size
+
+    def abort(self) -> None:
+        """Drop what was written (nothing is stored)."""
+        if not self._file.closed:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+        if self.digest is None:
+            _fs.unlink_quietly(self._tmp)
+
+    def __enter__(self) -> BlobWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.digest is None:
+            self.abort()
 
 
 class _SourceError(Exception):

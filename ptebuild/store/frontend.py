@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.results import ActionResult, Source
+from ptebuild.store.cas import CAS
 from ptebuild.store.tiers import LocalStore, Tier, Warn
 
 DependencyCheck = Callable[[ActionResult], list[str]]
@@ -98,6 +99,12 @@ class Cache:
         if tier is self.local:
             self.local = None
 
+    def local_failed(self, exc: StoreError) -> None:
+        """The local tier's folder could not be written (by a worker, outside the front end):
+        switch it off for the rest of the build, with one warning."""
+        if self.local is not None:
+            self._failed(self.local, exc)
+
     def _remotes(self) -> list[Tier]:
         return [t for t in self.tiers if t is not self.local]
 
@@ -122,6 +129,19 @@ class Cache:
             result = hash_file(path)
         self._digests[str(path)] = (stamp, result)
         return result
+
+    def output_store(self) -> CAS | None:
+        """The local tier's blob store, if it can be written: where this machine's workers put
+        the outputs of a build, so that saving a result there writes its entry alone. None
+        without a local tier, or with one that cannot be written (a read-only cache)."""
+        if self.local is None or not self.local.writable:
+            return None
+        cas = self.local.cas
+        try:
+            cas.writer().abort()  # a temporary file made and removed: can this process write there?
+        except StoreError:
+            return None  # saving there fails too, and switches the tier off then (its hits still count)
+        return cas
 
     # -- lookup, restore, save ------------------------------------------------------------------
 

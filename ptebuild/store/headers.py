@@ -32,7 +32,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from ptebuild.errors import UsageError
 
@@ -85,14 +85,22 @@ def sanitize_url(url: str) -> str:
 
 def split_url(url: str) -> tuple[str, tuple[str, str] | None]:
     """``(base URL without userinfo, (user, password) or None)``; raise UsageError if unusable."""
+    _, safe, userinfo = read_url(url, ("http", "https"), "http[s]://host[:port][/prefix]", "an http:// or https://")
+    return safe, userinfo
+
+
+def read_url(url: str, schemes: tuple[str, ...], form: str, kind: str) -> tuple[SplitResult, str, tuple[str, str] | None]:
+    """``(its parts, the URL as printed, (user, password) or None)`` of a remote cache's URL;
+    UsageError unless it parses (``form``: the shape expected), its scheme is one of ``schemes``
+    (``kind`` names them) with a host, and it has no query string nor fragment."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise UsageError("--remote-cache: not a valid URL (expected http[s]://host[:port][/prefix])") from None
+        raise UsageError(f"--remote-cache: not a valid URL (expected {form})") from None
     safe = sanitize_url(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--remote-cache: {safe!r} is not an http:// or https:// URL with a host")
+    if parts.scheme not in schemes or not parts.hostname:
+        raise UsageError(f"--remote-cache: {safe!r} is not {kind} URL with a host")
     if parts.query or parts.fragment:
         raise UsageError(
             f"--remote-cache {safe}: a query string or fragment is not supported; "
@@ -102,7 +110,7 @@ def split_url(url: str) -> tuple[str, tuple[str, str] | None]:
     if "@" in parts.netloc:
         user, _, password = parts.netloc.rpartition("@")[0].partition(":")
         userinfo = (unquote(user), unquote(password))
-    return safe, userinfo
+    return parts, safe, userinfo
 
 
 def make_auth(headers: Mapping[str, str], userinfo: tuple[str, str] | None) -> requests.auth.AuthBase:

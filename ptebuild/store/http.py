@@ -23,7 +23,7 @@ and never held in memory. PUT always writes (no HEAD first), so an upload repair
 on the server. An action entry names its outputs and ptebuild's own signed-or-plain JSON
 envelope (:mod:`ptebuild.store.signing`, at most 4 MiB), which is a blob of its own: its layout
 is in :mod:`ptebuild.store.entries`. An entry is uploaded only once every blob it names is on the
-server, its envelope last.
+server, its envelope last (:class:`~ptebuild.store.remote.RemoteActionStore`, the gRPC tier's too).
 
 A blob whose bytes do not hash to its name raises :class:`~ptebuild.errors.CorruptObject` at once
 (it counts as a failed request; it is not retried: the server's bytes for a name do not change),
@@ -35,30 +35,31 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.hashing import hash_bytes, hash_chunks, hash_file, is_digest
+from ptebuild.errors import CorruptObject
+from ptebuild.hashing import hash_bytes, hash_chunks, hash_file
 from ptebuild.store import entries
-from ptebuild.store.headers import make_auth, parse_header, split_url
+from ptebuild.store.headers import make_auth, split_url
 from ptebuild.store.http_client import CHUNK, Client, Fault, describe, status_fault
-from ptebuild.store.reapi import Digest
+from ptebuild.store.reapi import ActionResult, Digest
+from ptebuild.store.remote import (
+    Opened,
+    RemoteActionStore,
+    RemoteTier,
+    Sink,
+    Transport,
+    Tuning,
+    check_digest,
+    download,
+    parallel,
+    short,
+    tier_name,
+)
 from ptebuild.store.signing import MAX_ENTRY_BYTES, open_entry
-
-_T = TypeVar("_T")
-
-
-def _short(digest: str) -> str:
-    return digest[:12]
-
-
-def _check_digest(digest: str) -> str:
-    if not is_digest(digest):
-        raise ValueError(f"not a SHA-256 digest (64 lowercase hex): {digest!r}")
-    return digest
 
 
 class HttpBlobStore:
@@ -87,7 +88,7 @@ class HttpBlobStore:
 
     def has(self, digest: str, size: int | None = None) -> bool:
         """True if the server has the blob (HEAD). A fault is a False, after one warning."""
-        path = f"cas/{_check_digest(digest)}"
+        path = f"cas/{check_digest(digest)}"
 
         def attempt() -> bool:
             resp = self._c.request("HEAD", path)
@@ -110,7 +111,7 @@ class HttpBlobStore:
         is ``digest``. Raises CorruptObject on wrong bytes (or a body truncated on every try),
         StoreError if the tier is switched off, OSError if ``dest``'s folder cannot be written.
         """
-        path = f"cas/{_check_digest(digest)}"
+        path = f"cas/{check_digest(digest)}"
         dest = Path(dest)
         body_fault = [False]  # the last try failed while reading the body
 
@@ -124,39 +125,24 @@ class HttpBlobStore:
                     return None
                 if resp.status_code != 200:
                     raise status_fault(resp)
-                tmp = dest.parent / f".{dest.name}.{os.urandom(6).hex()}.part"
-                try:
-                    with open(tmp, "xb") as out:
-                        try:
-                            got, size = hash_chunks(resp.iter_content(CHUNK), out.write)
-                        except requests.RequestException as exc:
-                            why = describe(exc, self._c.timeout)
-                        else:
-                            why = ""
-                        finally:
-                            self._c.count("bytes_down", out.tell())
-                except BaseException:
-                    _unlink(tmp)
-                    raise
+
+                def fill(write: Sink) -> tuple[str, int, str]:
+                    try:
+                        return (*hash_chunks(resp.iter_content(CHUNK), write), "")
+                    except requests.RequestException as exc:
+                        return "", 0, describe(exc, self._c.timeout)
+
+                got, size, why = download(dest, digest, fill, lambda n: self._c.count("bytes_down", n))
                 if why:
-                    _unlink(tmp)
                     body_fault[0] = True
                     raise Fault(why)
-                if got != digest:
-                    _unlink(tmp)
-                    return got, size
-                try:
-                    os.replace(tmp, dest)
-                except BaseException:
-                    _unlink(tmp)
-                    raise
-                return digest, size
+                return got, size
 
         ok, result = self._c.call("GET", path, attempt, warn_give_up=False)
         if not ok:
             if body_fault[0]:  # reported by the exception, not by a warning too
                 raise CorruptObject(
-                    f"blob {_short(digest)} did not arrive whole in {self._c.retries + 1} tries (last: {result})"
+                    f"blob {short(digest)} did not arrive whole in {self._c.retries + 1} tries (last: {result})"
                 )
             self._c.warn(f"GET {path}: {result}; treated as a miss")
             return False
@@ -167,7 +153,7 @@ class HttpBlobStore:
         if got != digest:
             self._c.failed(f"GET {path}", "wrong bytes")
             raise CorruptObject(
-                f"blob {_short(digest)} has wrong bytes ({size} bytes hashing to {_short(got)})"
+                f"blob {short(digest)} has wrong bytes ({size} bytes hashing to {short(got)})"
             )
         self._c.count("downloads")
         self._known(digest, True)
@@ -185,7 +171,7 @@ class HttpBlobStore:
         if digest is None:
             digest, size = hash_file(path)
         else:
-            _check_digest(digest)
+            check_digest(digest)
             size = os.stat(path).st_size
         if not self._upload or self._c.upload_off:
             return digest, size
@@ -217,36 +203,17 @@ class HttpBlobStore:
         Waits for all started transfers, then raises the first StoreError (the tier switched off)
         or else the first CorruptObject met.
         """
-        return self._many(self.fetch, list(items))
+        return parallel(self._jobs, [partial(self.fetch, *item) for item in items], "ptebuild-remote")
 
     def put_many(self, items: Iterable[tuple[Path, str | None]]) -> list[tuple[str, int]]:
         """:meth:`put_file` each ``(path, digest)`` on ``jobs`` threads; results in order."""
-        return self._many(self.put_file, list(items))
-
-    def _many(self, fn: Callable[..., _T], items: list[tuple[Any, ...]]) -> list[_T]:
-        if len(items) <= 1:
-            return [fn(*item) for item in items]
-        with ThreadPoolExecutor(max_workers=min(self._jobs, len(items)), thread_name_prefix="ptebuild-remote") as pool:
-            futures = [pool.submit(fn, *item) for item in items]
-            errors: list[BaseException] = []
-            results: list[_T] = []
-            for fut in futures:
-                try:
-                    results.append(fut.result())
-                except BaseException as exc:
-                    errors.append(exc)  # the results are not returned then: the first error is raised
-                    for other in futures:
-                        other.cancel()
-        if errors:
-            hard = [e for e in errors if isinstance(e, StoreError) and not isinstance(e, CorruptObject)]
-            raise (hard or errors)[0]
-        return results
+        return parallel(self._jobs, [partial(self.put_file, *item) for item in items], "ptebuild-remote")
 
     def read_bytes(self, digest: Digest) -> bytes | None:
         """A small blob's bytes (an entry's envelope), checked against ``digest``; None if it is
         absent or could not be read (one warning). Raises CorruptObject on wrong bytes, StoreError
         if the tier is switched off."""
-        path = f"cas/{_check_digest(digest.hash)}"
+        path = f"cas/{check_digest(digest.hash)}"
 
         def attempt() -> tuple[bool, bytes | None]:
             resp = self._c.request("GET", path, stream=True)
@@ -263,8 +230,8 @@ class HttpBlobStore:
         data = answer[1]
         if data is None or hash_bytes(data) != digest.hash:
             self._c.failed(f"GET {path}", "wrong bytes")
-            got = "more bytes than its size" if data is None else f"{len(data)} bytes hashing to {_short(hash_bytes(data))}"
-            raise CorruptObject(f"blob {_short(digest.hash)} has wrong bytes ({got})")
+            got = "more bytes than its size" if data is None else f"{len(data)} bytes hashing to {short(hash_bytes(data))}"
+            raise CorruptObject(f"blob {short(digest.hash)} has wrong bytes ({got})")
         self._known(digest.hash, True)  # not counted as a download: it is part of the entry's hit
         return bytes(data)
 
@@ -285,10 +252,10 @@ class HttpBlobStore:
             self._known(digest, True)
         return ok
 
-    def refs_missing(self, refs: Iterable[str]) -> list[str]:
+    def refs_missing(self, refs: Iterable[Digest]) -> list[str]:
         """The refs not known to be on the server (failed uploads; others checked with HEAD)."""
         missing = []
-        for ref in refs:
+        for ref in (d.hash for d in refs):
             with self._lock:
                 failed, present = ref in self._failed, ref in self._present
             if failed or (not present and not self.has(ref)):
@@ -296,42 +263,34 @@ class HttpBlobStore:
         return missing
 
 
-class HttpActionStore:
+class HttpActionStore(RemoteActionStore):
     """``/ac/<digest>``: entries as REAPI ActionResults (:mod:`.entries`), and those of the earlier
-    layout. Implements :class:`~ptebuild.store.tiers.ActionStore`."""
+    layout (read, never written)."""
 
-    def __init__(self, client: Client, blobs: HttpBlobStore, upload: bool, secret: bytes | None) -> None:
-        self._c = client
-        self._blobs = blobs
-        self._upload = upload
-        self._secret = secret
-
-    def __repr__(self) -> str:
-        return f"<actions of {self._c.name}{' (signed)' if self._secret else ''}>"
+    _t: Client
+    _blobs: HttpBlobStore
 
     def _read(self, path: str) -> tuple[bool, bool, bytes | None]:
         """``(answered, found, body)``: the body is None when larger than an entry may be."""
 
         def attempt() -> tuple[bool, bytes | None]:
-            resp = self._c.request("GET", path, stream=True)
+            resp = self._t.request("GET", path, stream=True)
             with resp:
                 if resp.status_code == 404:
                     return False, None
                 if resp.status_code != 200:
                     raise status_fault(resp)
-                return True, _small_body(self._c, resp, MAX_ENTRY_BYTES)
+                return True, _small_body(self._t, resp, MAX_ENTRY_BYTES)
 
-        ok, answer = self._c.call("GET", path, attempt)
+        ok, answer = self._t.call("GET", path, attempt)
         return (True, *answer) if ok else (False, False, None)
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The document stored under ``key``, or None (absent, faulty, or refused with a warning)."""
+    def read_entry(self, key: str) -> Opened | None:
         ok, found, raw = self._read(f"ac/{entries.action_digest(key).hash}")
         earlier = ok and not found
         if earlier:
             ok, found, raw = self._read(f"ac/{key}")
         if not ok or not found:
-            self._c.count("misses")
             return None
 
         def opened() -> tuple[str, dict[str, Any] | None]:
@@ -341,113 +300,46 @@ class HttpActionStore:
                 return open_entry(key, raw, self._secret)
             return entries.read(key, raw, self._blobs.read_bytes, self._secret)
 
-        return entries.accept(self._c, key, opened)
+        return opened
 
-    def put(self, key: str, document: dict[str, Any], refs: list[str]) -> None:
-        """Upload ``document`` under ``key`` (signed if a secret is set), if every ref is on the server.
-
-        With uploads off, nothing is sent. A ref whose upload failed in this build, or that the
-        server lacks, keeps the entry back (one warning): an entry never names a missing blob.
-        Raises StoreError if the tier is switched off, ValueError if ``refs`` are not the blobs of
-        the document's outputs.
-        """
+    def write_entry(self, key: str, result: ActionResult) -> int | None:
         path = f"ac/{entries.action_digest(key).hash}"
-        refs = sorted({_check_digest(r) for r in refs})
-        if not self._upload or self._c.upload_off:
-            return
-        self._c.check_on()
-        envelope, result = entries.pack(key, document, refs, self._secret)
-        if not entries.may_upload(self._c, key, envelope, self._blobs.refs_missing(refs)) or not self._blobs.put_bytes(envelope):
-            return
         body = result.encode()
 
         def attempt() -> None:
-            resp = self._c.request("PUT", path, data=body, headers={"Content-Type": "application/octet-stream"})
+            resp = self._t.request("PUT", path, data=body, headers={"Content-Type": "application/octet-stream"})
             with resp:
                 if resp.status_code not in (200, 201, 204):
                     raise status_fault(resp)
 
-        ok, _ = self._c.call("PUT", path, attempt, upload=True)
-        if ok:
-            self._c.count("uploads")
-            self._c.count("bytes_up", len(body))
+        ok, _ = self._t.call("PUT", path, attempt, upload=True)
+        return len(body) if ok else None
 
 
-class HttpTier:
+class HttpTier(RemoteTier):
     """A remote cache tier over Bazel's HTTP cache protocol (see the module docstring).
 
     ``url``: the cache's base URL (userinfo allowed, sent as Basic auth, never printed).
-    ``headers``: extra request headers, e.g. ``{"Authorization": "Bearer ..."}`` (never printed).
-    ``upload``: False for a read-only client (pull requests): ``put*`` send nothing.
-    ``secret``: HMAC key; entries are signed on upload and checked on read.
-    ``warn``: receives one line per fault recovered from (thread-safe: calls are serialised).
-    ``timeout``: seconds for connecting and for each read. ``retries``: extra tries of a failed
-    request. ``jobs``: parallel transfers (and pooled connections). ``max_failures``: failed
-    requests after which the tier raises StoreError for the rest of the build. ``backoff``: the
-    first retry's delay in seconds, doubled for each next one.
+    ``timeout``: seconds for connecting and for each read; ``jobs`` also sizes the pool of
+    connections. The other arguments are every remote tier's (:class:`~.remote.RemoteTier`).
 
     Raises UsageError if the URL or a header is unusable.
     """
 
-    source = "remote"
+    _transport: Client
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        upload: bool = True,
-        secret: bytes | None = None,
-        warn: Callable[[str], None] = lambda s: None,
-        timeout: float = 10.0,
-        retries: int = 2,
-        jobs: int = 4,
-        max_failures: int = 3,
-        backoff: float = 0.1,
-    ) -> None:
+    def connect(self, url: str, headers: dict[str, str], tuning: Tuning) -> tuple[str, Transport]:
         base, userinfo = split_url(url)
-        checked = dict(parse_header(f"{k}={v}", "remote cache header") for k, v in (headers or {}).items())
-        self.name = f"remote cache {base}"
-        self.url = base
-        self._client = Client(
-            base,
-            make_auth(checked, userinfo),
-            name=self.name,
-            warn=warn,
-            timeout=timeout,
-            retries=retries,
-            jobs=jobs,
-            max_failures=max_failures,
-            backoff=backoff,
-        )
-        self.blobs = HttpBlobStore(self._client, upload, jobs)
-        self.actions = HttpActionStore(self._client, self.blobs, upload, secret or None)
-        self._upload = upload
+        client = Client(base, make_auth(headers, userinfo), name=tier_name(base), warn=tuning.warn,
+                        timeout=tuning.timeout, retries=tuning.retries, jobs=tuning.jobs,
+                        max_failures=tuning.max_failures, backoff=tuning.backoff)
+        return base, client
 
-    @property
-    def writable(self) -> bool:
-        """True while uploads are on (off with ``upload=False`` or after a 401/403 on a PUT)."""
-        return self._upload and not self._client.upload_off
+    def blob_store(self, upload: bool, jobs: int) -> HttpBlobStore:
+        return HttpBlobStore(self._transport, upload, jobs)
 
-    @property
-    def disabled(self) -> str | None:
-        """Why the tier is switched off for this build, or None."""
-        return self._client.disabled
-
-    def __repr__(self) -> str:
-        return f"<HttpTier {self.url}>"
-
-    def stats(self) -> dict[str, Any]:
-        """hits, misses, refused (entries refused: bad signature...), downloads, uploads (blobs and
-        entries), errors (failed requests), bytes_down, bytes_up, disabled (bool)."""
-        with self._client.lock:
-            out: dict[str, Any] = dict(self._client.counts)
-        out["disabled"] = self._client.disabled is not None
-        return out
-
-    def close(self) -> None:
-        """Close the pooled connections."""
-        self._client.session.close()
+    def action_store(self, upload: bool, secret: bytes | None) -> HttpActionStore:
+        return HttpActionStore(self._transport, self.blobs, upload, secret)
 
 
 def _small_body(client: Client, resp: Any, limit: int) -> bytes | None:
@@ -470,9 +362,3 @@ def _small_body(client: Client, resp: Any, limit: int) -> bytes | None:
         raise Fault(why)
     return bytes(data)
 
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

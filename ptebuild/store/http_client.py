@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ptebuild.store.faults import Budget, Fault
+from ptebuild.store.faults import Fault
+from ptebuild.store.remote import Transport
 
 __all__ = ["CHUNK", "Client", "Fault", "describe", "status_fault"]
 
@@ -83,7 +84,7 @@ def status_fault(resp: requests.Response) -> Fault:
     return Fault(why, transient=code in _RETRY_STATUS, status=code, auth=code in _AUTH_STATUS)
 
 
-class Client(Budget):
+class Client(Transport):
     """The HTTP session, with the failure budget and the counters shared by a tier's two stores."""
 
     def __init__(
@@ -116,6 +117,10 @@ class Client(Budget):
         adapter = _Adapter(pool_connections=2, pool_maxsize=max(1, jobs), max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.session.close()
 
     def url(self, path: str) -> str:
         return f"{self.base}/{quote(path)}"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptebuild.errors import CorruptObject
 from ptebuild.store import Store
+from ptebuild.store.cas import CAS
 
 if TYPE_CHECKING:
     import filelock
@@ -34,6 +35,11 @@ class _LocalBlobs:
         return True
 
     def put_file(self, path: Path, digest: str | None = None) -> tuple[str, int]:
+        if digest is not None and Path(path) == self.cas.path(digest):  # a blob of this store (a worker wrote it)
+            try:
+                return digest, os.stat(path).st_size
+            except OSError:
+                raise CorruptObject(f"object {digest} is missing from the cache") from None
         stored, size = self.cas.put_file(path)
         if digest is not None and stored != digest:
             self.cas.remove(stored)
@@ -65,6 +71,10 @@ class LocalTier:
         self.actions = _LocalActions(store)
 
     # Beyond the protocol: what only a local folder offers.
+
+    @property
+    def cas(self) -> CAS:
+        return self.store.cas
 
     def digest_file(self, path: Path) -> tuple[str, int]:
         return self.store.digest_file(path)

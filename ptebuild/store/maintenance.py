@@ -12,12 +12,28 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ptebuild.store import _fs
 
 if TYPE_CHECKING:
-    from ptebuild.store import Store
+    import filelock
+
+    from ptebuild.store.actions import ActionCache
+    from ptebuild.store.cas import CAS
+
+
+class Store(Protocol):
+    """What upkeep needs of a store (:class:`ptebuild.store.Store`, which calls it: typed here,
+    not imported, so that the two modules do not import each other)."""
+
+    root: Path
+    cas: CAS
+    actions: ActionCache
+
+    def lock(self, key: str, timeout: float = -1) -> filelock.FileLock: ...
+
+    def counters(self) -> dict[str, int]: ...
 
 #: Temporary files older than this are leftovers of a killed process; unreferenced blobs younger
 #: than this may belong to a build that has not yet written its record, so gc keeps them.
@@ -71,7 +87,7 @@ def stats(store: Store) -> dict[str, Any]:
     for _, path in store.cas:
         blobs += 1
         blob_bytes += _size(path)
-    counters = store._stat.counters()
+    counters = store.counters()
     return {
         "root": str(store.root),
         "entries": entries,

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import filelock
 
+    from ptebuild.store.cas import CAS
+
 Warn = Callable[[str], None]
 """Where a tier reports a problem it recovered from (one line, no credentials)."""
 
@@ -104,6 +106,11 @@ class Tier(Protocol):
 @runtime_checkable
 class LocalStore(Tier, Protocol):
     """The tier whose ``source`` is ``"local"``: this machine's folder, with what only it offers."""
+
+    @property
+    def cas(self) -> CAS:
+        """The folder's blob store itself: where this machine's workers write what they build
+        (:meth:`ptebuild.store.frontend.Cache.output_store`)."""
 
     def digest_file(self, path: Path) -> tuple[str, int]:
         """``(sha256, size)`` of a file, through the folder's stat cache."""

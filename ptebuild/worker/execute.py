@@ -15,12 +15,12 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from ptebuild.errors import BuildError, StaleWorker
-from ptebuild.results import OutputFile
-from ptebuild.worker import imported
-from ptebuild.worker.tasks import Progress, Task, TaskFailure, TaskResult
+from ptebuild.worker import imported, model_memo
+from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult
 
 _baseline: frozenset[str] = frozenset()
 _imported: dict[str, imported.ImportedDist] = {}
@@ -84,126 +84,141 @@ def _user_modules() -> list[str]:
     return out
 
 
-def fresh_state(seed: int = 0) -> None:
+def fresh_state(seed: int = 0, keep: frozenset[str] = frozenset()) -> None:
     """Isolate a task from the ones before it in this process.
 
     The user's modules are dropped from ``sys.modules`` so that edited model code is imported
-    again (a warm interpreter must never lower stale code), and torch's global state is reset.
+    again (a warm interpreter must never lower stale code), but for ``keep`` (those of the model
+    kept for this task: :mod:`.model_memo`), and torch's global state is reset.
     """
     import importlib
 
     import torch
 
     for name in _user_modules():
-        sys.modules.pop(name, None)
+        if name not in keep:
+            sys.modules.pop(name, None)
     importlib.invalidate_caches()
     torch.manual_seed(seed)
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
 
 
-def run_task(task: Task, progress: Progress) -> TaskResult:
-    """Lower and check one program in this process; return its outputs by content, what the
-    worker counted in the lowered program and the stages it went through (timed here)."""
-    import shutil
+def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
+    """Lower and check one program in this process; its outputs go into the task's store, and
+    come back as digests, with what the worker counted in the lowered program and the stages it
+    went through (timed here). Nothing is read whole into memory here (the lowering's own buffers
+    are ExecuTorch's)."""
     import socket
     import tempfile
 
-    from ptebuild.backends import get_backend
+    from ptebuild.backends import bind_program, bound_backend
     from ptebuild.deps import STARTUP_PATH, discover
     from ptebuild.distributions import installed_dists
     from ptebuild.hashing import hash_file
     from ptebuild.insight.stages import Stage, StageClock
+    from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.plan import BuildPlan
-    from ptebuild.worker.lower import lower
+    from ptebuild.lowering.samples import load_program_samples
+    from ptebuild.store.cas import CAS
+    from ptebuild.worker.lower import explained, lower, store_stream
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
     if stale is not None:
         raise StaleWorker(stale)
-    fresh_state()
+    kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
+    fresh_state(keep=model_memo.kept_modules())
     started = time.monotonic()
-    stages = StageClock()
 
-    def report(text: str) -> None:
-        """Progress text with the stage it belongs to."""
-        stage = stages.current
-        progress(text, stage.value if stage is not None else "")
+    def entered(stage: Stage) -> None:  # progress lines from here on name this stage
+        if isinstance(progress, StagedProgress):
+            progress.stage = stage.value
 
-    plan = BuildPlan.from_json(task.plan_json, manifest=task.manifest, manifest_dir=task.manifest_dir)
-    program = next(p for p in plan.programs if p.name == task.program)
-    manifest_dir = Path(plan.manifest_dir)
+    stages = StageClock(on_begin=entered)
+
+    # Bound here, after the fresh module cache: its options validated once, by the backend's
+    # modules as this task imports them (a task's model may be anything; ptebuild's own is too).
+    program = bind_program(task.plan)
+    bound = bound_backend(program)
+    manifest_dir = Path(task.manifest_dir)
+    store = CAS(Path(task.store))
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
-    staging = Path(task.staging) if task.staging else Path(tempfile.mkdtemp(prefix="ptebuild-task-"))
     try:
-        stages.begin(Stage.IMPORT)
-        report("building the model")
-        model = build_model(program, manifest_dir, plan.manifest)
-        inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-        lowered = lower(model, program, inputs, staging, report, stages)
-        lowered_at = time.monotonic()
-        figures, check_name = [], ""
-        if program.check_enabled:
-            backend = get_backend(program.backend)
-            kind = backend.check_kind(program.options)
-            stages.begin(Stage.CHECK)
-            report("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
-            ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-            checked, check_name = backend.check(
-                model, program, lowered.files[program.pte_name], ptd
-            )
-            figures = [f.to_json() for f in checked]
-        if program.bpte_name:
-            from ptebuild.lowering.bundled_io import write_bpte
+        with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
+            stages.begin(Stage.IMPORT)
+            if kept is None:
+                progress("building the model")
+                kept = model_memo.keep(task, build_model(program, manifest_dir, task.manifest))
+            else:
+                model_memo.restore_random_state(kept)  # as just after building it
+            model = kept.model
+            samples = load_program_samples(program, manifest_dir, task.manifest)
+            inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
+            lowered = lower(model, program, inputs, Path(folder), progress, store, samples, exports=kept.exports, stages=stages)
+            lowered_at = time.monotonic()
+            figures, check_name = [], ""
+            if program.check_enabled:
+                backend = bound.backend
+                kind = backend.check_kind(program.options)
+                stages.begin(Stage.CHECK)
+                progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
+                ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
+                try:
+                    checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
+                except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                    from ptebuild.worker.divergence import locate
 
-            stages.begin(Stage.BUNDLE)
-            report("bundling the test cases")
-            reference = get_backend(program.backend).reference_model(model, program)  # what the check holds it to
-            lowered.files[program.bpte_name] = write_bpte(
-                reference, program, lowered.files[program.pte_name], staging / program.bpte_name
+                    raise locate(wrong, model, program, inputs, samples, progress) from None
+                except BuildError as error:
+                    again = explained(error, program.backend)  # a known limit of the toolchain, said so
+                    if again is error:
+                        raise
+                    raise again from error
+                figures = [f.to_json() for f in checked]
+            if program.bpte_name:
+                from ptebuild.lowering.bundled_io import write_bpte
+
+                stages.begin(Stage.BUNDLE)
+                progress("bundling the test cases")
+                reference = bound.backend.reference_model(model, program)  # what the check holds it to
+                pte = lowered.files[program.pte_name]
+                bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out, samples))
+                lowered.add(bpte, store, Path(folder))
+            stages.begin(Stage.STORE)
+            deps = discover(manifest_dir, hash_file)
+            for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
+                before = installed_at_start.get(dist)
+                if before is None or before.version != version:
+                    _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
+                    raise BuildError(
+                        f"distribution {dist} changed while the program was lowered "
+                        f"({before.version if before else 'not installed'} -> {version}); build again",
+                        location=f"programs.{program.name}",
+                    )
+            model_memo.note_modules(frozenset(_user_modules()))
+            return TaskResult(
+                outputs=tuple(lowered.outputs[name] for name in sorted(lowered.outputs)),
+                figures=tuple(figures),
+                check=check_name,
+                delegates=dict(lowered.delegated),
+                deps=deps,
+                lower_seconds=lowered_at - started,
+                check_seconds=time.monotonic() - lowered_at,
+                node=socket.gethostname(),
+                warnings=tuple(lowered.warnings),
+                insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
+                stages=tuple(span.to_json() for span in stages.spans()),
             )
-        stages.begin(Stage.STORE)
-        deps = discover(manifest_dir, hash_file)
-        for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
-            before = installed_at_start.get(dist)
-            if before is None or before.version != version:
-                _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
-                raise BuildError(
-                    f"distribution {dist} changed while the program was lowered "
-                    f"({before.version if before else 'not installed'} -> {version}); build again",
-                    location=f"programs.{program.name}",
-                )
-        outputs = []
-        for name, path in sorted(lowered.files.items()):
-            digest, size = hash_file(path)
-            outputs.append(OutputFile(name, digest, size))
-        data = None if task.staging else {o.name: (staging / o.name).read_bytes() for o in outputs}
-        return TaskResult(
-            outputs=tuple(outputs),
-            staging=task.staging,
-            data=data,
-            figures=tuple(figures),
-            check=check_name,
-            delegates=dict(lowered.delegated),
-            deps=deps,
-            lower_seconds=lowered_at - started,
-            check_seconds=time.monotonic() - lowered_at,
-            node=socket.gethostname(),
-            warnings=tuple(lowered.problems),
-            insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
-            stages=tuple(span.to_json() for span in stages.spans()),
-        )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
-        if not task.staging:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
-def execute(task: Task, progress: Progress) -> TaskResult | TaskFailure:
+def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:
     """Run a task and turn any failure into a value (:class:`~ptebuild.worker.tasks.TaskFailure`).
     Shared by every executor's worker side."""
     try:
         return run_task(task, progress)
     except Exception as exc:  # the model's code or the toolchain too: keep the worker alive
+        model_memo.drop()  # its model may be half-changed: the next task builds its own
         return TaskFailure.from_exception(exc, task.program, task.debug)

@@ -1,48 +1,93 @@
 """Lower one program: torch.export -> to_edge_transform_and_lower -> to_executorch -> files.
 
-Runs in a worker process: imports torch and executorch. The program's files are written into a
-staging folder; publishing them into the output folder is the parent's job.
+Runs in a worker process: imports torch and executorch. The program's files stream into a
+content-addressed store as ExecuTorch's serializer writes them (hashed on the way, never copied
+into one buffer: :meth:`ptebuild.store.cas.CAS.writer`); a folder names them (``<program>.pte``
+links to its blob) for the check. Publishing them into the output folder is the builder's job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptebuild.backends import get_backend
+from ptebuild.backends import bound_backend
 from ptebuild.causes import describe
-from ptebuild.errors import BuildError
+from ptebuild.errors import BuildError, ManifestError
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageClock
+from ptebuild.lowering.binding import Binding, bind
+from ptebuild.lowering.fit import explain_misfit
+from ptebuild.lowering.known_limits import explain, operators_of
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.results import OutputFile
+from ptebuild.typos import did_you_mean
+
+if TYPE_CHECKING:
+    from ptebuild.store.cas import CAS
 
 Progress = Callable[[str], None]
 
 
 @dataclass
 class LoweredProgram:
-    """The files of a lowered program, in a staging folder."""
+    """The files of a lowered program: stored blobs, and a folder naming them."""
 
     files: dict[str, Path]
-    """Output file name (``policy.pte``, ``weights.ptd``) -> staged path."""
+    """Output file name (``policy.pte``, ``weights.ptd``) -> its path by that name (a link to
+    its blob in the store)."""
+    outputs: dict[str, OutputFile]
+    """Output file name -> its digest and size (the blob's name in the store)."""
     methods: list[str]
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
+    warnings: list[str] = field(default_factory=list)
+    """For the build's report: weights a program with a data name keeps inside its ``.pte``, figures
+    that could not be counted."""
     insight: ProgramInsight | None = None
     """What the lowered graphs say (:func:`ptebuild.lowering.insight.lowered_insight`); None if
-    they could not be counted (``problems`` says why)."""
-    problems: list[str] = field(default_factory=list)
-    """What went wrong beside the lowering itself (one line each), for the report's warnings."""
+    they could not be counted (``warnings`` says why)."""
+
+    def add(self, output: OutputFile, store: CAS, folder: Path) -> Path:
+        """Note an output stored in ``store``; return its path by name in ``folder``."""
+        self.outputs[output.name] = output
+        self.files[output.name] = named_link(folder, output.name, store.path(output.sha256))
+        return self.files[output.name]
+
+
+def named_link(folder: Path, name: str, blob: Path) -> Path:
+    """``folder/name``, a symbolic link to ``blob`` (a check reads the file by its own name)."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    os.symlink(blob, path)
+    return path
+
+
+def store_stream(store: CAS, name: str, write: Callable[[Any], None]) -> OutputFile:
+    """Stream what ``write(file)`` writes into a new blob of ``store``: output ``name``, by content."""
+    with store.writer() as out:
+        write(out)
+        digest, size = out.commit()
+    return OutputFile(name, digest, size)
 
 
 class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 
     @staticmethod
-    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False) -> Any:
-        """``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
+    def wrap(model: Any, function: str, distinct: bool = False, contiguous: bool = False, binding: Binding | None = None) -> Any:
+        """A module whose ``forward`` takes the method's declared inputs by position, in the
+        declared order (what the exported program, and so ExecuTorch's runtime, takes), and
+        calls ``function`` with them as ``binding`` says (:mod:`ptebuild.lowering.binding`;
+        default: by position).
+
+        ``distinct``: each output slot gets its own tensor (a tensor returned in several slots,
         or aliased by another slot, is cloned); ``contiguous``: a strided output is made
         contiguous. Both for runtimes that need it (:attr:`Backend.distinct_outputs`,
         :attr:`Backend.contiguous_outputs`); the eager check compares the outputs as always."""
@@ -54,7 +99,8 @@ class MethodModule:
                 self.model = model
 
             def forward(self, *args: Any) -> Any:
-                out = getattr(self.model, function)(*args)
+                call = getattr(self.model, function)
+                out = call(*args) if binding is None else binding.call(call, args)
                 if distinct or contiguous:
                     out = separate_outputs(out, distinct, contiguous)
                 return out
@@ -126,35 +172,61 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
 
 
-def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress) -> Any:
+def export_key(method: MethodPlan, distinct: bool, contiguous: bool) -> tuple[Any, ...]:
+    """What decides a method's first export, beside its model and the model's seed (whose
+    example inputs it takes): an exported program made for one program serves another with the
+    same key (:mod:`ptebuild.worker.model_memo`)."""
+    return (method.name, method.function, repr(method.inputs), repr(method.dims), distinct, contiguous)
+
+
+def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_inputs: tuple[Any, ...], progress: Progress,
+                  samples: list[tuple[Any, ...]] | None = None, exports: dict[Any, Any] | None = None) -> Any:
+    """The method exported and prepared for the program's backend (``samples`` calibrate static
+    quantization). ``exports``: first exports of this model's methods by :func:`export_key`, used
+    and filled (several programs of one model export each method once)."""
     import torch
 
     if not callable(getattr(model, method.function, None)):
-        raise BuildError(
-            f"model {program.model!r} has no callable {method.function!r} "
-            f"for method {method.name!r}",
-            location=f"programs.{program.name}",
+        key = "function" if method.function != method.name else ""
+        callables = [n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+        raise ManifestError(
+            f"model {program.model!r} ({type(model).__name__}) has no callable {method.function!r}"
+            f"{did_you_mean(method.function, callables)}; name one of its methods",
+            location=f"models.{program.model}.methods.{method.name}" + (f".{key}" if key else ""),
         )
+    function = getattr(model, method.function)
+    arguments = bind(function, method, program.model)  # the inputs bound to its parameters by name
     shapes = dynamic_shapes(method)
 
     def export(module: Any) -> Any:
         """Export again a module that takes the inputs positionally (an unlifted graph)."""
         return torch.export.export(module, example_inputs, dynamic_shapes=shapes, strict=False)
 
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
-    progress(f"exporting {method.name}")
+    bound = bound_backend(program)
+    backend, options = bound.backend, bound.options
+    export_id = export_key(method, bool(backend.distinct_outputs), bool(backend.contiguous_outputs))
+    exported = exports.get(export_id) if exports is not None else None
     try:
-        # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
-        exported = torch.export.export(
-            MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs)),
-            example_inputs,
-            dynamic_shapes=None if shapes is None else (shapes,),
-            strict=False,
-        )
+        if exported is None:
+            progress(f"exporting {method.name}")
+            # The method module's forward takes *args: its dynamic shapes are one entry, for ``args``.
+            exported = torch.export.export(
+                MethodModule.wrap(model, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs), arguments),
+                example_inputs,
+                dynamic_shapes=None if shapes is None else (shapes,),
+                strict=False,
+            )
+            if exports is not None:
+                exports[export_id] = exported
+        else:
+            progress(f"{method.name}: exported already, for another program of this model")
     except Exception as exc:
+        # An input that does not fit the model fails eager PyTorch too: then the manifest is wrong.
+        misfit = explain_misfit(function, arguments, method, program.model, example_inputs)
+        if misfit is not None:
+            raise misfit from exc
         raise BuildError(
-            f"torch.export of method {method.name!r} failed: {summary_of(exc)}",
+            f"torch.export of method {method.name!r} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
         ) from exc
     shared = shared_output_slots(exported) if backend.distinct_outputs else []
@@ -169,10 +241,11 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
     if quantize != "none":
         progress(f"quantizing {method.name} ({quantize})")
     try:
-        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method))
+        return backend.prepare(exported, program.data_name, options, export, calibration_inputs(program, method, samples))
     except Exception as exc:
         raise BuildError(
-            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}",
+            f"preparing method {method.name!r} for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, operators_of(exported.graph_module))}",
             location=f"programs.{program.name}",
         ) from exc
 
@@ -180,10 +253,13 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
 CALIBRATION_DRAWS = 4
 
 
-def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[Any, ...]]:
-    """Inputs to calibrate quantization with: each check size, several seeded draws each."""
+def calibration_inputs(program: ProgramPlan, method: MethodPlan, samples: list[tuple[Any, ...]] | None = None) -> list[tuple[Any, ...]]:
+    """Inputs to calibrate quantization with: the method's samples (real inputs) if it has any,
+    else each check size, several seeded draws each."""
     from ptebuild.lowering.examples import check_sizes, make_inputs
 
+    if samples:
+        return list(samples)
     return [
         make_inputs(method, program.seed + 1 + draw, sizes)
         for sizes in check_sizes(method)
@@ -192,17 +268,37 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan) -> list[tuple[A
 
 
 def lower(
-    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], staging: Path, progress: Progress,
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
+    store: CAS | None = None, samples: dict[str, list[tuple[Any, ...]]] | None = None, exports: dict[Any, Any] | None = None,
     stages: StageClock | None = None,
 ) -> LoweredProgram:
-    """Lower ``program`` and write its ``.pte`` (and ``.ptd``, and with ``etrecord`` its ETRecord)
-    into ``staging``; ``stages`` hears when the export, lowering and emitting begin."""
+    """Lower ``program``: its ``.pte`` (and ``.ptd``, and with ``etrecord`` its ETRecord) stream
+    into ``store`` (default: a store in ``folder/.objects``), named in ``folder``; ``stages``
+    hears when the export, lowering and emitting begin. ``samples`` (method name -> its samples) calibrate
+    static quantization. ``exports``: the model's first exports, shared with other programs of it
+    (:func:`export_method`; not when the backend transforms the model).
+
+    Export and lowering run under ``torch.no_grad()``, as ExecuTorch's own LLM export does: a
+    buffer the model updates in place (a KV cache written with ``index_copy_``) from values that
+    depend on parameters would otherwise be an autograd leaf written in place, which ExecuTorch's
+    passes refuse ("a leaf Variable that requires grad is being used in an in-place operation").
+    """
+    import torch
+
+    with torch.no_grad():
+        return _lower(model, program, inputs_by_method, folder, progress, store, samples, exports, stages or StageClock())
+
+
+def _lower(
+    model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
+    store: CAS | None, samples: dict[str, list[tuple[Any, ...]]] | None, exports: dict[Any, Any] | None,
+    stages: StageClock,
+) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    stages = stages or StageClock()
-
-    backend = get_backend(program.backend)
-    options = backend.options_model.model_validate(program.options)
+    bound = bound_backend(program)
+    backend, options = bound.backend, bound.options
+    original = model
     try:
         model = backend.transform_model(model, options, program)
     except BuildError:
@@ -212,9 +308,12 @@ def lower(
             f"preparing the model for {program.backend} failed: {summary_of(exc)}",
             location=f"programs.{program.name}",
         ) from exc
+    if model is not original:
+        exports = None  # a transformed copy (torchao's 8da4w): its exports are its own
     stages.begin(Stage.EXPORT)
     exported = {
-        method.name: export_method(model, program, method, inputs_by_method[method.name], progress)
+        method.name: export_method(model, program, method, inputs_by_method[method.name], progress,
+                                   (samples or {}).get(method.name), exports)
         for method in program.methods
     }
     stages.begin(Stage.LOWER)
@@ -234,36 +333,42 @@ def lower(
             stages.begin(Stage.EMIT)
             progress("emitting the program")
             executorch_program = edge.to_executorch(config)
+        if data_name:
+            backend.place_weights(executorch_program, config, data_name)
         backend.rewrite_keys(executorch_program, config)
     except BuildError:
         raise
     except Exception as exc:
         raise BuildError(
-            f"lowering for {program.backend} failed: {summary_of(exc)}",
+            f"lowering for {program.backend} failed: {summary_of(exc)}"
+            f"{known_limit(exc, program.backend, [n for ep in exported.values() for n in operators_of(ep.graph_module)])}",
             location=f"programs.{program.name}",
         ) from exc
-    staging.mkdir(parents=True, exist_ok=True)
-    files = {}
-    pte_path = staging / program.pte_name
-    with open(pte_path, "wb") as out:
-        executorch_program.write_to_file(out)
-    files[program.pte_name] = pte_path
-    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
-        ptd_path = staging / f"{stem}.ptd"
-        with open(ptd_path, "wb") as out:
-            cord.write_to_file(out)
-        files[ptd_path.name] = ptd_path
-    if program.etrecord_name:
-        try:
-            executorch_program.get_etrecord().save(str(staging / program.etrecord_name))
-        except Exception as exc:
-            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}", location=f"programs.{program.name}.etrecord") from exc
-        files[program.etrecord_name] = staging / program.etrecord_name
+    if store is None:
+        from ptebuild.store.cas import CAS
+
+        store = CAS(folder / ".objects")
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    return LoweredProgram(files=files, methods=[m.name for m in program.methods], delegated=delegated, insight=figures,
-                          problems=problems)
+    lowered = LoweredProgram(files={}, outputs={}, methods=[m.name for m in program.methods], delegated=delegated,
+                             insight=figures, warnings=problems)
+    lowered.add(store_stream(store, program.pte_name, executorch_program.write_to_file), store, folder)
+    for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
+        lowered.add(store_stream(store, f"{stem}.ptd", cord.write_to_file), store, folder)
+    if program.etrecord_name:
+        try:
+            etrecord = store_stream(store, program.etrecord_name, executorch_program.get_etrecord().save)
+        except Exception as exc:
+            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}", location=f"programs.{program.name}.etrecord") from exc
+        lowered.add(etrecord, store, folder)
+    if data_name:
+        from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
+
+        kept = weights_in_pte(lowered.files[program.pte_name], backend.code_in_named_data)
+        if kept:
+            lowered.warnings.append(describe(kept, data_name, program.backend))
+    return lowered
 
 
 def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramInsight | None:
@@ -280,6 +385,24 @@ def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramIns
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
+
+
+def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:
+    """``; known limit of ...: what to do`` when ``exc`` is a known failure of the toolchain
+    (:mod:`ptebuild.lowering.known_limits`), else empty: the clause a failure's line ends with."""
+    found = explain(describe(exc).text, operators, backend)
+    return f"; {found.advice()}" if found else ""
+
+
+def explained(error: BuildError, backend: str) -> BuildError:
+    """``error`` with the known limit it is appended to its message (the check's failures)."""
+    found = explain(error.message + "\n" + "\n".join(getattr(error, "__notes__", ())), (), backend)
+    if found is None:
+        return error
+    again = type(error)(f"{error.message}; {found.advice()}", manifest=error.manifest, location=error.location)
+    for note in getattr(error, "__notes__", ()):
+        again.add_note(note)
+    return again
 
 
 def summary_of(exc: BaseException) -> str:

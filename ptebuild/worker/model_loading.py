@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.plan import ProgramPlan
+from ptebuild.typos import did_you_mean
 
 if TYPE_CHECKING:
     import torch
@@ -31,21 +32,43 @@ def import_factory(program: ProgramPlan, manifest_dir: Path, display: str) -> Ca
             manifest=display,
             location=f"programs.{program.name}",
         ) from exc
+    where = f"models.{program.model}.factory"
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
+            callables = [n for n in dir(target) if not n.startswith("_") and callable(getattr(target, n, None))]
             raise ManifestError(
-                f"module {module_name!r} has no attribute "
-                f"{attribute!r} (factory of model {program.model!r})",
+                f"module {module_name!r} has no attribute {attribute!r}{did_you_mean(part, callables)}; "
+                f"name a callable that returns the model ({module_name}:NAME)",
                 manifest=display,
-                location=f"programs.{program.name}",
+                location=where,
             ) from None
     if not callable(target):
         raise ManifestError(
-            f"factory {program.factory!r} is not callable", manifest=display, location=f"programs.{program.name}"
+            f"factory {program.factory!r} is not callable ({type(target).__name__}); name a function or class that returns the model",
+            manifest=display, location=where,
         )
     return target
+
+
+def _kwargs_problem(factory: Callable[..., object], kwargs: dict[str, object]) -> str | None:
+    """Why the manifest's ``kwargs`` cannot be passed to ``factory`` (an unknown or missing
+    argument, with a did-you-mean), or None when they bind (or the signature cannot be read)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        known = [n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        unknown = next((k for k in kwargs if k not in signature.parameters), None)
+        hint = did_you_mean(unknown, known) if unknown is not None and known else ""
+        return f"{exc}{hint}; the factory takes {', '.join(known) or 'no arguments'}"
+    return None
 
 
 def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch.nn.Module:
@@ -54,6 +77,9 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
 
     factory = import_factory(program, manifest_dir, display)
     torch.manual_seed(program.seed)
+    problem = _kwargs_problem(factory, program.kwargs)
+    if problem is not None:
+        raise ManifestError(f"factory {program.factory!r}: {problem}", manifest=display, location=f"models.{program.model}.kwargs")
     try:
         model = factory(**program.kwargs)
     except Exception as exc:
@@ -82,6 +108,14 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
                 manifest=display,
                 location=f"models.{program.model}.weights",
             ) from exc
+        misfit = _state_misfit(model, state)
+        if misfit is not None:
+            raise ManifestError(
+                f"{program.weights!r} does not fit the model: Error(s) in loading state_dict for {type(model).__name__}: {misfit}; "
+                "give the weights of this model (its class and kwargs), saved with torch.save(model.state_dict())",
+                manifest=display,
+                location=f"models.{program.model}.weights",
+            )
         try:
             model.load_state_dict(state)
         except RuntimeError as exc:
@@ -93,3 +127,29 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
                 location=f"models.{program.model}.weights",
             ) from exc
     return model.eval()
+
+
+def _state_misfit(model: torch.nn.Module, state: object) -> str | None:
+    """What keeps ``state`` from loading into ``model`` (strictly): the first missing, unexpected and
+    misshapen keys with their counts; None when it fits (``load_state_dict`` then decides)."""
+    import torch
+
+    if not isinstance(state, dict):
+        return f"the file holds a {type(state).__name__}, not a state dict"
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    misshapen = [
+        k for k in own
+        if k in state and isinstance(state[k], torch.Tensor) and tuple(state[k].shape) != tuple(own[k].shape)
+    ]
+    parts = []
+    for what, keys in (("missing", missing), ("unexpected", unexpected)):
+        if keys:
+            more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+            parts.append(f"{what} key {keys[0]!r}{more}")
+    if misshapen:
+        key = misshapen[0]
+        more = f" (and {len(misshapen) - 1} more)" if len(misshapen) > 1 else ""
+        parts.append(f"size mismatch for {key!r}: {list(state[key].shape)} in the file, {list(own[key].shape)} in the model{more}")
+    return ", ".join(parts) or None

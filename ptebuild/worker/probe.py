@@ -35,16 +35,19 @@ PROBE_SEED = 20261201
 
 def probe_plan(backend: Backend) -> ProgramPlan:
     """The 1-op program for ``backend`` (a :class:`~ptebuild.plan.ProgramPlan`)."""
+    from ptebuild.backends import BoundBackend
     from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 
-    options = backend.options_model.model_validate({}).model_dump(mode="json")
-    defaults = backend.check_defaults(backend.options_model.model_validate({}))
-    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("x", (2, 4), "float32"),), dims=())
+    defaults = BoundBackend(backend.name, {})  # the backend's default options, validated once
+    options = defaults.options.model_dump(mode="json")
+    tolerances = backend.check_defaults(defaults.options)
+    method = MethodPlan(name="forward", function="forward", inputs=(InputPlan("input", (2, 4), "float32"),), dims=())  # nn.Linear.forward(input)
     data_name = None if backend.keeps_data_in_pte else "probe_weights"
     return ProgramPlan(
         name="probe", model="probe", backend=backend.name, factory="probe:linear", kwargs={}, weights=None,
         seed=PROBE_SEED, sources=(), methods=(method,), data_name=data_name, options=options,
-        atol=defaults.atol, min_cosine=defaults.min_cosine, check_enabled=True, model_entry={}, program_entry={},
+        atol=tolerances.atol, rtol=tolerances.rtol, min_cosine=tolerances.min_cosine, check_enabled=True, model_entry={},
+        program_entry={}, bound=BoundBackend(backend.name, options, defaults.options),
     )
 
 

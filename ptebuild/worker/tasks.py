@@ -1,27 +1,33 @@
 """Tasks and events: what the build loop hands an executor, and what comes back.
 
-A :class:`Task` carries everything a lowering needs as data: the plan (JSON), the program's
-name, its action key and the files its key lists, each by name and SHA-256. An executor on the
-builder's own machine reads those files where they are (``manifest_dir``); one on another machine
-ships them (:func:`read_bundle`) and recreates the folder there (:func:`materialize`), so a node
-needs ptebuild and the toolchain, not the user's checkout.
+A :class:`Task` carries everything a lowering needs as data: its own program's plan
+(:class:`~ptebuild.plan.ProgramPlan`), its action key and the files its key lists (the model's
+sources and weights), each by name and SHA-256, and the content-addressed store its outputs
+go into (``store``, the folder of a :class:`~ptebuild.store.cas.CAS`). An executor on the
+builder's own machine reads the files where they are (``manifest_dir``) and writes into the
+builder's store; one on another machine ships the files by digest, in chunks, and recreates the
+folder there (:func:`materialize`), lowers into a store of its own and sends the outputs' blobs to
+the builder's by digest: a node needs ptebuild and the toolchain, not the user's checkout, and
+nothing is read whole into memory on the way.
 
-A :class:`TaskResult` returns the outputs as content: each file's name, SHA-256 and size, with
-the bytes either in a staging folder of the builder's machine (``staging``, local executors) or
-inline (``data``, executors on other machines). Publishing into the output folder is always the
-builder's job, after it checked the digests.
+A :class:`TaskResult` returns the outputs as digests: each file's name, SHA-256 and size, its
+bytes stored in the task's store under that digest. Publishing into the output folder is always
+the builder's job, from its store (the bytes verified as they are copied).
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
-import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from ptebuild.plan import ProgramPlan
 from ptebuild.results import ActionResult, Dependencies, FailureKind, OutputFile
+
+CHUNK = 16 << 20
+"""Bytes per chunk where a file travels in pieces (a task's inputs, a result's blobs to Ray)."""
 
 
 @dataclass(frozen=True)
@@ -37,17 +43,17 @@ class Task:
     task_id: str
     """Unique within a build: the program's name."""
     key: str
-    program: str
-    backend: str
-    plan_json: str
+    plan: ProgramPlan
+    """The program's own plan (nothing of the other programs)."""
     manifest: str
     """The manifest as the user named it (for messages)."""
     manifest_dir: str
     """The manifest's folder on the builder's machine."""
+    store: str
+    """The folder of the content-addressed store (:class:`~ptebuild.store.cas.CAS`) the outputs
+    are written into: the builder's own (executors on its machine), or a node's (Ray)."""
     files: tuple[TaskFile, ...] = ()
     """The model's sources and weights (the static inputs of the key), relative to manifest_dir."""
-    staging: str | None = None
-    """A folder of the builder's machine to write outputs into; None: return them inline."""
     resources: dict[str, Any] = field(default_factory=dict)
     """Resource requests for schedulers (``num_gpus``, ``memory``...), from the backend and manifest."""
     debug: bool = False
@@ -57,17 +63,24 @@ class Task:
     """The node looks the key up in the shared cache, and stores what it builds there itself
     (an executor whose nodes open their own tiers: ``ray``); the result then names the entry."""
 
+    @property
+    def program(self) -> str:
+        """The program's name."""
+        return self.plan.name
+
+    @property
+    def backend(self) -> str:
+        return self.plan.backend
+
     def to_json(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
             "key": self.key,
-            "program": self.program,
-            "backend": self.backend,
-            "plan_json": self.plan_json,
+            "plan": self.plan.to_json(),
             "manifest": self.manifest,
             "manifest_dir": self.manifest_dir,
+            "store": self.store,
             "files": [[f.name, f.sha256] for f in self.files],
-            "staging": self.staging,
             "resources": dict(self.resources),
             "debug": self.debug,
             "inputs": dict(self.inputs),
@@ -76,16 +89,16 @@ class Task:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Task:
+        """A task sent as JSON (its program not yet bound to its backend: the worker binds it
+        once its module cache is fresh, :func:`ptebuild.worker.execute.run_task`)."""
         return cls(
             task_id=data["task_id"],
             key=data["key"],
-            program=data["program"],
-            backend=data["backend"],
-            plan_json=data["plan_json"],
+            plan=ProgramPlan.from_json(data["plan"]),
             manifest=data["manifest"],
             manifest_dir=data["manifest_dir"],
+            store=data["store"],
             files=tuple(TaskFile(n, d) for n, d in data.get("files", ())),
-            staging=data.get("staging"),
             resources=dict(data.get("resources") or {}),
             debug=bool(data.get("debug")),
             inputs=dict(data.get("inputs") or {}),
@@ -93,19 +106,29 @@ class Task:
         )
 
 
-def read_bundle(task: Task) -> dict[str, bytes]:
-    """The bytes of the task's files keyed by SHA-256, read from ``manifest_dir`` and checked."""
-    bundle: dict[str, bytes] = {}
-    for f in task.files:
-        data = Path(task.manifest_dir, f.name).read_bytes()
-        if hashlib.sha256(data).hexdigest() != f.sha256:
-            raise OSError(f"{f.name} changed while the build was running")
-        bundle[f.sha256] = data
-    return bundle
+def input_paths(task: Task) -> dict[str, Path]:
+    """Where the task's files are on the builder's machine, by SHA-256 (nothing is read: a file
+    that changed is found by whoever streams it, :func:`materialize`)."""
+    return {f.sha256: Path(task.manifest_dir, f.name) for f in task.files}
 
 
-def materialize(task: Task, bundle: dict[str, bytes], dest: Path) -> Task:
-    """Recreate the task's files under ``dest`` from ``bundle``; return the task pointed there."""
+def read_chunk(path: Path, offset: int, size: int) -> bytes:
+    """At most ``size`` bytes of ``path`` at ``offset`` (fewer at its end, none past it)."""
+    with open(path, "rb") as source:
+        source.seek(offset)
+        return source.read(size)
+
+
+ReadChunk = Callable[[TaskFile, int, int], bytes]
+"""(file, offset, size) -> at most that many bytes of the file as the builder has it (none past its end)."""
+
+
+def materialize(task: Task, read: ReadChunk, dest: Path, chunk: int = CHUNK) -> Task:
+    """Recreate the task's files under ``dest``, each streamed in chunks from ``read`` and hashed
+    on the way; return the task pointed there. Raises OSError naming a file whose bytes are not
+    those of its digest (it changed on the builder's machine while the build ran)."""
+    import hashlib
+    import os
     from dataclasses import replace
 
     for f in task.files:
@@ -113,21 +136,29 @@ def materialize(task: Task, bundle: dict[str, bytes], dest: Path) -> Task:
         if ".." in Path(f.name).parts or Path(f.name).is_absolute():
             raise ValueError(f"unsafe file name in a task: {f.name!r}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = bundle[f.sha256]
-        if hashlib.sha256(data).hexdigest() != f.sha256:
-            raise ValueError(f"{f.name}: the bundle's bytes do not match their digest")
-        path.write_bytes(data)
+        digest = hashlib.sha256()
+        with open(path, "wb") as out:
+            offset = 0
+            while True:
+                data = read(f, offset, chunk)
+                if not data:
+                    break
+                digest.update(data)
+                out.write(data)
+                offset += len(data)
+                del data
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != f.sha256:
+            raise OSError(f"{f.name} changed while the build was running")
     return replace(task, manifest_dir=str(dest))
 
 
 @dataclass(frozen=True)
 class TaskResult:
-    """A finished lowering, by content."""
+    """A finished lowering, by content: its outputs' digests (the bytes are in the task's store)."""
 
     outputs: tuple[OutputFile, ...]
-    staging: str | None = None
-    """The folder the files are in (local executors), or None when ``data`` holds them."""
-    data: dict[str, bytes] | None = None
     figures: tuple[dict[str, Any], ...] = ()
     check: str = ""
     delegates: dict[str, int] = field(default_factory=dict)
@@ -138,12 +169,13 @@ class TaskResult:
     """Which machine built it (host name), for reports."""
     action: dict[str, Any] | None = None
     """With ``Task.node_cache``: the result as the node found it in the shared cache, or stored it
-    there (:meth:`ptebuild.results.ActionResult.to_json`); the builder fetches its files from
-    there, and neither ``staging`` nor ``data`` holds them."""
+    there (:meth:`ptebuild.results.ActionResult.to_json`); the builder fetches its blobs from there,
+    not from its own store."""
     cached: bool = False
     """The node found ``action`` in the shared cache: nothing was lowered."""
     warnings: tuple[str, ...] = ()
-    """What the node's cache tiers warned about (one line each), for the builder to report."""
+    """What the lowering (weights a backend kept inside the ``.pte``, figures that could not be
+    counted) or the node's cache tiers warned about (one line each), for the builder to report."""
     insight: dict[str, Any] | None = None
     """What the worker counted in the lowered program (:attr:`ActionResult.insight`)."""
     stages: tuple[dict[str, Any], ...] = ()
@@ -156,20 +188,42 @@ class TaskResult:
                             delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node,
                             insight=self.insight, stages=self.stages)
 
-    def files_into(self, folder: Path) -> dict[str, Path]:
-        """The output files as paths, writing inline data into ``folder`` first."""
-        if self.data is None:
-            return {o.name: Path(self.staging or folder, o.name) for o in self.outputs}
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = {}
-        for o in self.outputs:
-            path = folder / o.name
-            with open(path, "wb") as out:
-                out.write(self.data[o.name])
-                out.flush()
-                os.fsync(out.fileno())
-            paths[o.name] = path
-        return paths
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outputs": [o.to_json() for o in self.outputs],
+            "figures": list(self.figures),
+            "check": self.check,
+            "delegates": dict(self.delegates),
+            "deps": self.deps.to_json(),
+            "lower_seconds": self.lower_seconds,
+            "check_seconds": self.check_seconds,
+            "node": self.node,
+            "action": self.action,
+            "cached": self.cached,
+            "warnings": list(self.warnings),
+            "insight": self.insight,
+            "stages": list(self.stages),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskResult:
+        """A result sent as JSON. Raises KeyError, TypeError or ValueError if it is not one."""
+        action = data.get("action")
+        return cls(
+            outputs=tuple(OutputFile.from_json(o) for o in data["outputs"]),
+            figures=tuple(data.get("figures") or ()),
+            check=str(data.get("check") or ""),
+            delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
+            deps=Dependencies.from_json(data.get("deps")),
+            lower_seconds=float(data.get("lower_seconds") or 0.0),
+            check_seconds=float(data.get("check_seconds") or 0.0),
+            node=str(data.get("node") or ""),
+            action=dict(action) if isinstance(action, dict) else None,
+            cached=bool(data.get("cached")),
+            warnings=tuple(str(w) for w in data.get("warnings") or ()),
+            insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
+            stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)),
+        )
 
 
 @dataclass(frozen=True)
@@ -218,13 +272,17 @@ class TaskFailure:
     def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> TaskFailure:
         """The failure of a task that raised ``exc`` (the worker side of every executor)."""
         from ptebuild.causes import describe
-        from ptebuild.errors import ManifestError, PtebuildError, StaleWorker
+        from ptebuild.errors import CorruptObject, ManifestError, PtebuildError, StaleWorker, StoreError
 
         where = f"programs.{program}"
         if isinstance(exc, StaleWorker):
             return cls(FailureKind.STALE, exc.message, "", where)
+        if isinstance(exc, StoreError) and not isinstance(exc, CorruptObject):
+            return cls(FailureKind.STORE, exc.message, "", where)
         cause = describe(exc)
         if isinstance(exc, ManifestError):
+            if exc.location:  # found while lowering (an input the function has no parameter for): the builder adds the manifest
+                return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text)
             return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
             return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where, cause.text)
@@ -233,11 +291,18 @@ class TaskFailure:
         return cls(FailureKind.BUILD, message, "", where, cause.text)
 
 
-class Progress(Protocol):
-    """How a worker says what it is doing: a line of text, and the stage it is in
-    (:class:`ptebuild.insight.stages.Stage` value; empty: none), carried as events to the builder."""
+class StagedProgress:
+    """A worker's progress lines with the stage each belongs to: called with a line of text, it
+    sends ``(text, stage)`` (the :class:`ptebuild.insight.stages.Stage` value the task is in;
+    empty: none yet), which executors carry as events to the builder. A task run with a plain
+    ``progress(text)`` callable works the same, without stages."""
 
-    def __call__(self, text: str, stage: str = "") -> None: ...
+    def __init__(self, send: Callable[[str, str], None]) -> None:
+        self.send = send
+        self.stage = ""
+
+    def __call__(self, text: str) -> None:
+        self.send(text, self.stage)
 
 
 class EventKind(str, enum.Enum):

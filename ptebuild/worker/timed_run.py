@@ -32,6 +32,8 @@ class OutputRun:
     shape: tuple[int, ...]
     max_abs_error: float
     cosine: float
+    within_tolerance: bool = True
+    """Within the check's tolerance for the output's dtype (:mod:`ptebuild.tolerances`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class OutputRun:
             "shape": list(self.shape),
             "max_abs_error": self.max_abs_error,
             "cosine": self.cosine,
+            "within_tolerance": self.within_tolerance,
         }
 
 
@@ -157,6 +160,7 @@ def run_program(
 
     import torch
 
+    from ptebuild.lowering.binding import bind
     from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs, make_inputs
     from ptebuild.runtime import load
@@ -171,17 +175,18 @@ def run_program(
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
         flat = flat_inputs(inputs)  # ExecuTorch takes the leaves of nested inputs, in export's order
-        eager_fn = getattr(model, spec.function)
+        function = getattr(model, spec.function)
+        eager_fn = partial(bind(function, spec, program.model).call, function, inputs)
         with native_stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
             actual = flatten_outputs(loaded.run(spec.name, flat))
         with torch.no_grad():
-            expected = flatten_outputs(eager_fn(*inputs))
+            expected = flatten_outputs(eager_fn())
         outputs = _compare(program, spec.name, expected, actual)
         latency = _median_time(partial(loaded.run, spec.name, flat), iters)
         with torch.no_grad():
-            eager_latency = _median_time(partial(eager_fn, *inputs), iters)
-        within = all(o.max_abs_error <= program.atol and o.cosine >= program.min_cosine for o in outputs)
+            eager_latency = _median_time(eager_fn, iters)
+        within = all(o.within_tolerance for o in outputs)
         runs.append(MethodRun(spec.name, outputs, latency, eager_latency, within))
     return ProgramRun(
         program=program.name,
@@ -196,10 +201,16 @@ def run_program(
 
 
 def _compare(program: ProgramPlan, method: str, expected: list[Any], actual: list[Any]) -> tuple[OutputRun, ...]:
-    from ptebuild.lowering.check import compare_outputs
+    from ptebuild.lowering.check import compare_outputs, dtype_name, measure
 
-    figures = compare_outputs(program.name, f"method {method!r}", expected, actual)
-    return tuple(OutputRun(index, tuple(e.shape), max_abs, cosine) for (index, max_abs, cosine), e in zip(figures, expected))
+    compare_outputs(program.name, f"method {method!r}", expected, actual)  # counts and shapes
+    settings = program.check_settings()
+    runs = []
+    for index, (e, a) in enumerate(zip(expected, actual)):
+        found = measure(e, a, settings.for_dtype(dtype_name(e)))
+        within = found.within and found.cosine >= found.tolerance.min_cosine
+        runs.append(OutputRun(index, tuple(e.shape), found.max_abs_error, found.cosine, within))
+    return tuple(runs)
 
 
 def _median_time(call: Callable[[], object], iters: int) -> float:

@@ -123,7 +123,7 @@ def _copy(mobile_build, tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_structural_check_passes_on_the_built_program(mobile_build):
-    from ptebuild.backends import vulkan
+    from ptebuild.backends.vulkan import check as vulkan
 
     figures = vulkan.check_program(make_model(), _program(mobile_build), mobile_build.out / "duo_vulkan.pte",
                                    mobile_build.out / "duo_vulkan_weights.ptd")
@@ -131,7 +131,7 @@ def test_structural_check_passes_on_the_built_program(mobile_build):
 
 
 def test_structural_check_needs_the_ptd_and_its_exact_bytes(mobile_build, tmp_path):
-    from ptebuild.backends import vulkan
+    from ptebuild.backends.vulkan import check as vulkan
 
     pte, ptd = _copy(mobile_build, tmp_path)
     program = _program(mobile_build)
@@ -145,7 +145,7 @@ def test_structural_check_needs_the_ptd_and_its_exact_bytes(mobile_build, tmp_pa
 
 
 def test_structural_check_catches_a_payload_that_does_not_parse(mobile_build, tmp_path):
-    from ptebuild.backends import vulkan
+    from ptebuild.backends.vulkan import check as vulkan
 
     pte, ptd = _copy(mobile_build, tmp_path)
     data = pte.read_bytes()
@@ -160,7 +160,7 @@ def test_structural_check_catches_a_method_vulkan_did_not_take(mobile_build, tmp
     """``cumsum`` is not among the Vulkan delegate's operators: nothing of the method is delegated."""
     import torch
 
-    from ptebuild.backends import vulkan
+    from ptebuild.backends.vulkan import check as vulkan
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.worker.lower import lower
 

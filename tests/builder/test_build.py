@@ -96,3 +96,38 @@ def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(
     assert (manifest.parent / "out" / "tiny_portable.pte").read_bytes() == bytes(
         Path(next(o["path"] for o in program["outputs"] if o["path"].endswith(".pte"))).read_bytes()
     )
+
+
+def test_the_longest_lowering_starts_first(tmp_path):
+    """Cold (no earlier build): by the backends' weights, int8 XNNPACK, XNNPACK, then portable,
+    whatever the manifest's order; once built, by each program's last lowering's seconds."""
+    from ptebuild.builder.build import Builder, BuildOptions, longest_first
+    from ptebuild.builder.program_target import ProgramTarget
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+    from ptebuild.results import ActionResult, OutputFile
+    from ptebuild.store.frontend import Cache
+
+    plan = load_manifest(str(Path(__file__).resolve().parents[2] / "manifests" / "robot.toml"))
+    cache = Cache.for_folder(tmp_path / "cache")
+
+    def order() -> list[str]:
+        builder = Builder(plan, BuildOptions(out_dir=tmp_path / "out", cache=cache), lambda *_: None)
+        targets = []
+        for program in plan.programs:
+            ProgramTarget.new_result(builder.context, program)
+            targets.append(ProgramTarget(builder.context, builder.publisher, program))
+        return [job.name for job in longest_first([t.job() for t in targets])]
+
+    assert [p.name for p in plan.programs] == ["policy_portable", "policy_xnnpack", "policy_xnnpack_int8"]
+    assert order() == ["policy_xnnpack_int8", "policy_xnnpack", "policy_portable"]
+
+    builder = Builder(plan, BuildOptions(out_dir=tmp_path / "out", cache=cache), lambda *_: None)
+    for name, seconds in {"policy_portable": 30.0, "policy_xnnpack": 10.0, "policy_xnnpack_int8": 20.0}.items():
+        key = f"{len(name):032x}"  # an earlier build's entry, as the cache's history names it
+        pte = tmp_path / f"{name}.pte"
+        pte.write_bytes(name.encode())
+        output = OutputFile(pte.name, *hash_file(pte))
+        cache.save(ActionResult(key=key, target=name, kind="program", outputs=(output,), lower_seconds=seconds), {pte.name: pte})
+        builder.context.remember(name, key)
+    assert order() == ["policy_portable", "policy_xnnpack_int8", "policy_xnnpack"]

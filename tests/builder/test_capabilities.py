@@ -104,3 +104,24 @@ def test_a_program_without_a_check_only_needs_the_lowering():
     assert blocked is not None and blocked.status is Status.CANNOT_CHECK
     lowering = capabilities.obstacle(portable, {}, False, Verdict(lower="BuildError: no"))
     assert lowering is not None and lowering.status is Status.CANNOT_LOWER
+
+
+def test_a_build_lowers_without_probing_first_and_probes_when_a_program_fails(tiny_project, tmp_path, monkeypatch):
+    """No verdict kept: the programs are lowered at once (a program that lowers and passes its
+    check proves what the probe would); a program that fails gets the probe, which tells a
+    toolchain that cannot lower here (cannot-lower) from a program that is wrong (failed)."""
+    monkeypatch.setenv(capabilities.DIR_ENV, str(tmp_path / "caps"))
+    done = ptebuild("build", tiny_project, "--cache", tmp_path / "cache", "--only", "tiny_portable", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "probing" not in done.stderr and not list((tmp_path / "caps").glob("*.json")), done.stderr
+
+    source = tiny_project.parent / "tinymodels" / "tiny.py"  # a wrong program, not a wrong manifest (exit 2, no probe)
+    source.write_text(source.read_text().replace("def make_tiny(**kwargs) -> Tiny:\n",
+                                                 "def make_tiny(**kwargs) -> Tiny:\n    raise RuntimeError('broken on purpose')\n"))
+    failed = ptebuild("build", tiny_project, "--cache", tmp_path / "cache", "--only", "tiny_portable")
+    assert failed.returncode == 1
+    assert "tiny_portable  portable  failed" in failed.stdout, failed.stdout
+    assert "programs.tiny_portable: factory 'tinymodels.tiny:make_tiny' failed: RuntimeError: broken on purpose" in failed.stderr, \
+        failed.stderr
+    assert "probing what this machine can lower and check: portable" in failed.stderr, failed.stderr
+    assert Capabilities(None, hash_file).known()["portable"] == Verdict()

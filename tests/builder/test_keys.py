@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ptebuild.builder import keys
+from ptebuild.errors import ManifestError
 from ptebuild.hashing import hash_file
 from ptebuild.manifest import load_manifest
 
@@ -172,3 +173,36 @@ def test_a_budget_is_not_keyed_and_an_etrecord_is(tiny_project):
     changed = program_keys(tiny_project)
     assert changed["tiny_portable"] != before["tiny_portable"] and changed["tiny_xnnpack"] == before["tiny_xnnpack"]
     assert next(p for p in load_manifest(tiny_project).programs if p.backend == "portable").output_names[-1] == "tiny_portable.etrecord"
+
+
+def test_samples_files_are_inputs_of_the_key(tiny_project):
+    import torch
+
+    data = tiny_project.parent / "data"
+    data.mkdir()
+    torch.save([(torch.randn(2, 6),)], data / "real.pt")
+    text = tiny_project.read_text().replace(
+        '[models.tiny.methods.forward]\ninputs = [{ name = "x", shape = ["batch", 6] }]',
+        '[models.tiny.methods.forward]\ninputs = [{ name = "x", shape = ["batch", 6] }]\nsamples = "data"',
+    )
+    tiny_project.write_text(text)
+    before = breakdown(tiny_project, "tiny_portable")
+    assert before["samples:data/real.pt"] == hash_file(data / "real.pt")[0]
+    torch.save([(torch.randn(3, 6),)], data / "real.pt")
+    after = breakdown(tiny_project, "tiny_portable")
+    assert keys.action_key(after) != keys.action_key(before)
+    assert keys.explain_changes(before, after) == ["samples file data/real.pt changed"]
+    torch.save([(torch.randn(1, 6),)], data / "more.pt")  # a new file in the folder: a new input
+    assert "samples:data/more.pt" in breakdown(tiny_project, "tiny_portable")
+
+
+def test_a_samples_factory_is_keyed_by_its_code_and_a_missing_file_is_located(tiny_project):
+    text = tiny_project.read_text()
+    factory = text.replace('inputs = [{ name = "x", shape = ["batch", 6] }]',
+                           'inputs = [{ name = "x", shape = ["batch", 6] }]\nsamples = "realdata:load"', 1)
+    (tiny_project.parent / "realdata.py").write_text("def load():\n    return []\n")
+    tiny_project.write_text(factory)
+    assert "source:realdata.py" in breakdown(tiny_project, "tiny_portable")
+    tiny_project.write_text(factory.replace('"realdata:load"', '"missing/real.pt"'))
+    with pytest.raises(ManifestError, match=r"tiny.toml: models.tiny.methods.forward.samples: no such file or folder 'missing/real.pt'"):
+        breakdown(tiny_project, "tiny_portable")

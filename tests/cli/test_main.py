@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ptebuild import __version__
+from ptebuild.backends import backend_names
 from ptebuild.cli import main
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
@@ -50,7 +51,8 @@ def test_schema_is_json_schema_of_the_manifest(capsys):
     assert set(schema["properties"]) == {"bundles", "defaults", "models", "programs", "shims"}
     assert schema["additionalProperties"] is False
     backend = schema["$defs"]["ProgramSpec"]["properties"]["backend"]
-    assert {"enum": ["portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"], "type": "string"} in backend["anyOf"]
+    assert {"enum": backend_names(), "type": "string"} in backend["anyOf"]
+    assert {"portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"} <= set(backend_names())
 
 
 def test_bad_manifest_through_main(capsys, monkeypatch):
@@ -59,7 +61,7 @@ def test_bad_manifest_through_main(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err == (
         "error: bad-backend-typo.toml: programs.tiny_xnnpack.backend: unknown backend 'xnnpak' "
-        "(did you mean 'xnnpack'?); expected one of 'portable', 'xnnpack', 'cuda', 'openvino', 'coreml', 'vulkan'\n"
+        f"(did you mean 'xnnpack'?); expected one of {', '.join(map(repr, backend_names()))}\n"
     )
 
 
@@ -130,6 +132,24 @@ def small_tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_cache_too_full_for_a_programs_outputs_warns_once_and_builds(tiny_project, small_tmpfs, capsys):
+    """The worker streams a program's outputs into the cache's store: a .ptd bigger than the
+    space left fails that write; the cache is switched off (one warning) and the program is
+    lowered again into the build's own store, and published."""
+    text = tiny_project.read_text().replace("kwargs = { width = 16 }", "kwargs = { width = 300 }")  # a 360 KiB .ptd
+    tiny_project.write_text(text)
+    cache = small_tmpfs / "cache"
+    assert main(["build", str(tiny_project), "--cache", str(cache), "--only", "tiny_portable"]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, err
+    assert warnings[0].startswith(f"warning: local cache {cache} disabled for this build: "), err
+    assert "no space left" in warnings[0], warnings[0]
+    out = tiny_project.parent / "out"
+    assert (out / "tiny_portable_weights.ptd").stat().st_size > 256 << 10
+    assert main(["verify", str(out), "--bytes"]) == 0
 
 
 @pytest.mark.parametrize("fault", ["full", "read-only"])

@@ -18,7 +18,7 @@ MODELS = {
     "sdpa": ('[{ name = "query", shape = [2, 8, 128, 64], dtype = "bfloat16" }, '
              '{ name = "key", shape = [2, 8, 128, 64], dtype = "bfloat16" }, '
              '{ name = "value", shape = [2, 8, 128, 64], dtype = "bfloat16" }]'),
-    "lstm": ('[{ name = "input", shape = [5, 3, 10] }, '
+    "lstm": ('[{ name = "x", shape = [5, 3, 10] }, '
              '{ name = "hidden", items = [{ name = "h0", shape = [2, 3, 20] }, { name = "c0", shape = [2, 3, 20] }] }]'),
     "deep_autoencoder": '[{ name = "x", shape = [1, 640] }]',
     "ds_cnn": '[{ name = "x", shape = [1, 1, 49, 10] }]',

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ptebuild.backends.cuda.payload import read_cuda_delegates
 from ptebuild.errors import LoadError
 from ptebuild.runtime import check
-from ptebuild.runtime.cuda_payload import read_cuda_delegates
 
 HERE = Path(__file__).resolve().parent
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers import require_module
 
+from ptebuild.backends.cuda import payload as cuda_payload
+from ptebuild.backends.cuda.payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
 from ptebuild.errors import FormatError
-from ptebuild.runtime import cuda_payload
-from ptebuild.runtime.cuda_payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -11,6 +11,7 @@ import pytest
 from helpers import unavailable
 
 from ptebuild.backends.cuda.check import declared_outputs
+from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
 from ptebuild.backends.cuda.runtime_shims import (
     MISSING_BEFORE_1_6,
     applies,
@@ -19,7 +20,6 @@ from ptebuild.backends.cuda.runtime_shims import (
     undefined_symbols,
 )
 from ptebuild.errors import BuildError
-from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
 
 DATA = Path(__file__).resolve().parent / "data"
 # ExecuTorch 1.5.1's CudaBackend.get_supported_fallback_kernels() (its module needs Triton to import).

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ptebuild.runtime.cuda_payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
+from ptebuild.backends.cuda.payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
 from ptebuild.runtime.keys import sha256_in_key
 from ptebuild.runtime.ptd_file import read_ptd
 

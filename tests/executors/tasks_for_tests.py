@@ -12,11 +12,11 @@ from ptebuild.manifest import load_manifest
 from ptebuild.worker.tasks import Event, EventKind, Task, TaskFile
 
 
-def make_tasks(manifest: Path, staging_root: Path | None, resources: dict | None = None) -> dict[str, Task]:
-    """One task per program of ``manifest``; ``staging_root``: a folder per task in it, or None
-    for inline results."""
+def make_tasks(manifest: Path, store: Path | None, resources: dict | None = None) -> dict[str, Task]:
+    """One task per program of ``manifest``, writing its outputs into the store (a CAS folder)
+    ``store`` (None: ``<manifest folder>/store``)."""
     plan = load_manifest(str(manifest))
-    plan_json = plan.to_json()
+    store = store if store is not None else manifest.parent / "store"
     tasks = {}
     for program in plan.programs:
         inputs = keys.program_inputs(program, plan, hash_file)
@@ -26,23 +26,25 @@ def make_tasks(manifest: Path, staging_root: Path | None, resources: dict | None
         ]
         if program.weights:
             files.append(TaskFile(program.weights, hash_file(Path(plan.manifest_dir, program.weights))[0]))
-        staging = None
-        if staging_root is not None:
-            staging = staging_root / program.name
-            staging.mkdir(parents=True, exist_ok=True)
         tasks[program.name] = Task(
             task_id=program.name,
             key=keys.action_key(inputs),
-            program=program.name,
-            backend=program.backend,
-            plan_json=plan_json,
+            plan=program,
             manifest=str(manifest),
             manifest_dir=plan.manifest_dir,
+            store=str(store),
             files=tuple(files),
-            staging=None if staging is None else str(staging),
             resources=dict(resources or {}),
+            inputs=inputs,
         )
     return tasks
+
+
+def stored(task: Task, output) -> Path:
+    """Where an output of ``task`` is in its store (its blob)."""
+    from ptebuild.store.cas import CAS
+
+    return CAS(Path(task.store)).path(output.sha256)
 
 
 def run_all(executor, tasks, timeout: float = 240.0, on_event=None) -> dict[str, Event]:

@@ -15,10 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import STARTS, started
 from project_copy import copy_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, wait_for
+from tasks_for_tests import cli_build, local_reference, make_tasks, run_all, slow_on_first_attempt, stored, wait_for
 
 from ptebuild.builder.executors.daemon import DaemonExecutor
 from ptebuild.cli import main
@@ -88,7 +89,7 @@ def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm,
     tasks = make_tasks(manifest, tmp_path / "staging")
     finals = {}
     first.submit(tasks["tiny_portable"])
-    second.submit(replace(tasks["tiny_portable"], task_id="other", staging=str(tmp_path / "staging" / "other")))
+    second.submit(replace(tasks["tiny_portable"], task_id="other", store=str(tmp_path / "staging" / "other")))
     deadline = time.monotonic() + 180
     while len(finals) < 2 and time.monotonic() < deadline:
         for executor in (first, second):
@@ -100,8 +101,9 @@ def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm,
     assert {name: e.kind for name, e in finals.items()} == {"tiny_portable": EventKind.DONE, "other": EventKind.DONE}
     assert outputs(finals["tiny_portable"]) == outputs(finals["other"])
     for name, event in finals.items():
-        for output in event.result.outputs:
-            assert (tmp_path / "staging" / name / output.name).stat().st_size == output.size
+        task = tasks["tiny_portable"] if name == "tiny_portable" else replace(tasks["tiny_portable"], store=str(tmp_path / "staging" / "other"))
+        for output in event.result.outputs:  # in the task's store, by digest
+            assert stored(task, output).stat().st_size == output.size
     status = server_status(warm)
     assert status is not None and status["tasks_run"] == 2
     assert len(list(protocol.workers_dir(warm).glob("*.sock"))) == 1
@@ -124,6 +126,23 @@ def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm,
     assert first_progress is not None and first_progress < 1.5, f"first progress after {first_progress:.2f}s"
 
 
+def test_progress_names_the_stage_and_the_result_keeps_the_stages(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_xnnpack"]
+    executor = DaemonExecutor(jobs=1, cache_dir=warm)
+    lines = []
+    final = run_all(executor, {task.task_id: task},
+                    on_event=lambda e: lines.append((e.stage, e.text)) if e.kind is EventKind.PROGRESS else None)[task.task_id]
+    executor.close()
+    assert final.kind is EventKind.DONE, final.text
+    assert ("export", "exporting forward") in lines and ("lowering", "lowering for xnnpack") in lines
+    assert ("emitting", "emitting the program") in lines
+    assert ("checking", "checking against eager PyTorch") in lines
+    spans = [s["stage"] for s in final.result.stages]
+    assert spans == ["model-import", "export", "lowering", "emitting", "checking", "storing"]
+    assert final.result.insight["delegation"]["methods"]["forward"]["delegated"]["XnnpackBackend"]["subgraphs"] >= 1
+
+
 FRESH_BUILD = """
 import json, sys
 from ptebuild.worker.tasks import Task
@@ -136,7 +155,6 @@ print(json.dumps({o.name: o.sha256 for o in result.outputs}))
 
 def fresh_build(task) -> dict[str, str]:
     """The task built by a new interpreter that never saw the daemon."""
-    Path(task.staging).mkdir(parents=True, exist_ok=True)
     done = subprocess.run([sys.executable, "-c", FRESH_BUILD, json.dumps(task.to_json())],
                           capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -156,7 +174,7 @@ def test_an_edited_model_is_built_with_the_new_code(warm, tmp_path):
     after = outputs(run_all(executor, {task.task_id: task})[task.task_id])
     executor.close()
     assert after != before, "the warm server built the old model code"
-    assert after == fresh_build(replace(task, staging=str(tmp_path / "fresh")))
+    assert after == fresh_build(replace(task, store=str(tmp_path / "fresh")))
 
 
 def test_a_task_runs_in_the_builds_folder_and_environment(warm, tmp_path, monkeypatch):
@@ -329,14 +347,16 @@ def test_another_toolchain_memory_limit_and_idle_exit(tmp_path, monkeypatch, cap
         stop_servers(cache)
 
 
-def test_ctrl_c_of_a_build_kills_its_task_on_the_warm_server(warm, tmp_path):
+@pytest.mark.parametrize("start", STARTS)
+def test_ctrl_c_of_a_build_kills_its_task_on_the_warm_server(warm, tmp_path, start):
+    """However the build was started (a background job has SIGINT ignored), its SIGINT kills its task."""
     manifest = copy_project(tmp_path / "project")
     marker = tmp_path / "started"
     slow_on_first_attempt(manifest, marker)
     build = subprocess.Popen(
         [sys.executable, "-m", "ptebuild", "build", str(manifest), "--executor", "daemon", "--only", "tiny_portable"],
         cwd=ROOT, env={**os.environ, "PTEBUILD_CACHE": str(warm)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=started(start),
     )
     try:
         wait_for(marker.exists, 120, "the task to start")
@@ -391,10 +411,12 @@ def test_backends_that_do_not_survive_fork_run_in_a_fresh_interpreter(warm, tmp_
     """CUDA tasks (and every task with PTEBUILD_DAEMON_FRESH=1) are not forked from the warm server."""
     from ptebuild.daemon.children import needs_fresh_interpreter
 
-    assert needs_fresh_interpreter({"backend": "cuda"})
-    assert not needs_fresh_interpreter({"backend": "portable"})
-
     manifest = copy_project(tmp_path / "project")
+    portable = make_tasks(manifest, tmp_path / "store")["tiny_portable"]
+    cuda = replace(portable, plan=replace(portable.plan, backend="cuda"))
+    assert needs_fresh_interpreter(cuda.to_json())  # as the server receives it
+    assert not needs_fresh_interpreter(portable.to_json())
+
     forked = DaemonExecutor(jobs=1, cache_dir=warm)
     task = make_tasks(manifest, tmp_path / "forked")["tiny_portable"]
     expected = outputs(run_all(forked, {task.task_id: task})[task.task_id])

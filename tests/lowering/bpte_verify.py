@@ -24,7 +24,11 @@ DTYPES = {0: torch.uint8, 1: torch.int8, 3: torch.int32, 4: torch.int64, 5: torc
 
 
 def as_torch(value):
+    """A test case's input as ``run_method`` takes it: a tensor, or a scalar (an exported scalar input)."""
     tensor = value.val
+    for scalar in ("double_val", "int_val", "bool_val"):
+        if hasattr(tensor, scalar):
+            return getattr(tensor, scalar)
     dtype = DTYPES[tensor.scalar_type]
     flat = torch.frombuffer(bytearray(tensor.data), dtype=dtype) if tensor.data else torch.empty(0, dtype=dtype)
     return flat.reshape(tensor.sizes)

@@ -83,3 +83,20 @@ def test_the_expected_outputs_are_eager_pytorchs(builds, tmp_path):
         for case, (inputs, outputs) in zip(suite.cases, pairs):
             assert [v.tensor.data for v in case.inputs] == [t.contiguous().numpy().tobytes() for t in inputs]
             assert [v.tensor.data for v in case.expected_outputs] == [t.numpy().tobytes() for t in outputs]
+
+
+def test_the_samples_are_test_cases_after_the_generated_inputs():
+    import torch
+
+    from ptebuild.lowering.bundled_io import bundled_cases
+    from ptebuild.plan import DimPlan, InputPlan, MethodPlan, ProgramPlan
+
+    method = MethodPlan("forward", "forward", (InputPlan("x", ("batch", 4), "float32"),), (DimPlan("batch", 1, 8, 2),))
+    program = ProgramPlan(name="p", model="m", backend="portable", factory="m:f", kwargs={}, weights=None, seed=0,
+                          sources=(), methods=(method,), data_name=None, options={}, atol=1e-4, min_cosine=0.9999,
+                          check_enabled=True, model_entry={}, program_entry={})
+    model = torch.nn.Linear(4, 2).eval()
+    samples = [(torch.full((3, 4), 100.0),), (torch.full((5, 4), -7.0),)]
+    cases = bundled_cases(model, program, {"forward": samples})["forward"]
+    assert [tuple(inputs[0].shape) for inputs, _ in cases] == [(2, 4), (1, 4), (8, 4), (3, 4), (5, 4)]
+    assert torch.equal(cases[3][1][0], model(samples[0][0]).detach())

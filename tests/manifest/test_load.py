@@ -18,9 +18,14 @@ BAD = sorted(MANIFESTS.glob("bad-*.toml"))
 
 
 def expected_message(path: Path, display: str) -> str:
+    """The manifest's ``# expect:`` line: ``{file}``, ``{dir}`` and ``{backends}`` (the registry's
+    backend names, quoted: installed plug-ins are among them) filled in."""
+    from ptebuild.backends import backend_names
+
     first = path.read_text().splitlines()[0]
     assert first.startswith("# expect: "), f"{path.name} must start with '# expect: <message>'"
-    return first.removeprefix("# expect: ").format(file=display, dir=str(path.parent))
+    backends = ", ".join(map(repr, backend_names()))
+    return first.removeprefix("# expect: ").format(file=display, dir=str(path.parent), backends=backends)
 
 
 def test_there_are_bad_manifests():

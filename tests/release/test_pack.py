@@ -189,6 +189,61 @@ def test_from_cache_names_every_missing_program_and_packs_nothing(project, tmp_p
         pack_from_cache(read_lock(project.parent / "ptebuild.lock"), cache, tmp_path / "t.zip")
 
 
+def test_a_manifest_changed_since_the_build_and_lock_is_not_packed(project, tmp_path_factory, tmp_path, run, monkeypatch):
+    """Issue 26 item 9: build and lock, change the model's seed, pack without building. Before, the
+    bundle carried the old seed's programs and lock with the new seed's manifest (exit 0) and
+    ``verify`` said all ok."""
+    record = read_build_record(project.parent / "out")
+    write_lock(project.parent / "ptebuild.lock", lock_entries_from_record(record.targets), manifest="tiny.toml")
+    project.write_text(project.read_text().replace("seed = 1\n", "seed = 2\n"))
+    changed = "manifest field models.tiny.seed changed (1 -> 2)"
+    code, _, err = run("pack", project, "-o", tmp_path / "r.tar.gz")
+    assert code == 1
+    assert err == (
+        f"error: {project.parent / 'out'}: program tiny_portable was built from other inputs than the manifest gives now: "
+        f"{changed} (and 1 more targets); build it first (`ptebuild build {project}`); nothing packed\n"
+    )
+    code, _, err = run("pack", project, "-o", tmp_path / "r.tar.gz", "--from-cache", "--cache", cache_dir(tmp_path_factory))
+    assert code == 1
+    assert err == (
+        f"error: {project.parent / 'ptebuild.lock'}: lock is stale: program tiny_portable was built from other inputs than the "
+        f"manifest gives now: {changed} (and 1 more targets); build and lock it (`ptebuild build {project}`, "
+        f"`ptebuild lock {project}`), then pack; nothing packed\n"
+    )
+    assert not (tmp_path / "r.tar.gz").exists()
+    # The bundle the old pack wrote (the check above switched off): verify names the contradiction.
+    monkeypatch.setattr("ptebuild.release.pack.stale_targets", lambda *args: [])
+    assert run("pack", project, "-o", tmp_path / "r.tar.gz")[0] == 0
+    code, out, _ = run("verify", tmp_path / "r.tar.gz")
+    assert code == 1
+    assert (f"r.tar.gz: r/tiny.toml: program tiny_portable was built from other manifest entries than it holds: {changed} "
+            "(the bundle mixes two builds: build, lock and pack again)") in out
+
+
+def test_a_changed_model_source_is_named_and_the_lock_points_to_the_cache(project, tmp_path, run):
+    """An edit to the model's code since the build is a changed input too; where the lock still
+    matches the manifest (the edit undone, the folder built from it), the cache is the way out."""
+    record = read_build_record(project.parent / "out")
+    write_lock(project.parent / "ptebuild.lock", lock_entries_from_record(record.targets), manifest="tiny.toml")
+    model = project.parent / "tinymodels" / "tiny.py"
+    model.write_text(model.read_text() + "\n# edited\n")
+    code, _, err = run("pack", project, "-o", tmp_path / "r.tar.gz")
+    assert code == 1 and "program tiny_portable was built from other inputs than the manifest gives now: source file " \
+                          "tinymodels/tiny.py changed (sha256 " in err
+    assert "--from-cache" not in err  # the lock is as stale as the folder
+    # The folder holds another build than the manifest and the lock (they agree): the cache has the locked one.
+    original = model.read_text().removesuffix("\n# edited\n")
+    model.write_text(original)
+    entries = lock_entries_from_record(record.targets)
+    other = {**record.targets["tiny_portable"], "inputs": {**record.targets["tiny_portable"]["inputs"], "manifest.model.seed": "7"}}
+    (project.parent / "out" / "ptebuild.json").write_text(json.dumps(
+        {"format": "ptebuild-record", "version": 1, "manifest": "../tiny.toml", "targets": {**record.targets, "tiny_portable": other}}))
+    write_lock(project.parent / "ptebuild.lock", entries, manifest="tiny.toml")
+    code, _, err = run("pack", project, "-o", tmp_path / "r.tar.gz")
+    assert code == 1 and "manifest field models.tiny.seed changed (7 -> 1)" in err
+    assert f"or pack what ptebuild.lock names from the cache (`ptebuild pack {project} --from-cache`); nothing packed" in err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -287,14 +342,18 @@ def test_every_bundle_of_two_clean_builds_is_byte_identical_and_verifies(bundles
     assert sorted(record["targets"]) == list(BUNDLE_PROGRAMS)
     assert record["targets"]["tiny_portable"]["runtime"]["minimum"] == "0.7.0"
     assert record["targets"]["tiny_inside"]["runtime"]["files"]["tiny_inside.bpte"] == {"format": "BP08", "schema_version": 2}
-    # How a device verifies each .bpte (verify_method_outputs): the check's atol, the same as the
-    # build record's; a program without a .bpte has none.
+    # How a device verifies each .bpte (verify_method_outputs): twice the largest error the check
+    # measured plus 1e-5 (issue 26: derived from the check, not a flat value), the same as the build
+    # record's; a program without a .bpte has none.
     folder_record = read_build_record(out).targets
     for name, target in record["targets"].items():
         has_bpte = any(f.endswith(".bpte") for f in target["outputs"])
         assert ("bundled_io" in target) == has_bpte == ("bundled_io" in folder_record[name]), name
         if has_bpte:
-            assert target["bundled_io"] == folder_record[name]["bundled_io"] == {"atol": 1e-3 if name == "tiny_xnnpack" else 1e-4, "rtol": 0.0}
+            measured = folder_record[name]["checked"]["max_abs_error"]
+            assert target["bundled_io"] == folder_record[name]["bundled_io"] == {
+                "atol": 2 * measured + 1e-5, "rtol": 0.0, "max_error": measured, "margin": 2.0}
+            assert target["bundled_io"]["atol"] < (1e-3 if name == "tiny_xnnpack" else 1e-4)  # the check's atol
     with zipfile.ZipFile(tmp_path / "a" / "tiny-mobile.zip") as zf:
         zf.extractall(tmp_path / "x")
     done = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path / "x" / "tiny-mobile", capture_output=True, text=True)

@@ -18,6 +18,7 @@ class Runner:
 
     def __init__(self, root: Path, remote: str, salt: str = ""):
         self.manifest = copy_project(root / "project")
+        self.salt = salt
         if salt:
             model = self.manifest.parent / "tinymodels" / "tiny.py"
             model.write_text(model.read_text() + f"\n# {salt}\n")

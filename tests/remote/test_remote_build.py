@@ -1,71 +1,118 @@
-"""Real builds sharing a real nginx: two runners, shards, and faults between a runner and the server.
+"""Real builds sharing a real remote cache: two runners, and faults between a runner and the server,
+against both tiers (nginx for HTTP, BuildGrid for REAPI over gRPC); then, on nginx, shards,
+read-only runners, shared weights and the entries' wire format.
 
 "Runners" are separate project copies, local caches and output folders on one machine; the
-remote cache is the session's nginx (WebDAV PUT), reached directly or through the fault proxy.
+remote cache is the session's server, reached directly or through its fault proxy
+(``faultproxy.py``, ``grpcproxy.py``).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
-from helpers import ptebuild
+from helpers import ptebuild, require_module
 from runners import Runner, heavy_imports, warnings
 
 from ptebuild.store import Store
 
 ONE = ("--only", "tiny_portable")
+UNUSED = {"http": "http://127.0.0.1:9/unused", "grpc": "grpc://127.0.0.1:9"}
+"""A remote cache of each kind that nobody answers at."""
 
 
 @pytest.fixture(scope="module")
-def runner_a(nginx, tmp_path_factory):
-    """Runner A built the whole tiny manifest and uploaded it."""
-    import uuid
+def runners_a(tmp_path_factory):
+    """``runner_a(kind, request)``: runner A, which built the whole tiny manifest and uploaded it, to a
+    path of its own on nginx or to BuildGrid (the session's, shared: keys of its own through a
+    salt); built once per kind and module, when a test first asks."""
+    made: dict[str, Runner] = {}
 
-    url = f"{nginx.url}/build-{uuid.uuid4().hex[:8]}"
-    runner = Runner(tmp_path_factory.mktemp("runner-a"), url)
-    document, result = runner.build()
-    assert {p["status"] for p in document["programs"]} == {"built"}
-    assert warnings(result) == []
-    return runner
+    def runner_a(kind: str, request: pytest.FixtureRequest) -> Runner:
+        if kind not in made:
+            if kind == "http":
+                url, salt = f"{request.getfixturevalue('nginx').url}/build-{uuid.uuid4().hex[:8]}", ""
+            else:
+                require_module("grpc", "pip install 'ptebuild[grpc]' (./bootstrap.sh --test installs it)")
+                url, salt = request.getfixturevalue("buildgrid").url, f"run {uuid.uuid4().hex}"
+            runner = Runner(tmp_path_factory.mktemp(f"runner-a-{kind}"), url, salt)
+            document, result = runner.build()
+            assert {p["status"] for p in document["programs"]} == {"built"}
+            assert warnings(result) == []
+            stats = runner.remote_stats()
+            assert stats["uploads"] == 8 and stats["errors"] == 0, stats  # 4 files, 4 entries (each key, and without the toolchain)
+            made[kind] = runner
+        return made[kind]
+
+    return runner_a
+
+
+@pytest.fixture(params=["http", "grpc"])
+def runner_a(request, runners_a):
+    return runners_a(request.param, request)
+
+
+def kind_of(runner: Runner) -> str:
+    return runner.remote.split(":", 1)[0]
 
 
 def test_runner_b_restores_every_program_from_the_remote_without_lowering(runner_a, tmp_path):
-    b = Runner(tmp_path / "b", runner_a.remote)
-    document, result = b.build(trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
-    assert heavy_imports(result) == set()  # no worker, no torch
-    assert b.files() == runner_a.files()
-    stats = ptebuild("cache", "stats", "--cache", str(b.cache), "--json")
-    (remote,) = json.loads(stats.stdout)["last_build_remote"].values()
-    assert remote["hits"] == 2 and remote["bytes_down"] >= sum(len(d) for d in b.files().values())
+    b = Runner(tmp_path / "b", runner_a.remote, runner_a.salt)
+    document, result = b.build("--explain", trace_imports=True)
+    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2, (
+        warnings(result), [(p["key"], p.get("explain")) for p in document["programs"]])
+    assert heavy_imports(result) == set()  # no worker, no torch: nothing lowered
+    assert warnings(result) == []
+    assert b.files() == runner_a.files() and len(b.files()) == 4
+    remote = b.remote_stats()
+    assert (remote["hits"], remote["downloads"], remote["uploads"], remote["errors"]) == (2, 4, 0, 0), remote
+    assert remote["bytes_down"] >= sum(len(d) for d in b.files().values())
     # The remote hit was copied into B's local cache: the next build is local.
-    again, _ = b.build("--remote-cache", "http://127.0.0.1:9/unused")
+    again, _ = b.build("--remote-cache", UNUSED[kind_of(runner_a)])
     assert [(p["status"], p.get("source")) for p in again["programs"]] == [("cached", "local")] * 2
 
 
-@pytest.mark.parametrize(
-    ("fault", "arm"),
-    [
-        ("flipped byte", lambda proxy: proxy.fault("flip", match="/cas/", methods=["GET"])),
-        ("500s", lambda proxy: proxy.fault("status", code=500)),
-        ("server gone mid-build", lambda proxy: proxy.die_after(1)),
-    ],
-)
-def test_faults_never_fail_the_build_nor_poison_the_local_cache(runner_a, proxy, tmp_path, fault, arm):
-    path = runner_a.remote.split("/", 3)[3]
-    b = Runner(tmp_path / "b", f"{proxy.origin}/{path}")
+def _http(runner_a, request):
+    proxy = request.getfixturevalue("proxy")
+    return proxy, f"{proxy.origin}/{runner_a.remote.split('/', 3)[3]}"
+
+
+def _grpc(runner_a, request):
+    proxy = request.getfixturevalue("grpc_proxy")
+    return proxy, proxy.url
+
+
+FAULTS = [
+    ("http", "flipped byte", lambda proxy: proxy.fault("flip", match="/cas/", methods=["GET"])),
+    ("http", "500s", lambda proxy: proxy.fault("status", code=500)),
+    ("http", "server gone mid-build", lambda proxy: proxy.die_after(1)),
+    ("grpc", "flipped byte", lambda proxy: proxy.fault("flip", match="BatchReadBlobs")),
+    ("grpc", "server gone mid-build", lambda proxy: proxy.die_after(1)),  # UNAVAILABLE answers: tests/store/test_grpc.py
+]
+
+
+@pytest.mark.parametrize(("kind", "fault", "arm"), FAULTS, ids=[f"{kind}-{fault}" for kind, fault, _ in FAULTS])
+def test_faults_never_fail_the_build_nor_poison_the_local_cache(runners_a, request, tmp_path, kind, fault, arm):
+    runner_a = runners_a(kind, request)
+    proxy, url = (_http if kind == "http" else _grpc)(runner_a, request)
+    b = Runner(tmp_path / "b", url, runner_a.salt)
     arm(proxy)
     document, result = b.build(*ONE)
     program = document["programs"][0]
     assert program["status"] in ("built", "cached"), fault
     assert len(warnings(result)) >= 1, fault
+    assert all(w.startswith(f"warning: remote cache {url}") for w in warnings(result)), warnings(result)
     # Whatever happened, the output is A's exact bytes (lowering is deterministic) ...
     expected = {n: d for n, d in runner_a.files().items() if n.startswith("tiny_portable")}
     assert b.files() == expected, fault
     # ... and nothing wrong reached B's local cache.
     report = Store(b.cache).verify()
     assert report.ok, fault
+
+
+# --- on nginx ------------------------------------------------------------------------------------
 
 
 def test_shards_then_a_final_build_lower_each_program_once(nginx, tmp_path):
@@ -82,7 +129,7 @@ def test_shards_then_a_final_build_lower_each_program_once(nginx, tmp_path):
     assert heavy_imports(result) == set()
 
 
-def test_remote_upload_no_reads_but_never_writes(runner_a, space, tmp_path):
+def test_remote_upload_no_reads_but_never_writes(space, tmp_path):
     runner = Runner(tmp_path / "pr", space.url)
     document, _ = runner.build(*ONE, "--remote-upload=no")
     assert document["programs"][0]["status"] == "built"
@@ -113,7 +160,7 @@ def test_a_shared_weights_group_fetches_only_what_the_folder_needs(nginx, tmp_pa
     assert remote["downloads"] == len(b.files()) == 3, remote  # two .pte and the merged .ptd: no member .ptd
 
 
-def test_the_entries_of_a_build_are_reapi_action_results(runner_a, nginx):
+def test_the_entries_of_a_build_are_reapi_action_results(runners_a, request, nginx):
     """What a validating server (bazel-remote) asks of an /ac/ upload: an ActionResult, here read
     by the protobuf library against the REAPI schema, whose blobs are all in the CAS."""
     import hashlib
@@ -122,6 +169,7 @@ def test_the_entries_of_a_build_are_reapi_action_results(runner_a, nginx):
 
     from ptebuild.store.entries import ENTRY_PATH
 
+    runner_a = runners_a("http", request)
     folder = nginx.root / runner_a.remote.rsplit("/", 1)[1]
     names = sorted(p.name for p in (folder / "ac").iterdir())
     assert len(names) == 4  # two programs, each under its key and the key without the toolchain

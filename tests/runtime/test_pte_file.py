@@ -10,6 +10,7 @@ import sys
 import pytest
 from runtime_programs import patched
 
+from ptebuild.backends.xnnpack.payload import HEADER_MAGIC, graph_bytes, xnnpack_named_keys
 from ptebuild.errors import FormatError
 from ptebuild.runtime.ptd_file import read_ptd
 from ptebuild.runtime.pte_file import (
@@ -24,7 +25,6 @@ from ptebuild.runtime.pte_file import (
     open_pte,
     read_pte,
 )
-from ptebuild.runtime.xnnpack_blob import HEADER_MAGIC, xnnpack_named_keys
 
 
 def test_portable_program_needs_its_external_tensors(programs):
@@ -192,7 +192,7 @@ def test_reader_delegate_reference_blob_and_specs(programs):
         reference = delegate.processed("where")
         assert reference.location == DataLocation.SEGMENT
         offset, size = pte.segments[reference.index]
-        blob = pte.delegate_blob(delegate, "where")
+        blob = graph_bytes(pte.payload(plan.name(), delegate))
         # Only the XNNPACK header and flatbuffer: the constant data after them is not read.
         assert blob[4:8] == HEADER_MAGIC and len(blob) <= size and raw[offset : offset + len(blob)] == blob
         assert xnnpack_named_keys(blob, "where") == read_pte(programs.xa.pte).delegate_keys

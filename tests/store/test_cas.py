@@ -155,3 +155,38 @@ def test_write_fault_is_one_line_store_error(store, tmp_path, monkeypatch, code)
 def test_missing_source_is_an_oserror(store, tmp_path):
     with pytest.raises(FileNotFoundError):
         store.cas.put_file(tmp_path / "nope")
+
+
+def test_a_writer_stores_a_stream_by_its_digest(store):
+    chunks = [os.urandom(n) for n in (1, 4096, 3 * hashing.BUF_SIZE + 7, 0, 17)]
+    with store.cas.writer() as out:
+        for chunk in chunks:
+            assert out.write(memoryview(chunk)) == len(chunk)
+        digest, size = out.commit()
+    data = b"".join(chunks)
+    assert (digest, size) == (hashlib.sha256(data).hexdigest(), len(data))
+    blob = store.cas.path(digest)
+    assert blob.read_bytes() == data and stat.S_IMODE(blob.stat().st_mode) == 0o444
+    assert not [p for p in (store.root / "objects").iterdir() if p.is_file()]  # no temp left
+
+
+def test_a_writer_left_without_commit_stores_nothing(store):
+    with pytest.raises(RuntimeError), store.cas.writer() as out:
+        out.write(b"half a blob")
+        raise RuntimeError("the serializer failed")
+    assert list(store.cas) == [] and not [p for p in (store.root / "objects").iterdir() if p.is_file()]
+
+
+def test_a_writer_into_a_read_only_cache_is_a_store_error(tmp_path):
+    from ptebuild.store.cas import CAS
+
+    root = tmp_path / "objects"
+    root.mkdir()
+    root.chmod(0o555)
+    try:
+        if os.access(root, os.W_OK):
+            pytest.skip("running as a user who may write anywhere")
+        with pytest.raises(StoreError, match="cannot write to the cache"):
+            CAS(root).writer()
+    finally:
+        root.chmod(0o755)

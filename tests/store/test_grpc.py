@@ -1,10 +1,11 @@
-"""The gRPC tier (ptebuild.store.grpc) against a real BuildGrid: blobs and entries, verified and
-streamed, and the HTTP tier's faults where they apply, from a real gRPC proxy (``grpcproxy.py``)."""
+"""The gRPC tier (ptebuild.store.grpc) against a real BuildGrid: what only it does (its URLs, metadata,
+wire format, TLS, signed entries), and its faults, from a real gRPC proxy (``grpcproxy.py``). The
+contract it shares with the HTTP tier, round trips, verified downloads, held-back entries and
+streaming: ``test_remote.py``."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import subprocess
 import sys
@@ -16,9 +17,10 @@ from helpers import require_module
 from http_helpers import KEY, OTHER_KEY, blob, document, grpc_tier, leftovers
 
 from ptebuild.canonical import canonical_bytes
-from ptebuild.errors import CorruptObject, StoreError, UsageError
-from ptebuild.store import entries, reapi, tiers
-from ptebuild.store.grpc import GrpcTier, split_url
+from ptebuild.errors import StoreError, UsageError
+from ptebuild.store import entries, reapi
+from ptebuild.store.grpc import GrpcTier
+from ptebuild.store.grpc_url import split_url
 
 grpc = require_module("grpc", "pip install 'ptebuild[grpc]' (./bootstrap.sh --test installs it)")
 
@@ -37,24 +39,6 @@ def raw_call(target: str, method: str, request: bytes) -> bytes:
 
 
 # --- URLs, registration, metadata --------------------------------------------------------------
-
-
-def test_registered_as_the_grpc_tier_and_picked_by_the_url_scheme(buildgrid):
-    t = tiers.open_tier("grpc", buildgrid.url)
-    assert isinstance(t, GrpcTier) and isinstance(t, tiers.Tier)
-    assert isinstance(t.blobs, tiers.BlobStore) and isinstance(t.actions, tiers.ActionStore)
-    assert (t.name, t.source, t.writable) == (f"remote cache {buildgrid.url}", "remote", True)
-    t.close()
-    assert [tiers.remote_kind(u) for u in ("http://h", "https://h/p", "grpc://h:1", "grpcs://h", "GRPC://h:1")] == [
-        "http", "http", "grpc", "grpc", "grpc"]
-    with pytest.raises(UsageError, match=r"^--remote-cache: 'ftp://h/x' is not a URL of a remote cache "
-                                         r"\(http://, https://, grpc://, grpcs://host\[:port\]\.\.\.\)$"):
-        tiers.remote_kind("ftp://user:pw@h/x")
-    opened = tiers.open_remote(tiers.RemoteSettings.of(buildgrid.url, {"X-Token": "tok-1"}), print)
-    assert isinstance(opened, GrpcTier)
-    opened.close()
-    assert repr(tiers.RemoteSettings.of("grpc://u:p@h:1", {"X-Token": "tok-1"}, secret=b"k")) == (
-        "RemoteSettings('grpc://h:1', headers=[X-Token], upload=True, signed=True)")
 
 
 @pytest.mark.parametrize(("url", "parts"), [
@@ -98,57 +82,23 @@ def test_headers_and_userinfo_travel_as_metadata_and_are_never_shown(grpc_proxy)
 # --- round trips -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [0, 1000, LARGE], ids=["empty", "batched", "bytestream"])
-def test_blob_round_trip(buildgrid, tmp_path, size):
-    src, digest = blob(tmp_path, "a.bin", size)
+def test_a_blob_of_a_size_never_met_cannot_be_fetched(buildgrid, tmp_path):
+    """REAPI names a blob by its digest and size: a size the tier has not met is a caller's error."""
     t = grpc_tier(buildgrid.url)
-    assert t.blobs.has(digest, size) is (size == 0)  # a REAPI server always has the empty blob
-    assert t.blobs.put_file(src) == (digest, size)
-    assert t.blobs.has(digest, size)
-    assert t.blobs.fetch(digest, tmp_path / "b.bin", size)
-    assert (tmp_path / "b.bin").read_bytes() == src.read_bytes()
-    s = t.stats()
-    assert (s["uploads"], s["downloads"], s["errors"]) == ((0, 0, 0) if size == 0 else (1, 1, 0))
-    assert s["bytes_up"] >= size and s["bytes_down"] >= size
-    assert leftovers(tmp_path) == []
-    t.close()
-
-
-def test_fetch_of_an_absent_blob_is_false_and_writes_nothing(buildgrid, tmp_path):
-    t = grpc_tier(buildgrid.url)
-    assert t.blobs.fetch("ab" * 32, tmp_path / "x", 10) is False
-    assert t.blobs.fetch("cd" * 32, tmp_path / "y", LARGE) is False
-    assert list(tmp_path.iterdir()) == [] and t.stats()["errors"] == 0
     with pytest.raises(ValueError, match="the gRPC tier needs the size of blob"):
         t.blobs.fetch("ef" * 32, tmp_path / "z")  # a size never met in this build
+    assert list(tmp_path.iterdir()) == [] and t.stats()["errors"] == 0
 
 
-def test_fetch_many_and_put_many_keep_order(buildgrid, tmp_path):
-    items = [blob(tmp_path, f"s{i}.bin", 100_000 * (i + 1)) for i in range(6)] + [blob(tmp_path, "big.bin", LARGE)]
-    t = grpc_tier(buildgrid.url, jobs=4)
-    assert t.blobs.put_many([(p, d) for p, d in items]) == [(d, p.stat().st_size) for p, d in items]
-    assert t.stats()["uploads"] == 7
-    assert t.blobs.put_many([(p, d) for p, d in items])  # all there: nothing sent again
-    assert t.stats()["uploads"] == 7
-    out = tmp_path / "out"
-    out.mkdir()
-    wanted = [(d, out / p.name, p.stat().st_size) for p, d in items] + [("cd" * 32, out / "absent", 5)]
-    assert t.blobs.fetch_many(wanted) == [True] * 7 + [False]
-    for p, _ in items:
-        assert (out / p.name).read_bytes() == p.read_bytes()
-    assert not (out / "absent").exists() and leftovers(out) == []
-
-
-def test_action_round_trip_and_wire_format(buildgrid, tmp_path):
+def test_entry_wire_format(buildgrid, tmp_path):
+    """What BuildGrid holds of an entry: an ActionResult naming the output and the envelope, under
+    the action digest; the envelope a blob of its own. (Round trips: test_remote.py.)"""
     key = unique_key()
     src, digest = blob(tmp_path, "a.bin", 1000)
     t = grpc_tier(buildgrid.url)
-    assert t.actions.get(key) is None
     t.blobs.put_file(src, digest)
     doc = document(key, [digest], [1000])
     t.actions.put(key, doc, [digest])
-    assert grpc_tier(buildgrid.url).actions.get(key) == doc
-    # What BuildGrid holds: an ActionResult naming the output and the envelope, under the action digest.
     raw = raw_call(buildgrid.target, reapi.GET_ACTION_RESULT,
                    reapi.get_action_result_request("", entries.action_digest(key)))
     envelope = canonical_bytes({"document": doc, "format": "ptebuild-remote-action", "key": key, "refs": [digest],
@@ -159,28 +109,6 @@ def test_action_round_trip_and_wire_format(buildgrid, tmp_path):
     [(_, data, status)] = reapi.batch_read_blobs_response(raw_call(
         buildgrid.target, reapi.BATCH_READ_BLOBS, reapi.batch_read_blobs_request("", [reapi.Digest.of(envelope)])))
     assert status.ok and data == envelope
-    s = t.stats()
-    assert (s["hits"], s["misses"], s["uploads"]) == (0, 1, 2)  # the blob, the entry (its envelope is part of it)
-
-
-def test_entry_naming_a_blob_the_server_lacks_is_not_uploaded(buildgrid):
-    key = unique_key()
-    warnings: list[str] = []
-    t = grpc_tier(buildgrid.url, warnings)
-    t.actions.put(key, document(key, ["ee" * 32], [10]), ["ee" * 32])
-    assert t.actions.get(key) is None
-    assert warnings == [f"remote cache {buildgrid.url}: entry {key} not uploaded: blob eeeeeeeeeeee is not on the server"]
-
-
-def test_upload_no_writes_nothing(buildgrid, tmp_path):
-    key = unique_key()
-    src, digest = blob(tmp_path, "a.bin", 5000)
-    reader = grpc_tier(buildgrid.url, upload=False)
-    assert reader.writable is False
-    assert reader.blobs.put_file(src) == (digest, 5000)
-    reader.actions.put(key, document(key, [digest], [5000]), [digest])
-    assert not grpc_tier(buildgrid.url).blobs.has(digest, 5000)
-    assert reader.stats()["uploads"] == reader.stats()["bytes_up"] == 0
 
 
 def test_signed_entries(buildgrid, tmp_path):
@@ -197,59 +125,6 @@ def test_signed_entries(buildgrid, tmp_path):
     assert wrong.actions.get(key) is None
     assert warnings == [f"remote cache {buildgrid.url}: entry {key}: wrong signature; refused"]
     assert wrong.stats()["refused"] == 1
-
-
-# --- verified downloads, entries held back -----------------------------------------------------
-
-
-@pytest.mark.parametrize(("size", "method"), [(1_000_000, "BatchReadBlobs"), (LARGE, "ByteStream/Read")],
-                         ids=["batched", "bytestream"])
-def test_a_flipped_byte_is_corrupt_and_never_written(buildgrid, grpc_proxy, tmp_path, size, method):
-    src, digest = blob(tmp_path, "a.bin", size)
-    grpc_tier(buildgrid.url).blobs.put_file(src, digest)
-    warnings: list[str] = []
-    t = grpc_tier(grpc_proxy.url, warnings)
-    grpc_proxy.fault("flip", match=method)
-    dest = tmp_path / "out" / "b.bin"
-    dest.parent.mkdir()
-    with pytest.raises(CorruptObject) as err:
-        t.blobs.fetch(digest, dest, size)
-    assert str(err.value).startswith(f"blob {digest[:12]} has wrong bytes ({size} bytes hashing to ")
-    assert list(dest.parent.iterdir()) == [] and warnings == []
-    assert t.stats()["errors"] == 1
-    grpc_proxy.reset()  # the tier is still usable
-    assert t.blobs.fetch(digest, dest, size) and dest.read_bytes() == src.read_bytes()
-
-
-def test_a_stream_cut_on_every_try_is_corrupt_without_a_warning(buildgrid, grpc_proxy, tmp_path):
-    src, digest = blob(tmp_path, "a.bin", LARGE)
-    grpc_tier(buildgrid.url).blobs.put_file(src, digest)
-    warnings: list[str] = []
-    t = grpc_tier(grpc_proxy.url, warnings, max_failures=10)
-    grpc_proxy.fault("truncate", match="ByteStream/Read")
-    with pytest.raises(CorruptObject, match=rf"^blob {digest[:12]} did not arrive whole in 3 tries \(last: server unavailable \(gRPC UNAVAILABLE\)\)$"):
-        t.blobs.fetch(digest, tmp_path / "b.bin", LARGE)
-    assert not (tmp_path / "b.bin").exists() and leftovers(tmp_path) == []
-    assert warnings == [] and t.stats()["errors"] == 3
-
-
-@pytest.mark.parametrize("method", ["BatchUpdateBlobs", "ByteStream/Write"])
-def test_a_corrupted_upload_is_refused_by_the_server_and_its_entry_held_back(buildgrid, grpc_proxy, tmp_path, method):
-    key = unique_key()
-    size = 1000 if method == "BatchUpdateBlobs" else LARGE
-    src, digest = blob(tmp_path, "a.bin", size)
-    warnings: list[str] = []
-    t = grpc_tier(grpc_proxy.url, warnings, max_failures=10)
-    grpc_proxy.fault("flip_request", match=method)
-    assert t.blobs.put_file(src, digest) == (digest, size)
-    t.actions.put(key, document(key, [digest], [size]), [digest])
-    direct = grpc_tier(buildgrid.url)
-    assert not direct.blobs.has(digest, size) and direct.actions.get(key) is None
-    what = f"BatchUpdateBlobs {digest}" if method == "BatchUpdateBlobs" else f"ByteStream.Write blobs/{digest}/{size}"
-    assert [w.split(": ", 1)[1] for w in warnings] == [
-        f"{what}: gRPC INVALID_ARGUMENT; not uploaded",
-        f"entry {key} not uploaded: blob {digest[:12]} is not on the server",
-    ]
 
 
 # --- faults: retries, warnings, the failure budget ---------------------------------------------
@@ -350,44 +225,6 @@ def test_refused_credentials_turn_uploads_off_or_the_tier(buildgrid, grpc_proxy,
 
 
 # --- streaming ---------------------------------------------------------------------------------
-
-STREAM_SCRIPT = textwrap.dedent(
-    """
-    import resource, sys
-    from pathlib import Path
-    from ptebuild.store.grpc import GrpcTier
-    url, src, dest, digest, size = sys.argv[1:]
-    t = GrpcTier(url)
-    t.blobs.has(digest, int(size))  # warm: imports, channel, capabilities
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert t.blobs.put_file(Path(src), digest)[0] == digest
-    assert t.blobs.fetch(digest, Path(dest), int(size))
-    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
-    """
-)
-
-
-def test_a_64_mib_blob_is_streamed_both_ways(buildgrid, tmp_path):
-    src = tmp_path / "big.bin"
-    h = hashlib.sha256()
-    with open(src, "wb") as f:
-        for _ in range(64):
-            chunk = os.urandom(1 << 20)
-            h.update(chunk)
-            f.write(chunk)
-    digest = h.hexdigest()
-    dest = tmp_path / "back.bin"
-    proc = subprocess.run(
-        [sys.executable, "-c", STREAM_SCRIPT, buildgrid.url, str(src), str(dest), digest, str(64 << 20)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    growth = int(proc.stdout.strip())
-    print(f"peak RSS growth: {growth / 2**20:.1f} MiB")
-    assert growth < 24 << 20, f"peak RSS grew by {growth >> 20} MiB for a 64 MiB blob"
-    assert dest.stat().st_size == 64 << 20
-    assert hashlib.sha256(dest.read_bytes()).hexdigest() == digest
-
 
 TLS_SCRIPT = textwrap.dedent(
     """

@@ -70,3 +70,27 @@ def test_separate_outputs_keeps_distinct_and_contiguous_ones_as_they_are():
     out = separate_outputs({"a": a, "pair": (b, a.t())}, distinct=True, contiguous=True)
     assert out["a"] is a and out["pair"][0] is b
     assert out["pair"][1].is_contiguous() and torch.equal(out["pair"][1], a.t())
+
+
+def test_a_kv_cache_written_in_place_lowers_without_requires_grad_false(tmp_path):
+    """Export and lowering run under ``torch.no_grad()``: a static KV cache in buffers, written
+    with ``index_copy_`` from the parameters' outputs, lowers from a factory that does not call
+    ``requires_grad_(False)`` (before: "a leaf Variable that requires grad is being used in an
+    in-place operation" while emitting), and the program matches eager PyTorch."""
+    from pathlib import Path
+
+    from ptebuild.lowering.check import check_program
+    from ptebuild.lowering.examples import make_inputs
+    from ptebuild.manifest import load_manifest
+    from ptebuild.worker.lower import lower
+    from ptebuild.worker.model_loading import build_model
+
+    manifests = Path(__file__).resolve().parents[1] / "manifests"
+    plan = load_manifest(manifests / "decoders.toml")
+    program = next(p for p in plan.programs if p.name == "kv_portable")
+    model = build_model(program, manifests, plan.manifest)
+    assert torch.is_grad_enabled() and any(p.requires_grad for p in model.parameters())
+    lowered = lower(model, program, {m.name: make_inputs(m, program.seed) for m in program.methods}, tmp_path, lambda _: None)
+    assert torch.is_grad_enabled()  # as it was
+    figures = check_program(model, program, lowered.files[program.pte_name], None)
+    assert figures and all(f.max_abs_error < 1e-5 for f in figures)

@@ -36,8 +36,8 @@ outputs matched to the method's; nothing is run."""
 
 
 def _features(features) -> tuple:
-    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.runtime.coreml_payload.Feature` values."""
-    from ptebuild.runtime.coreml_payload import ARRAY_DTYPES, Feature
+    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.backends.coreml.payload.Feature` values."""
+    from ptebuild.backends.coreml.payload import ARRAY_DTYPES, Feature
 
     out = []
     for feature in features:
@@ -66,7 +66,7 @@ class _ReadBack:
 
     def model(self, delegate, where: str):
         """``(pure-Python model, coremltools spec or None for a compiled model, function name or None)``."""
-        from ptebuild.runtime import coreml_payload
+        from ptebuild.backends.coreml import payload as coreml_payload
 
         payload = self.reader.delegate_payload(delegate, where)
         reference = coreml_payload.read_reference(payload.read(0, min(payload.size, 4096), "head"), where)
@@ -82,7 +82,7 @@ class _ReadBack:
         return model, self._specs[key], function
 
     def _coremltools_spec(self, payload, model, number: int):
-        from ptebuild.runtime.coreml_payload import list_files
+        from ptebuild.backends.coreml.payload import list_files
 
         if model.specification_version is None:
             return None  # a compiled model keeps no specification to read back
@@ -140,114 +140,81 @@ def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]])
 def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     """Check the Core ML program ``pte`` (module docstring); raise CheckError at the first
     mismatch, naming the method, the delegate and the argument."""
-    from ptebuild.lowering.structure import (
-        MethodStructure,
-        check_method_io,
-        check_parses,
-        compatible,
-        delegated,
-        method_plans,
-        tensor_arg,
-    )
-    from ptebuild.runtime.coreml_payload import BACKEND_ID, SPEC_VERSION_TARGETS
-    from ptebuild.runtime.pte_file import open_pte
+    from ptebuild.backends.coreml.payload import CoreMLReader
+    from ptebuild.lowering.structure import check_structure
 
-    location = f"programs.{program.name}"
-    check_parses(pte, ptd, location)
     target = coreml_options.get(program.options, "minimum_deployment_target", coreml_options.DEFAULT_TARGET)
-    target_version = coreml_options.SPECIFICATION_OF_TARGET[target]
-    figures = []
-    with open_pte(pte) as reader, tempfile.TemporaryDirectory(prefix="ptebuild-coreml-check-") as tmp:
-        plans = method_plans(reader, program)
-        models = _ReadBack(reader, Path(tmp))
-        for method in program.methods:
-            plan = plans[method.name]
-            check_method_io(model, program, method, plan)
-            found = delegated(plan, BACKEND_ID, "Core ML", method.name, location)
-            calls, kernels, delegates, ours = found.calls, found.kernels, found.delegates, found.ours
-            values = plan.values()
-            method_inputs = plan.inputs()
-            tensor_inputs = [i for i in method_inputs if tensor_arg(values, i) is not None]
-            declared_inputs = [leaf for spec in method.inputs for leaf in spec.leaves() if leaf.kind == "tensor"]
-            dims = {d.name: (d.min, d.max) for d in method.dims}
-            described_in: list[str] = []
-            described_out: list[str] = []
-            payloads = []
-            for call in ours:
-                where = f"method {method.name!r} delegate {call.delegate}"
-                try:
-                    pure, spec, function = models.model(delegates[call.delegate], where)
-                except CheckError as exc:
-                    raise CheckError(exc.message, location=location) from None
-                input_names, output_names = pure.argument_names(function)
-                if spec is None:
-                    inputs, outputs = (), ()
-                    if len(call.args) != len(input_names) + len(output_names):
-                        raise CheckError(
-                            f"{where}: the call passes {len(call.args)} arguments, the compiled model's metadata names "
-                            f"{len(input_names)} inputs and {len(output_names)} outputs", location=location)
-                    payloads.append("compiled Core ML model (its specification is not kept)")
-                    continue
-                version = spec.specificationVersion
-                if version > target_version:
-                    needs = SPEC_VERSION_TARGETS.get(version, f"specification {version}")
+    with tempfile.TemporaryDirectory(prefix="ptebuild-coreml-check-") as tmp:
+        return check_structure(model, program, pte, ptd, CoreMLReader(), _Matcher(target, Path(tmp)))
+
+
+class _Matcher:
+    """Matches each call's Core ML model (read back once per model) to the call's arguments."""
+
+    def __init__(self, target: str, folder: Path) -> None:
+        self.target = target
+        self.target_version = coreml_options.SPECIFICATION_OF_TARGET[target]
+        self.folder = folder
+        self._models: _ReadBack | None = None
+
+    def __call__(self, found):
+        from ptebuild.backends.coreml.payload import SPEC_VERSION_TARGETS
+        from ptebuild.lowering.structure import Matched, compatible, tensor_arg
+
+        if self._models is None:
+            self._models = _ReadBack(found.reader, self.folder)
+        where, method, call, values = found.where, found.method, found.call, found.values
+        pure, spec, function = self._models.model(found.delegate, where)
+        input_names, output_names = pure.argument_names(function)
+        if spec is None:
+            if len(call.args) != len(input_names) + len(output_names):
+                raise CheckError(
+                    f"{where}: the call passes {len(call.args)} arguments, the compiled model's metadata names "
+                    f"{len(input_names)} inputs and {len(output_names)} outputs")
+            return Matched((), (), "compiled Core ML model (its specification is not kept)")
+        version = spec.specificationVersion
+        if version > self.target_version:
+            needs = SPEC_VERSION_TARGETS.get(version, f"specification {version}")
+            raise CheckError(
+                f"{where}: the Core ML model has specification {version} (loads on {needs} and later), "
+                f"newer than minimum_deployment_target {self.target!r} (specification {self.target_version})"
+            )
+        try:
+            inputs, outputs = _function_features(spec, function)
+        except CheckError as exc:
+            raise CheckError(f"{where}: {exc.message}") from None
+        if [f.name for f in inputs] != input_names or [f.name for f in outputs] != output_names:
+            raise CheckError(
+                f"{where}: metadata.json binds inputs {input_names} and outputs {output_names}, the model "
+                f"has inputs {[f.name for f in inputs]} and outputs {[f.name for f in outputs]}"
+            )
+        if len(call.args) != len(inputs) + len(outputs):
+            raise CheckError(
+                f"{where}: the call passes {len(call.args)} arguments, the Core ML model has "
+                f"{len(inputs)} inputs and {len(outputs)} outputs"
+            )
+        tensor_inputs = [i for i in found.plan.inputs() if tensor_arg(values, i) is not None]
+        declared_inputs = [leaf for spec_ in method.inputs for leaf in spec_.leaves() if leaf.kind == "tensor"]
+        dims = {d.name: (d.min, d.max) for d in method.dims}
+        for role, features, args in (("input", inputs, call.args[: len(inputs)]), ("output", outputs, call.args[len(inputs):])):
+            for feature, index in zip(features, args):
+                at = f"{where} {role} {feature.name!r}"
+                arg = tensor_arg(values, index)
+                if arg is None or feature.kind != "multiArray":
                     raise CheckError(
-                        f"{where}: the Core ML model has specification {version} (loads on {needs} and later), "
-                        f"newer than minimum_deployment_target {target!r} (specification {target_version})",
-                        location=location,
+                        f"{at}: Core ML has a {feature.kind}, the .pte passes "
+                        f"{'a ' + values[index].kind if arg is None else 'a tensor'}"
                     )
-                try:
-                    inputs, outputs = _function_features(spec, function)
-                except CheckError as exc:
-                    raise CheckError(f"{where}: {exc.message}", location=location) from None
-                if [f.name for f in inputs] != input_names or [f.name for f in outputs] != output_names:
-                    raise CheckError(
-                        f"{where}: metadata.json binds inputs {input_names} and outputs {output_names}, the model "
-                        f"has inputs {[f.name for f in inputs]} and outputs {[f.name for f in outputs]}",
-                        location=location,
-                    )
-                if len(call.args) != len(inputs) + len(outputs):
-                    raise CheckError(
-                        f"{where}: the call passes {len(call.args)} arguments, the Core ML model has "
-                        f"{len(inputs)} inputs and {len(outputs)} outputs",
-                        location=location,
-                    )
-                for role, features, args in (("input", inputs, call.args[: len(inputs)]), ("output", outputs, call.args[len(inputs):])):
-                    for feature, index in zip(features, args):
-                        at = f"{where} {role} {feature.name!r}"
-                        arg = tensor_arg(values, index)
-                        if arg is None or feature.kind != "multiArray":
-                            raise CheckError(
-                                f"{at}: Core ML has a {feature.kind}, the .pte passes "
-                                f"{'a ' + values[index].kind if arg is None else 'a tensor'}",
-                                location=location,
-                            )
-                        if feature.dtype is None or not compatible(arg.dtype, feature.dtype):
-                            raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}", location=location)
-                        declared: dict[int, tuple[int, int]] = {}
-                        if role == "input" and index in tensor_inputs:
-                            position = tensor_inputs.index(index)
-                            if position < len(declared_inputs):
-                                shape = declared_inputs[position].shape
-                                declared = {axis: dims[d] for axis, d in enumerate(shape) if isinstance(d, str) and d in dims}
-                        try:
-                            _check_shape(at, feature, arg, declared)
-                        except CheckError as exc:
-                            raise CheckError(exc.message, location=location) from None
-                prefix = f"delegate {call.delegate} " if len(ours) > 1 else ""
-                described_in += [prefix + f.describe() for f in inputs]
-                described_out += [prefix + f.describe() for f in outputs]
-                fn = pure.function(function)
-                operations = sum(fn.operations.values()) if fn else 0
-                payloads.append(f"Core ML specification {version} ({SPEC_VERSION_TARGETS.get(version, '?')}+), {operations} MIL operations")
-            figures.append(MethodStructure(
-                method=method.name,
-                delegate=BACKEND_ID,
-                delegates=len({call.delegate for call in ours}),
-                delegate_calls=len(calls),
-                kernel_calls=kernels,
-                inputs=tuple(described_in),
-                outputs=tuple(described_out),
-                payload="; ".join(dict.fromkeys(payloads)),
-            ))
-    return figures
+                if feature.dtype is None or not compatible(arg.dtype, feature.dtype):
+                    raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}")
+                declared: dict[int, tuple[int, int]] = {}
+                if role == "input" and index in tensor_inputs:
+                    position = tensor_inputs.index(index)
+                    if position < len(declared_inputs):
+                        shape = declared_inputs[position].shape
+                        declared = {axis: dims[d] for axis, d in enumerate(shape) if isinstance(d, str) and d in dims}
+                _check_shape(at, feature, arg, declared)
+        fn = pure.function(function)
+        operations = sum(fn.operations.values()) if fn else 0
+        return Matched(tuple(f.describe() for f in inputs), tuple(f.describe() for f in outputs),
+                       f"Core ML specification {version} ({SPEC_VERSION_TARGETS.get(version, '?')}+), {operations} MIL operations")

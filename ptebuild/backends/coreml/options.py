@@ -108,7 +108,8 @@ def options_model() -> type:
                 )
             if isinstance(data, dict) and data.get("multimethod_weight_sharing") is None:
                 target = data.get("minimum_deployment_target", DEFAULT_TARGET)
-                if target in SPECIFICATION_OF_TARGET:
+                # Any TOML value may be here (a list, a table): the field's own validation names it.
+                if isinstance(target, str) and target in SPECIFICATION_OF_TARGET:
                     data = {**data, "multimethod_weight_sharing": default_sharing(target)}
             return data
 

@@ -52,8 +52,9 @@ def _weight_tensor(weight, blob: bytes):
     return tensor.to(device)
 
 
-def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
-    """Run each method's compiled ``.so`` (from ``pte``) with weights from ``ptd``; compare on the GPU.
+def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=None) -> list:
+    """Run each method's compiled ``.so`` (from ``pte``) with weights from ``ptd``; compare on the GPU,
+    at each check size and on the method's ``samples`` (method name -> input tuples).
 
     Raises CheckError on a mismatch, BuildError when the program cannot be run this way.
     """
@@ -63,12 +64,13 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
     import torch
     from torch.utils._pytree import tree_map
 
+    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
-    from ptebuild.lowering.check import checked_figures, flatten_outputs, output_names
-    from ptebuild.lowering.examples import check_sizes, flat_inputs, make_inputs
+    from ptebuild.lowering.binding import call_method
+    from ptebuild.lowering.check import checked_figures, concat_outputs, flatten_outputs, output_names
+    from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
     from ptebuild.runtime import check as check_files
-    from ptebuild.runtime.cuda_payload import read_cuda_delegates, read_pte_named_data
     from ptebuild.runtime.ptd_file import read_ptd
 
     # Pure-Python first: every key of every payload is in the .ptd and its bytes hash to it, and
@@ -112,15 +114,18 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                 constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
             if constants:
                 runner.update_constant_buffer(constants, False, False)
-            for sizes in check_sizes(method):
-                inputs = tree_map(lambda t: t.to("cuda") if isinstance(t, torch.Tensor) else t,
-                                  make_inputs(method, program.seed, sizes))
+            own = (samples or {}).get(method.name, [])
+            runs = [(sizes, check_inputs(program, method, sizes, own)) for sizes in check_sizes(method)]
+            sample_runs = [(None, sample) for sample in own]
+            on_samples: list = []
+            for sizes, generated in runs + sample_runs:
+                inputs = tree_map(lambda t: t.to("cuda") if isinstance(t, torch.Tensor) else t, generated)
                 # The runner takes the tensors of the flattened inputs (scalars are constants of the code).
                 runner_inputs = [t for t in flat_inputs(inputs) if isinstance(t, torch.Tensor)]
                 with torch.no_grad():
-                    result = getattr(eager, method.function)(*inputs)
+                    result = call_method(eager, method, inputs, program.model)
                     returned = list(runner.run(runner_inputs))
-                where = f"method {method.name!r} at {sizes}"
+                where = f"method {method.name!r} at {sizes}" if sizes is not None else f"method {method.name!r} on a sample"
                 declared = slots.get(method.name)
                 expected, names = flatten_outputs(result), output_names(result)
                 shared = shared_slots(returned)
@@ -144,9 +149,19 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None) -> list:
                         f"{where}: eager PyTorch returns {len(expected)} outputs, the program declares "
                         f"{declared} output slots", location=f"programs.{program.name}",
                     )
+                if sizes is None:
+                    on_samples.append((expected, flatten_outputs(returned), names))
+                    continue
                 figures += checked_figures(
                     program, method.name, sizes, expected, flatten_outputs(returned),
                     " (AOTInductor runner on the GPU)", names=names,
+                )
+            if on_samples:
+                outputs = range(len(on_samples[0][0]))
+                figures += checked_figures(
+                    program, method.name, {}, [concat_outputs([run[0][i] for run in on_samples]) for i in outputs],
+                    [concat_outputs([run[1][i] for run in on_samples]) for i in outputs],
+                    " (AOTInductor runner on the GPU)", names=on_samples[0][2], data="samples", samples=len(on_samples),
                 )
             del runner
     return figures

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from ptebuild.backends.cuda import windows
+from ptebuild.backends.cuda import conv_transpose, windows
 from ptebuild.backends.cuda.inductor import FIXED_SOURCE_DATE_EPOCH
 from ptebuild.backends.cuda.options import compile_specs, platform_of
 
@@ -169,6 +169,7 @@ def toolchain_facts(options, torch_search_path: Sequence[str | os.PathLike] | No
         "cuda.triton": _dist_version("triton", "pytorch-triton") or "none",
         "cuda.gpu_arch": arch,
         "cuda.compile_specs": json.dumps(compile_specs(options), sort_keys=True, separators=(",", ":")),
+        "cuda.fixes": conv_transpose.FIX,
         **(windows_facts() if platform_of(options) == "windows" else {}),
     }
 

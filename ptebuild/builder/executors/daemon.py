@@ -26,7 +26,7 @@ from typing import Any
 
 from ptebuild.daemon import protocol
 from ptebuild.processes import last_line, pid_alive
-from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
+from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure, TaskResult
 
 START_SECONDS = 180.0
 """How long a new server may take to import the toolchain and listen."""
@@ -268,7 +268,7 @@ class DaemonExecutor:
         if op == "done":
             del self._sent[task_id]
             try:
-                result = protocol.result_from_json(message["result"])
+                result = TaskResult.from_json(message["result"])
             except (KeyError, TypeError, ValueError) as exc:
                 return Event.failed(task_id, f"the warm worker server sent a bad result: {exc}")
             return Event(task_id, EventKind.DONE, result=result)

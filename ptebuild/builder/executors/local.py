@@ -28,7 +28,7 @@ from typing import Any
 
 from ptebuild.processes import describe_exit, die_with_parent, last_words, redirect_output, worker_environment
 from ptebuild.results import FailureKind
-from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
+from ptebuild.worker.tasks import Event, EventKind, StagedProgress, Task, TaskFailure
 
 
 @dataclass
@@ -230,7 +230,7 @@ def worker_main(conn: Connection, log_path: str | None = None, cwd: str | None =
             return
         if message[0] == "stop":
             return
-        outcome = execute(Task.from_json(message[1]), lambda text, stage="": conn.send(("progress", text, stage)))
+        outcome = execute(Task.from_json(message[1]), StagedProgress(lambda text, stage: conn.send(("progress", text, stage))))
         if isinstance(outcome, TaskFailure):
             conn.send(("failed", outcome.to_json()))
         else:

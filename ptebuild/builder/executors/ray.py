@@ -5,21 +5,29 @@ a local Ray instance for the build (``num_cpus`` = ``--jobs``, no dashboard, on 
 an optional extra (``pip install ptebuild[ray]``) imported only here, only when a task is
 submitted.
 
-A task ships as data: the plan, and the model's sources and weights by digest (each file put in
-Ray's object store once per build, however many programs use it). The node recreates them in a
-temporary folder (:func:`~ptebuild.worker.tasks.materialize`), imports torch and executorch once
-per Ray worker process (:func:`~ptebuild.worker.execute.prepare_worker`), lowers and checks the
-program, and returns the outputs' bytes inline with the node's name; the driver checks digests
-and publishes, as for any executor. A node needs ptebuild and the toolchain installed, not the
-user's checkout.
+A task ships as data: its program's plan, and the model's sources and weights by digest. Bytes
+move by digest, in chunks of :data:`~ptebuild.worker.tasks.CHUNK` bytes, through a
+:class:`BlobServer`: a Ray actor the executor starts on the builder's own node (the driver's), which
+reads the task's files where they are and writes blobs into the builder's content-addressed store
+(its folder is on that node's disk). A node recreates the task's files in a temporary folder,
+each chunk fetched from the server and hashed on the way (:func:`~ptebuild.worker.tasks.materialize`),
+imports torch and executorch once per Ray worker process
+(:func:`~ptebuild.worker.execute.prepare_worker`), lowers and checks the program into a store of
+its own, then sends each output's blob to the server, chunk by chunk (a few in flight), and
+returns the outputs by digest with the node's name. Neither the driver nor any process holds a
+whole file: a chunk at a time passes through Ray's object store. The builder publishes from its
+store, as for any executor. A node needs ptebuild and the toolchain installed, not the user's
+checkout. The driver must run on a node of the cluster (``ray.init(address=...)`` on a cluster
+machine, or the local instance; not a Ray Client ``ray://`` connection): the server lives there.
 
 With a remote cache (``--remote-cache``), the nodes use it themselves (``caches_on_nodes``): a
 task carries the cache's settings (URL, headers, the signing secret) and the node opens its own
 remote tier. It looks the key up there first (a hit is used without importing torch), and stores
-what it lowers there, files then entry; it returns the entry instead of the bytes, and the
-driver, which looks in its local cache only, fetches from the remote cache the files it publishes
-(verified, kept locally). The driver's remote traffic is then those files alone. What a node could
-not store comes back inline, and a result the driver cannot fetch is lowered again, inline.
+what it lowers there, blobs then entry, from its own store; it returns the entry, and the driver,
+which looks in its local cache only, fetches from the remote cache the files it publishes
+(verified, kept locally). The driver's remote traffic is then those files alone. What a node
+could not store there it sends to the server, as without a remote cache, and a result the driver
+cannot fetch is lowered again, its outputs sent to the server.
 
 Resources (:func:`ray_options`): a task whose resources ask for a GPU (``num_gpus``, which a
 backend that needs a GPU asks for) gets ``num_gpus`` and so lands only on nodes that declare GPUs; every task asks
@@ -44,8 +52,9 @@ from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
 
 if TYPE_CHECKING:
     from ptebuild.results import ActionResult
+    from ptebuild.store.cas import CAS
     from ptebuild.store.tiers import RemoteSettings
-    from ptebuild.worker.tasks import TaskResult
+    from ptebuild.worker.tasks import TaskFile, TaskResult
 
 MAX_RETRIES = 2
 LOCAL_NODE_IP = "127.0.0.2" if sys.platform.startswith("linux") else "127.0.0.1"
@@ -102,15 +111,93 @@ def _sweep_task_folders() -> None:
             pass
 
 
-def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
-                remote: RemoteSettings | None = None) -> tuple[str, Any]:
-    """The Ray task: recreate the task's files here, lower, return ``("done", TaskResult)`` or
-    ``("failed", TaskFailure.to_json())``.
+class BlobServer:
+    """The bytes of a build, on the builder's node, for the nodes of a Ray cluster: the task's
+    files read by digest, chunk by chunk, where they are (:meth:`offer`), and blobs written into
+    the builder's store, chunk by chunk, hashed on the way (:meth:`begin`, :meth:`write`,
+    :meth:`commit`). A Ray actor (:class:`RayExecutor` starts one per build); one chunk at a time."""
+
+    def __init__(self, store: str) -> None:
+        from ptebuild.store.cas import CAS, BlobWriter
+
+        self.cas = CAS(Path(store))
+        self.files: dict[str, str] = {}
+        self.uploads: dict[int, BlobWriter] = {}
+        self.next = 0
+
+    def offer(self, files: dict[str, str]) -> None:
+        """Serve these files (sha256 -> path on this node)."""
+        self.files.update(files)
+
+    def read(self, digest: str, offset: int, size: int) -> bytes:
+        """At most ``size`` bytes of the file or blob ``digest`` at ``offset`` (none past its end)."""
+        from ptebuild.worker.tasks import read_chunk
+
+        path = self.files.get(digest)
+        if path is None:
+            raise FileNotFoundError(f"the builder offers no file {digest}")
+        return read_chunk(Path(path), offset, size)
+
+    def begin(self) -> int:
+        """A new blob to write into the store; its upload's number."""
+        self.next += 1
+        self.uploads[self.next] = self.cas.writer()
+        return self.next
+
+    def write(self, upload: int, chunk: bytes) -> None:
+        self.uploads[upload].write(chunk)
+
+    def commit(self, upload: int) -> tuple[str, int]:
+        """Store the upload as the blob of its SHA-256; ``(sha256, size)``."""
+        return self.uploads.pop(upload).commit()
+
+    def abort(self, upload: int) -> None:
+        writer = self.uploads.pop(upload, None)
+        if writer is not None:
+            writer.abort()
+
+    def close(self) -> None:
+        """Drop every upload not committed (a node that died while sending)."""
+        for upload in list(self.uploads):
+            self.abort(upload)
+
+
+IN_FLIGHT = 2
+"""Chunks a node sends before it waits for the server to have written the first of them."""
+
+
+def send_blob(ray: ModuleType, server: Any, path: Path) -> tuple[str, int]:
+    """Send the file at ``path`` to the server's store, chunk by chunk; ``(sha256, size)`` as stored."""
+    from ptebuild.worker.tasks import CHUNK
+
+    upload = ray.get(server.begin.remote())
+    pending: list[Any] = []
+    try:
+        with open(path, "rb") as source:
+            while True:
+                chunk = source.read(CHUNK)
+                if not chunk:
+                    break
+                pending.append(server.write.remote(upload, chunk))
+                del chunk
+                if len(pending) >= IN_FLIGHT:
+                    ray.get(pending.pop(0))
+        ray.get(pending)
+        digest, size = ray.get(server.commit.remote(upload))
+        return str(digest), int(size)
+    except BaseException:
+        server.abort.remote(upload)
+        raise
+
+
+def run_on_node(task_json: dict[str, Any], server: Any, remote: RemoteSettings | None = None) -> tuple[str, Any]:
+    """The Ray task: recreate the task's files here, lower into a store of this node, send the
+    outputs to the builder's store; return ``("done", TaskResult)`` or ``("failed", TaskFailure.to_json())``.
 
     With ``remote`` (the build's remote cache) and a task that asks for it, the node first looks
     the key up there (a hit: nothing is lowered, the result names the entry), and stores what it
     lowers there itself, blobs and entry; the result then names the entry, and the builder fetches
-    the files it publishes. Whatever the node could not store comes back inline, as without.
+    the files it publishes. Whatever the node could not store goes to the builder's store, as without.
     """
     global _prepared
     import shutil
@@ -121,19 +208,21 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
 
     import ray
 
+    from ptebuild.store.cas import CAS
     from ptebuild.worker.execute import execute, prepare_worker
     from ptebuild.worker.tasks import TaskFailure, TaskResult, materialize
 
-    digests = list(bundle_refs)
-    bundle = dict(zip(digests, ray.get([bundle_refs[d] for d in digests]))) if digests else {}
     _sweep_task_folders()
     folder = Path(tempfile.mkdtemp(prefix=f"{TASK_FOLDER_PREFIX}{os.getpid()}-"))
     node = f"{socket.gethostname()} ({ray.get_runtime_context().get_node_id()[:12]})"
     try:
-        # Outputs go to a folder of ours (swept if this worker is killed), and come back inline.
-        outputs = folder / ".outputs"
-        outputs.mkdir()
-        task = materialize(Task.from_json(task_json), bundle, folder / "project")
+        def read(file: TaskFile, offset: int, size: int) -> bytes:
+            data: bytes = ray.get(server.read.remote(file.sha256, offset, size))
+            return data
+
+        task = materialize(Task.from_json(task_json), read, folder / "project")
+        store = CAS(folder / "store")  # this node's, swept with the folder if this worker is killed
+        task = replace(task, store=str(store.root))
         shared = _NodeCache(task, remote) if remote is not None and task.node_cache else None
         if shared is not None:
             found = shared.lookup()
@@ -143,7 +232,7 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
         if not _prepared:
             prepare_worker()
             _prepared = True
-        outcome = execute(replace(task, staging=str(outputs)), lambda _text, _stage="": None)
+        outcome = execute(task, lambda _text: None)
         if isinstance(outcome, TaskFailure):
             if shared is not None:
                 shared.close()
@@ -154,13 +243,16 @@ def run_on_node(task_json: dict[str, Any], bundle_refs: dict[str, Any],
             return ("failed", outcome.to_json())
         outcome = replace(outcome, node=node)
         if shared is not None:
-            stored = shared.store(outcome, outputs)
-            warnings = shared.close()
+            stored = shared.store(outcome, store)
+            warnings = outcome.warnings + shared.close()
             if stored is not None:
-                return ("done", replace(outcome, staging=None, action=stored.to_json(), warnings=warnings))
+                return ("done", replace(outcome, action=stored.to_json(), warnings=warnings))
             outcome = replace(outcome, warnings=warnings)
-        data = {o.name: (outputs / o.name).read_bytes() for o in outcome.outputs}
-        return ("done", replace(outcome, staging=None, data=data))
+        for output in outcome.outputs:
+            sent = send_blob(ray, server, store.path(output.sha256))
+            if sent != (output.sha256, output.size):
+                return ("failed", TaskFailure(FailureKind.BUILD, f"{output.name} changed on its way to the builder").to_json())
+        return ("done", outcome)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         while str(folder / "project") in sys.path:  # the model loader put the manifest's folder there
@@ -189,13 +281,14 @@ class _NodeCache:
         hit = self.cache.lookup(self.task.key, check=lambda r: deps.changes(r.deps), fetch=False).hit
         return hit.result if hit is not None and hit.result.key == self.task.key else None
 
-    def store(self, outcome: TaskResult, outputs: Path) -> ActionResult | None:
-        """Store a lowering's files and entry (under its key and the key without the toolchain);
-        the result, once it reads back whole from the server; None if it does not."""
+    def store(self, outcome: TaskResult, store: CAS) -> ActionResult | None:
+        """Store a lowering's blobs (from the node's ``store``) and entry (under its key and the
+        key without the toolchain); the result, once it reads back whole from the server; None if
+        it does not."""
         from ptebuild.builder.keys import elsewhere_key
 
         action = outcome.to_action(self.task.key, self.task.program, self.task.backend, self.task.inputs)
-        self.cache.save(action, {o.name: outputs / o.name for o in outcome.outputs}, (elsewhere_key(action.inputs),))
+        self.cache.save(action, {o.name: store.path(o.sha256) for o in outcome.outputs}, (elsewhere_key(action.inputs),))
         back = self.cache.lookup(self.task.key, fetch=False).hit
         return back.result if back is not None and back.result.outputs == action.outputs else None
 
@@ -243,7 +336,8 @@ class RayExecutor:
         self._temp_dir: str | None = None
         self._refs: dict[Any, str] = {}  # ObjectRef -> task_id
         self._cancelled: set[str] = set()
-        self._bundle: dict[str, Any] = {}  # sha256 -> ObjectRef of the file's bytes
+        self._servers: dict[str, Any] = {}
+        """The build's :class:`BlobServer` actor, by the store it writes into (one per build)."""
         self._news: list[Event] = []
 
     def _init(self) -> ModuleType:
@@ -289,21 +383,36 @@ class RayExecutor:
         # Ray queues what the cluster cannot run yet; keep a window of work in flight.
         return max(self.jobs, 1) * 2 - len(self._refs)
 
+    def _server(self, ray: ModuleType, store: str) -> Any:
+        """The :class:`BlobServer` writing into ``store``, on this (the driver's) node."""
+        if store not in self._servers:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            try:
+                here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+                actor = ray.remote(BlobServer).options(num_cpus=0, scheduling_strategy=here, max_restarts=0)
+                server = actor.remote(store)
+                ray.get(server.offer.remote({}), timeout=120)  # up, on this machine
+            except Exception as exc:  # Ray raises its own errors, a Ray Client driver has no node
+                from ptebuild.errors import BuildError
+
+                raise BuildError(
+                    f"--executor ray: cannot start the build's blob server on this machine's Ray node ({_one_line(exc)}); "
+                    "run the build on a node of the cluster (a Ray Client driver, ray://, is not one)"
+                ) from exc
+            self._servers[store] = server
+        return self._servers[store]
+
     def submit(self, task: Task) -> None:
-        from ptebuild.worker.tasks import read_bundle
+        from ptebuild.worker.tasks import input_paths
 
         ray = self._init()
-        refs = {}
-        missing = [f for f in task.files if f.sha256 not in self._bundle]
-        if missing:
-            data = read_bundle(task)
-            for f in missing:
-                self._bundle[f.sha256] = ray.put(data[f.sha256])
-        for f in task.files:
-            refs[f.sha256] = self._bundle[f.sha256]
+        server = self._server(ray, task.store)
+        # Offered before the task is submitted: the node asks for the files once it runs.
+        ray.get(server.offer.remote({digest: str(path) for digest, path in input_paths(task).items()}))
         options = ray_options(task, self.max_retries)
         remote = self.remote_cache if task.node_cache else None
-        ref = self._remote.options(**options).remote(task.to_json(), refs, remote)
+        ref = self._remote.options(**options).remote(task.to_json(), server, remote)
         self._refs[ref] = task.task_id
         wants = f"{options['num_cpus']} CPU" + (f", {options['num_gpus']} GPU" if options.get("num_gpus") else "")
         self._news.append(Event(task.task_id, EventKind.PROGRESS, f"queued on Ray ({wants})"))
@@ -359,7 +468,13 @@ class RayExecutor:
             for task_id in list(self._refs.values()):
                 self.cancel(task_id)
         self._refs.clear()
-        self._bundle.clear()
+        for server in self._servers.values():
+            try:
+                self._ray.get(server.close.remote(), timeout=10)
+                self._ray.kill(server)
+            except Exception:  # the cluster is gone: nothing of it to stop
+                pass
+        self._servers.clear()
         if self._owns_ray:
             self._ray.shutdown()
         if self._temp_dir is not None:

@@ -81,3 +81,31 @@ def scatter() -> Scatter:
 
 def resize() -> Resize:
     return Resize()
+
+
+class Upsampler(torch.nn.Module):
+    """A decoder's upsampling path: 2-D transposed convolutions (stride 2, output padding, groups)
+    and a 1-D one, which ExecuTorch 1.5.1's CUDA lowering has no kernel for
+    (tests/cuda/test_cuda_conv_transpose.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Sequential(
+            torch.nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1),
+            torch.nn.ReLU(),
+            torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1, groups=2, bias=False),
+        )
+        self.wave = torch.nn.ConvTranspose1d(4, 2, 5, stride=3, padding=1)
+
+    def forward(self, x):
+        image = self.up(x)
+        return image, self.wave(image.mean(dim=2))
+
+
+def upsampler() -> Upsampler:
+    return Upsampler()
+
+
+def attention() -> torch.nn.Module:
+    """A float32 transformer layer: ExecuTorch 1.5.1's CUDA attention takes bfloat16 only."""
+    return torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)

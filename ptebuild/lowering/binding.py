@@ -1,0 +1,150 @@
+"""How a method's declared inputs reach the model's function: bound by name.
+
+Each declared input binds to the function's parameter of that name, so a Hugging Face style
+``forward(input_ids, inputs_embeds=None, cache_position=None)`` declared with the inputs
+``input_ids`` and ``cache_position`` gets ``cache_position`` where it belongs, and parameters
+that no input names keep their defaults. A scalar input (``{ name = "temperature", value = 0.5 }``)
+is a keyword like any other. The rules, in order:
+
+- a function that takes ``*args`` gets its inputs by position, in the declared order (as it always
+  did), except those named after one of its keyword-only parameters, which go by keyword;
+- a function without ``*args``: an input named after a positional-only parameter goes by position
+  (those before it must be declared too), any other by keyword; a name that is no parameter is
+  refused unless the function takes ``**kwargs``;
+- a function whose signature Python cannot read (a builtin) gets its inputs by position;
+- a function of PyTorch's own modules (``nn.Sequential.forward(input)``, ``nn.Linear.forward(input)``)
+  gets its inputs by position too: its parameter names are generic, and a manifest names the
+  inputs of such a model by what they mean (``image``), not as torch's code does.
+
+A name that is not a parameter, a name given twice, or a required parameter no input names is a
+:class:`~ptebuild.errors.ManifestError` located at the manifest's key that is wrong
+(``models.M.methods.F.inputs[1].name``, or ``models.M.methods.F.inputs``), listing the function's
+parameters.
+
+The exported program takes the declared inputs positionally, in the declared order (the method
+wrapper of :mod:`ptebuild.worker.lower` binds them to the function), so ExecuTorch's runtime, a
+``.bpte``'s test cases and calibration get the flat inputs in that order; only an eager call goes
+through :meth:`Binding.call`. Every eager call of a method (the export, the check, the ``.bpte``'s
+expected outputs, ``ptebuild run``, calibration) binds through :func:`bind` or :func:`call_method`.
+Imports neither torch nor executorch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ptebuild.errors import ManifestError
+from ptebuild.plan import MethodPlan
+from ptebuild.typos import did_you_mean
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which declared input goes where in a call: by position (their indexes, in call order) or
+    by keyword (parameter name -> input index)."""
+
+    positional: tuple[int, ...]
+    keywords: tuple[tuple[str, int], ...] = ()
+
+    def arguments(self, inputs: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``(args, kwargs)`` of a call with the declared ``inputs`` (in declared order)."""
+        return tuple(inputs[i] for i in self.positional), {name: inputs[i] for name, i in self.keywords}
+
+    def call(self, function: Callable[..., Any], inputs: Sequence[Any]) -> Any:
+        args, kwargs = self.arguments(inputs)
+        return function(*args, **kwargs)
+
+
+def _where(model: str, method: MethodPlan) -> str:
+    return f"models.{model}.methods.{method.name}.inputs"
+
+
+def describe_signature(function: Callable[..., Any], signature: inspect.Signature) -> str:
+    """``Decoder.forward(input_ids, inputs_embeds=None, cache_position=None)``, for messages."""
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None) or "the function"
+    parts = []
+    for parameter in signature.parameters.values():
+        text = parameter.name
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            text = f"*{text}"
+        elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            text = f"**{text}"
+        elif parameter.default is not inspect.Parameter.empty:
+            default = repr(parameter.default)
+            text += "=" + (default if len(default) <= 20 else "...")
+        parts.append(text)
+    return f"{name}({', '.join(parts)})"
+
+
+def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Binding:
+    """How ``method``'s declared inputs bind to ``function``'s parameters (the rules above).
+
+    Raises:
+        ManifestError: an input names no parameter, two inputs name one, or a required parameter
+            is named by no input; located at the input (``...inputs[i].name``) or the list.
+    """
+    names = [spec.name for spec in method.inputs]
+    positional_all = Binding(tuple(range(len(names))))
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or an extension's function: nothing to bind by
+        return positional_all
+    if _torch_own(function):
+        return positional_all
+    parameters = signature.parameters
+    kinds = {name: p.kind for name, p in parameters.items()}
+    shown = describe_signature(function, signature)
+    where = _where(model, method)
+    twice = next((i for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:
+        raise ManifestError(f"{names[twice]!r} is declared twice; {shown} takes each parameter once", location=f"{where}[{twice}].name")
+    if inspect.Parameter.VAR_POSITIONAL in kinds.values():
+        keyword_only = {n for n, k in kinds.items() if k is inspect.Parameter.KEYWORD_ONLY}
+        binding = Binding(
+            tuple(i for i, name in enumerate(names) if name not in keyword_only),
+            tuple((name, i) for i, name in enumerate(names) if name in keyword_only),
+        )
+    else:
+        takes_kwargs = inspect.Parameter.VAR_KEYWORD in kinds.values()
+        for index, name in enumerate(names):
+            if name not in parameters and not takes_kwargs:
+                named = list(parameters)
+                raise ManifestError(
+                    f"{name!r} is not a parameter of {shown}{did_you_mean(name, named)}; "
+                    f"name each input after the parameter it is passed as ({', '.join(named) or 'it takes none'})",
+                    location=f"{where}[{index}].name",
+                )
+        by_position = [n for n, k in kinds.items() if k is inspect.Parameter.POSITIONAL_ONLY]
+        given = [n for n in by_position if n in names]
+        if given != by_position[: len(given)]:
+            missing = next(n for n in by_position if n not in names)
+            raise ManifestError(f"{shown} takes {missing!r} by position only, before {given[-1]!r}; declare it too", location=where)
+        binding = Binding(
+            tuple(names.index(n) for n in given),
+            tuple((name, i) for i, name in enumerate(names) if name not in given),
+        )
+    try:
+        signature.bind(*binding.positional, **dict(binding.keywords))
+    except TypeError as exc:
+        declared = ", ".join(names)
+        raise ManifestError(
+            f"the inputs ({declared}) do not fit {shown}: {exc}; declare one input per parameter it needs, named after it",
+            location=where,
+        ) from None
+    return binding
+
+
+def _torch_own(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is PyTorch's own code (a method of one of ``torch.nn``'s modules)."""
+    module = getattr(getattr(function, "__func__", function), "__module__", None) or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def call_method(model: Any, method: MethodPlan, inputs: Sequence[Any], model_name: str) -> Any:
+    """Call ``method`` of ``model`` on its declared ``inputs`` (in declared order), bound by name;
+    ``model_name`` (the manifest's) locates a binding error."""
+    function = getattr(model, method.function)
+    return bind(function, method, model_name).call(function, inputs)

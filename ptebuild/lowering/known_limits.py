@@ -1,0 +1,162 @@
+"""Known limits of the pinned toolchain, explained: what a failure of ExecuTorch 1.5.1 or PyTorch
+2.13 (2.11 on the GPU machine) means, and what to do.
+
+Each entry of :data:`KNOWN_LIMITS` is a :class:`KnownLimit`: the backends it concerns (empty: any),
+a pattern matched against the failure's text (its one-line cause and the rest the log keeps),
+optionally operators the model must call (matched against the exported graph's operator names,
+``aten.conv_transpose2d.input``: a substring is enough), what to do, and the upstream change
+that fixes it and the release that carries it where known. :func:`explain` returns the first
+entry that matches, or None; a failed lowering's line gets the entry's :meth:`KnownLimit.advice`
+appended (one clause; the log keeps the whole text).
+
+The check (``lowering/check.py``) may call :func:`explain` too, with the text of a mismatch, or
+:func:`by_name` where it recognised the failure itself: a static int8 XNNPACK program whose
+answers depend on the order of its calls is ``xnnpack-static-int8-batch-order``.
+
+Sources: the notes of runs on the H200 (``/work/shared/docs/cuda-notes.md``), ExecuTorch 1.5.1's
+code as installed, and pytorch/executorch#24222 (fixes for 1.6, "cherry-pick to release/1.6").
+Imports nothing heavy: no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownLimit:
+    """One known failure of the pinned toolchain."""
+
+    name: str
+    """A stable identifier (``cuda-attention-bfloat16``), for tests and logs."""
+    toolchain: str
+    """Whose limit: ``ExecuTorch 1.5.1's CUDA backend``."""
+    pattern: re.Pattern[str]
+    """Matched (searched) in the failure's text."""
+    what_to_do: str
+    """The way out, one clause."""
+    backends: tuple[str, ...] = ()
+    """The backends it concerns; empty: any."""
+    operators: tuple[str, ...] = ()
+    """The model calls one of these operators (substrings of the exported graph's operator names);
+    empty: the text alone decides."""
+    fixed_by: str = ""
+    """The upstream change that fixes it and the release that carries it, where known."""
+    unfixed: str = ""
+    """Set instead when no upstream change fixes it yet: what upstream's code does."""
+    applied_by_ptebuild: str = ""
+    """Set when ptebuild applies a fix itself (then a failure means the fix did not cover the case)."""
+
+    def matches(self, text: str, operators: Iterable[str] = (), backend: str | None = None) -> bool:
+        if self.backends and backend is not None and backend not in self.backends:
+            return False
+        if self.operators:
+            names = list(operators)
+            if names and not any(wanted in name for wanted in self.operators for name in names):
+                return False
+        return bool(self.pattern.search(text))
+
+    def advice(self) -> str:
+        """One clause for the failure's line: ``known limit of X: what to do (fixed by ...)``."""
+        fixed = f"; fixed upstream by {self.fixed_by}" if self.fixed_by else ""
+        if self.unfixed:
+            fixed = f"; not fixed upstream yet ({self.unfixed})"
+        return f"known limit of {self.toolchain}: {self.what_to_do}{fixed}"
+
+
+KNOWN_LIMITS: tuple[KnownLimit, ...] = (
+    KnownLimit(
+        name="cuda-attention-bfloat16",
+        toolchain="ExecuTorch 1.5.1's CUDA backend",
+        pattern=re.compile(r"Expected bfloat16 inputs"),
+        backends=("cuda",),
+        what_to_do=(
+            "its attention kernel (scaled_dot_product_attention, as nn.TransformerEncoderLayer and "
+            "nn.MultiheadAttention call it) takes bfloat16 only: export the model in bfloat16 (the factory "
+            "returns model.to(torch.bfloat16), its float inputs declare dtype = \"bfloat16\")"
+        ),
+        operators=("scaled_dot_product_attention", "_scaled_dot_product", "multi_head_attention"),
+        unfixed="executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes",
+    ),
+    KnownLimit(
+        name="cuda-transposed-convolution",
+        toolchain="ExecuTorch 1.5.1's CUDA backend",
+        pattern=re.compile(r"NoValidChoicesError|max_autotune_conv_backends"),
+        backends=("cuda",),
+        what_to_do=(
+            "Inductor has no Triton kernel for this convolution and ExecuTorch's CUDA runtime no ATen one; "
+            "ptebuild lowers transposed convolutions of 1 or 2 spatial dims without dilation as convolutions, "
+            "so this one has dilation or 3 spatial dims: give it dilation 1 and at most 2 spatial dims"
+        ),
+        operators=("conv_transpose", "convolution"),
+        fixed_by="pytorch/executorch#24222 (transposed convolutions, 1-D and 2-D, no dilation; for 1.6)",
+        applied_by_ptebuild="backends/cuda/conv_transpose.py",
+    ),
+    KnownLimit(
+        name="cuda-missing-fallback-kernel",
+        toolchain="ExecuTorch 1.5.1's CUDA runtime",
+        pattern=re.compile(r"missing fallback kernels?|calls C shims that ExecuTorch [\d.]+'s CUDA runtime does not define"),
+        backends=("cuda",),
+        what_to_do=(
+            "the compiled code would call an ATen kernel the device's runtime does not have (it has only "
+            "int4/int8 matmuls, sort and randint); rewrite the operator named with ones Inductor compiles "
+            "itself: F.interpolate without antialias, an nn.LSTM unrolled into matmuls (nn.LSTMCell calls "
+            "_thnn_fused_lstm_cell), masks with torch.where instead of x[mask] = v"
+        ),
+        fixed_by="pytorch/executorch#24222 and #24299 (scatter, index_put and mask indexing; for 1.6)",
+    ),
+    KnownLimit(
+        name="xnnpack-static-int8-batch-order",
+        toolchain="ExecuTorch 1.5.1's XNNPACK delegate",
+        pattern=re.compile(r"depends? on (the order|what ran before)|order[- ]dependent", re.IGNORECASE),
+        backends=("xnnpack",),
+        what_to_do=(
+            "a static int8 program with a dynamic dim answered wrongly once a larger size followed a smaller "
+            "one on the same loaded program (its float program does not): give that dim one size (min = max, "
+            "a program per size) or use quantize = 'int8-dynamic'"
+        ),
+        fixed_by="not known (the upstream cause is not identified; google/XNNPACK#6222 fixed a like sizing of "
+                 "dynamic quantization parameters at the first shape)",
+    ),
+    KnownLimit(
+        name="executorch-runtime-torch-2.11",
+        toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
+        pattern=re.compile(r"tensor does not have a device"),
+        what_to_do=(
+            "the wheel's native runtime was built against another torch: check portable and XNNPACK programs "
+            "on a machine with torch 2.13 (CPU), and share the cache with it"
+        ),
+    ),
+)
+"""The table, first match wins (see the module docstring)."""
+
+
+def explain(text: str, operators: Iterable[str] = (), backend: str | None = None) -> KnownLimit | None:
+    """The known limit a failure's ``text`` (for a model calling ``operators``, lowered for
+    ``backend``) matches, or None."""
+    names = list(operators)
+    return next((limit for limit in KNOWN_LIMITS if limit.matches(text, names, backend)), None)
+
+
+def by_name(name: str) -> KnownLimit:
+    """The entry called ``name`` (KeyError if none): for a caller that recognised the failure itself
+    (the check, finding a program whose answers depend on the order of its calls)."""
+    for limit in KNOWN_LIMITS:
+        if limit.name == name:
+            return limit
+    raise KeyError(name)
+
+
+def operators_of(graph_module: object) -> list[str]:
+    """The operator names (``aten.conv_transpose2d.input``) an exported graph calls, subgraphs
+    included; for :func:`explain`."""
+    names = []
+    modules = getattr(graph_module, "modules", lambda: [graph_module])()
+    for module in modules:
+        graph = getattr(module, "graph", None)
+        for node in getattr(graph, "nodes", ()):
+            if getattr(node, "op", None) == "call_function":
+                names.append(str(node.target))
+    return names

@@ -1,0 +1,200 @@
+"""What ptebuild reads of a delegate's payload, and the readers that read it: declared by backends.
+
+A delegate's payload (``BackendDelegate.processed`` in a ``.pte``) has a format of its backend's
+own. This package names no backend: each backend declares one :class:`PayloadReader` per delegate
+id it writes (:attr:`ptebuild.backends.base.Backend.payload_readers`; the id is what a ``.pte``
+calls the delegate, ``BackendDelegate.id``), and :func:`reader_for` finds the reader of an id
+through the backend registry (:mod:`ptebuild.backend_registry`): ptebuild's own backends first,
+then installed plug-ins, each backend's module imported only when a delegate of an id not met yet
+is read (a backend's module imports neither torch nor pydantic, so ``inspect`` and ``verify``
+stay cheap). A delegate whose id no backend declares is *opaque*: its keys cannot be listed.
+
+What a reader answers, from the payload alone (and the ``.pte``'s named data), in pure Python;
+each is optional (the defaults say "cannot tell"):
+
+=====================  ======================================================================
+``keys``               the named-data keys the payload needs at load: every one must be in the
+                       ``.pte`` or the ``.ptd`` (:func:`ptebuild.runtime.loader.check`,
+                       :attr:`~ptebuild.runtime.pte_file.PteFile.required_keys`); ``None``:
+                       it cannot list them (opaque)
+``describe``           what ``ptebuild inspect`` shows of it (:class:`PayloadInfo`: keys, what
+                       it holds as JSON, one line); default: its keys
+``operators``          what the delegate runs, operator name -> count (``ptebuild.runtime.oplist``:
+                       beside the kernels the runtime registers, the delegated work)
+``weights_bytes``      the bytes of weights inside the payload itself (its size, split)
+``key_sha256``         the SHA-256 a key of this delegate promises for its bytes, where the key
+                       has a form of its own (``verify_bytes`` checks every blob against it)
+=====================  ======================================================================
+
+A payload a reader cannot parse raises :class:`~ptebuild.errors.FormatError` naming it
+(:attr:`DelegatePayload.where`). Structural checks of programs that cannot run here share
+:mod:`ptebuild.lowering.structure`, which finds a method's delegate calls by their reader's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ptebuild.runtime.file_region import Blob
+
+
+@dataclass(frozen=True)
+class PayloadInfo:
+    """What ``ptebuild inspect`` shows of a payload (:class:`~ptebuild.runtime.inspection.DelegateInfo`)."""
+
+    keys: tuple[str, ...] | None = None
+    """The named-data keys it needs, sorted (None: the reader cannot list them)."""
+    contents: dict[str, Any] | None = None
+    """What it holds, as JSON (layers, operators, inputs and outputs...), None if not described."""
+    summary: str | None = None
+    """``contents`` in one line, for the text of ``ptebuild inspect``."""
+
+
+class DelegatePayload:
+    """One delegate's payload in a ``.pte``, read on request: what a reader is given.
+
+    ``where`` names it in messages (``model.pte: method 'forward' delegate 0 (<delegate id>)``);
+    :meth:`read` takes offsets relative to the payload's start (a range past its end is a
+    FormatError); :meth:`named_blob` finds the ``.pte``'s own named data (a payload that refers
+    to data shared by several delegates).
+    """
+
+    def __init__(self, delegate_id: str, method: str, index: int, where: str, blob: Blob,
+                 named_blob: Callable[[str], Blob | None]) -> None:
+        self.delegate_id = delegate_id
+        self.method = method
+        self.index = index
+        self.where = where
+        self.blob = blob
+        self._named_blob = named_blob
+
+    @property
+    def size(self) -> int:
+        return self.blob.size
+
+    def read(self, offset: int, size: int, what: str) -> bytes:
+        return self.blob.read(offset, size, what)
+
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes (fewer if the payload is shorter)."""
+        return self.blob.read(0, min(size, self.blob.size), "head")
+
+    def whole(self) -> bytes:
+        """All of it (for formats read whole; a large payload is better read by parts)."""
+        return self.blob.whole("payload")
+
+    def named_blob(self, key: str) -> Blob | None:
+        """The ``.pte``'s named data ``key``, None when the ``.pte`` holds no such key."""
+        return self._named_blob(key)
+
+
+class PayloadReader:
+    """Reads the payloads of one delegate id (see the module docstring). Subclass it and override
+    what the format tells; an instance is declared by its backend (``payload_readers``)."""
+
+    delegate_id: str = ""
+    """The id the ``.pte`` names the delegate by (``BackendDelegate.id``)."""
+    name: str = ""
+    """The format's name in messages; default: the id."""
+    describes_contents: bool = False
+    """True if :meth:`describe` says what the payload holds (a failure to parse is then noted as
+    "cannot read", else as "cannot list the keys of")."""
+
+    def __init__(self, delegate_id: str | None = None, name: str | None = None) -> None:
+        if delegate_id is not None:
+            self.delegate_id = delegate_id
+        if name is not None:
+            self.name = name
+        if not self.name:
+            self.name = self.delegate_id
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {self.delegate_id}>"
+
+    def keys(self, payload: DelegatePayload) -> frozenset[str] | None:
+        """The named-data keys the payload needs; None if this reader cannot list them."""
+        return None
+
+    def describe(self, payload: DelegatePayload) -> PayloadInfo:
+        """What ``ptebuild inspect`` shows (default: the keys)."""
+        keys = self.keys(payload)
+        return PayloadInfo(None if keys is None else tuple(sorted(keys)))
+
+    def operators(self, payload: DelegatePayload) -> dict[str, int] | None:
+        """Operator name -> how many times the delegate runs it; None if the format does not say."""
+        return None
+
+    def weights_bytes(self, payload: DelegatePayload) -> int | None:
+        """The bytes of weights the payload holds itself; None if the format does not say."""
+        return None
+
+    def key_sha256(self, key: str) -> str | None:
+        """The hex SHA-256 ``key`` promises for its bytes, for keys of this delegate's own form
+        (the generic forms are :func:`ptebuild.runtime.keys.sha256_in_key`'s); None otherwise."""
+        return None
+
+
+# -- the readers, found through the backend registry --------------------------------------------
+
+_readers: dict[str, PayloadReader] = {}
+_pending: Iterator[Any] | None = None
+_problems: list[str] = []
+
+
+def reader_for(delegate_id: str) -> PayloadReader | None:
+    """The reader of ``delegate_id``, or None when no backend declares one (the payload is opaque).
+
+    Backends are loaded in the registry's order until one declares the id; a plug-in that cannot
+    be loaded is passed over (:func:`problems`)."""
+    while delegate_id not in _readers and _load_next():
+        pass
+    return _readers.get(delegate_id)
+
+
+def readers() -> dict[str, PayloadReader]:
+    """Every declared reader, by delegate id (loads every backend)."""
+    while _load_next():
+        pass
+    return dict(_readers)
+
+
+def problems() -> list[str]:
+    """One line for each backend whose readers could not be had (a plug-in that does not load)."""
+    return list(_problems)
+
+
+def key_sha256(key: str) -> str | None:
+    """The SHA-256 ``key`` promises, for the key forms a reader declares (see :class:`PayloadReader`)."""
+    for reader in readers().values():
+        digest = reader.key_sha256(key)
+        if digest is not None:
+            return digest
+    return None
+
+
+def _load_next() -> bool:
+    """Load the next backend of the registry and take its readers; False when none is left."""
+    global _pending
+    from ptebuild import backend_registry
+    from ptebuild.errors import PluginError
+
+    if _pending is None:
+        _pending = iter(list(backend_registry.entries().values()))
+    entry = next(_pending, None)
+    if entry is None:
+        return False
+    try:
+        declared = getattr(backend_registry.load(entry), "payload_readers", ())
+    except PluginError as exc:
+        _problems.append(str(exc))
+        return True
+    found = list(declared) if isinstance(declared, (list, tuple)) else [declared]
+    for reader in found:
+        if not isinstance(reader, PayloadReader) or not reader.delegate_id:
+            _problems.append(f"{entry.describe()}: payload_readers holds {reader!r}, not a PayloadReader with a "
+                             "delegate_id; left out")
+            continue
+        _readers.setdefault(reader.delegate_id, reader)
+    return True

@@ -1,0 +1,245 @@
+"""Where a wrong program first diverges from eager PyTorch: the first operator, or delegated
+partition, whose output differs.
+
+When the check finds a program that computes something else (:class:`~ptebuild.lowering.check.
+WrongProgram`), the worker lowers the failing method again as the build did (same export,
+same quantization, same partitioner) with every operator's output surfaced as an extra output of
+the program, by ExecuTorch's own numerical debugger (``executorch.devtools.intermediate_output_tap``:
+a ``tap`` node after each operator survives partitioning, so an operator inside a delegated
+partition surfaces as an output of that partition), runs it in ExecuTorch's runtime on the
+failing inputs, and compares each operator's output with the same graph run by PyTorch on the same
+inputs, in graph order. The first operator far from PyTorch's (the check's own ``wrong`` rule:
+cosine under 0.9, or an error as large as the value) is where the program first diverges; the
+first beyond its tolerance is named too. Before that, the exported graph itself is run by PyTorch
+against the eager model: a graph that already differs was captured wrong by ``torch.export`` (or
+the backend's quantization), and ExecuTorch is not at fault.
+
+ExecuTorch 1.5.1's other route to intermediate outputs, an ETDump with a debug buffer for the
+devtools Inspector, cannot be read back from the pip runtime here (the dump it writes with a debug
+buffer fails to decode: ``flatc``: "string contains non-utf8 bytes").
+
+The figures of every operator go to the program's log (an exception note). Finding the place is a
+best effort: the wrong program is named wrong whether or not it is found.
+
+Runs in a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptebuild.lowering.binding import bind, call_method
+from ptebuild.lowering.check import WrongProgram, dtype_name, flatten_outputs, judge, measure
+from ptebuild.plan import MethodPlan, ProgramPlan
+
+MAX_TAPS = 4000
+"""Operators surfaced at most (a model larger than this is searched in its first operators)."""
+
+
+@dataclass(frozen=True)
+class OperatorFigures:
+    """One operator's output in ExecuTorch's runtime against PyTorch's run of the same graph."""
+
+    index: int
+    node: str
+    target: str
+    module: str
+    partition: str
+    """The delegated partition it ran in (``lowered_module_0``), or ``""`` (a kernel of its own)."""
+    dtype: str
+    max_abs_error: float
+    cosine: float
+    within: bool
+    wrong: bool
+
+    def where(self) -> str:
+        module = f" in module {self.module}" if self.module else ""
+        partition = f", inside delegated partition {self.partition}" if self.partition else ""
+        return f"{self.target} (node {self.node}{module}{partition})"
+
+    def row(self) -> str:
+        verdict = "WRONG" if self.wrong else ("ok" if self.within else "beyond tolerance")
+        return (f"{self.index:5d}  {self.target:40s} {self.node:28s} {self.dtype:9s} {self.max_abs_error:11.3g} "
+                f"{self.cosine:10.6f}  {self.partition or '-':18s} {verdict}")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """What the search found: a sentence for the error's line, and the figures for the log."""
+
+    sentence: str
+    rows: tuple[OperatorFigures, ...] = ()
+
+    def table(self) -> str:
+        head = f"{'#':>5s}  {'operator':40s} {'node':28s} {'dtype':9s} {'max abs err':>11s} {'cosine':>10s}  {'partition':18s} verdict"
+        return "\n".join([
+            "Each operator's output in ExecuTorch's runtime against the same graph run by PyTorch, on the failing "
+            "inputs, in graph order:", head, *(r.row() for r in self.rows)])
+
+
+def locate(wrong: WrongProgram, model: Any, program: ProgramPlan, inputs_by_method: Mapping[str, tuple[Any, ...]],
+           samples: Mapping[str, list[tuple[Any, ...]]], progress: Callable[[str], None]) -> WrongProgram:
+    """``wrong`` with where the program first diverges added to its line, and every operator's
+    figures in a note (the program's log)."""
+    from ptebuild.backends import bound_backend
+    from ptebuild.causes import describe
+
+    method = next((m for m in program.methods if m.name == wrong.method), None)
+    if method is None or not wrong.inputs:
+        return wrong
+    kind = bound_backend(program).backend.check_kind(program.options)
+    if not kind.in_executorch:
+        return WrongProgram(
+            f"{wrong.message}; where it first diverges is searched in ExecuTorch's runtime, which does not run "
+            f"{program.backend} programs here (the check ran it with {kind.name})",
+            location=wrong.location or f"programs.{program.name}", method=wrong.method, inputs=wrong.inputs, output=wrong.output)
+    progress(f"looking for where {method.name} first diverges from eager PyTorch")
+    try:
+        found = first_divergence(model, program, method, inputs_by_method[method.name], wrong.inputs,
+                                 samples.get(method.name), wrong.output)
+    except Exception as exc:  # a best effort: the program is named wrong either way
+        found = Divergence(f"where it first diverges could not be found ({describe(exc).line})")
+        note = describe(exc).text
+    else:
+        note = found.table() if found.rows else ""
+    located = WrongProgram(f"{wrong.message}; {found.sentence}", location=wrong.location or f"programs.{program.name}",
+                           method=wrong.method, inputs=wrong.inputs, output=wrong.output)
+    if note:
+        located.add_note(note)
+    return located
+
+
+def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, example: tuple[Any, ...],
+                     inputs: tuple[Any, ...], samples: list[tuple[Any, ...]] | None, output: int = 0) -> Divergence:
+    """Lower ``method`` again with every operator's output surfaced, run it on ``inputs``, and
+    compare operator by operator (see the module's text)."""
+    import torch
+    import torch.utils._pytree as pytree
+    from executorch.devtools.intermediate_output_tap import (
+        FULL_TENSOR,
+        select_all_call_function,
+        strip_taps_,
+        tap_intermediate_outputs_,
+    )
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    from ptebuild import backends
+    from ptebuild.lowering.check import native_stderr_silenced
+    from ptebuild.lowering.examples import flat_inputs
+    from ptebuild.worker.lower import MethodModule, dynamic_shapes, export_method
+
+    bound = backends.bound_backend(program)
+    backend, options = bound.backend, bound.options
+    settings = program.check_settings()
+    reference = backend.reference_model(model, program)
+    transformed = backend.transform_model(model, options, program)
+    inline = dataclasses.replace(program, data_name=None)  # weights inside: nothing to place
+    with native_stderr_silenced():
+        with torch.no_grad():
+            eager = flatten_outputs(call_method(reference, method, inputs, program.model))
+        # 1. The exported graph, run by PyTorch, against the eager model: did export capture it?
+        shapes = dynamic_shapes(method)
+        binding = bind(getattr(transformed, method.function), method, program.model)
+        wrapped = MethodModule.wrap(transformed, method.function, bool(backend.distinct_outputs), bool(backend.contiguous_outputs),
+                                    binding)
+        raw = torch.export.export(wrapped, example, dynamic_shapes=None if shapes is None else (shapes,), strict=False)
+        far = _far(eager, raw.module(), inputs, output, settings)
+        if far is not None:
+            return Divergence(
+                f"the exported graph, run by PyTorch, is already far from the eager model (cosine {far:.4f}): "
+                "torch.export captured something else, and ExecuTorch's runtime is not at fault: look for Python state, "
+                "data-dependent branches or torch.compiler.is_exporting() in the model")
+        # 2. The graph the backend lowers (quantized, for a quantizing backend), run by PyTorch.
+        exported = export_method(transformed, inline, method, example, lambda _: None, samples)
+        far = _far(eager, exported.module(), inputs, output, settings)
+        if far is not None:
+            fix = ("calibrate it on real inputs (models.M.methods.F.samples) or use a dynamic scheme"
+                   if program.calibrated else "use another quantization scheme")
+            return Divergence(
+                f"the graph {program.backend} lowers, quantized and run by PyTorch, is already far from the eager model "
+                f"(cosine {far:.4f}): the quantization itself computes something else on these inputs, not ExecuTorch's "
+                f"runtime; {fix}")
+        # 3. Every operator surfaced, lowered as the build lowers, run by ExecuTorch.
+        tapped, specs = tap_intermediate_outputs_(exported, rules=[(select_all_call_function(), FULL_TENSOR)],
+                                                  max_taps=MAX_TAPS, error_on_empty=False)
+        if not specs:
+            return Divergence("the program has no operator to compare")
+        with torch.no_grad():
+            aot, _ = pytree.tree_flatten(tapped.module()(*inputs))
+        with backend.lowering_context(options):
+            edge = to_edge_transform_and_lower(
+                {"forward": tapped}, partitioner=backend.partitioners(options, inline),
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            )
+            partitions = _partitions(edge.exported_program("forward"), specs)
+            strip_taps_(edge)
+            lowered = edge.to_executorch()
+        with tempfile.TemporaryDirectory(prefix="ptebuild-divergence-") as folder:
+            pte = Path(folder, "tapped.pte")
+            with open(pte, "wb") as out:
+                lowered.write_to_file(out)
+            method_run = Runtime.get().load_program(pte).load_method("forward")
+            runtime = list(method_run.execute(flat_inputs(inputs)))
+    rows = []
+    for index, spec in enumerate(specs):
+        a, r = aot[spec.output_index], runtime[spec.output_index]
+        if not isinstance(a, torch.Tensor) or not isinstance(r, torch.Tensor) or a.shape != r.shape:
+            continue
+        found = measure(a, r, settings.for_dtype(dtype_name(a)))
+        rows.append(OperatorFigures(index, spec.node_name, spec.op_target, spec.module_path or "",
+                                    partitions.get(spec.node_name, ""), found.dtype, found.max_abs_error, found.cosine,
+                                    found.within and found.cosine >= found.tolerance.min_cosine, judge(found)[2]))
+    first_wrong = next((r for r in rows if r.wrong), None)
+    first_off = next((r for r in rows if not r.within), None)
+    if first_wrong is None:
+        if first_off is not None:
+            return Divergence(f"no single operator is far from PyTorch's on the same graph; the first beyond its tolerance "
+                              f"is {first_off.where()} (cosine {first_off.cosine:.6f}); per-operator figures in the log", tuple(rows))
+        return Divergence("with every operator's output surfaced the program computes what PyTorch does: the difference "
+                          "comes from how ExecuTorch plans or fuses the program, not from one operator; per-operator "
+                          "figures in the log", tuple(rows))
+    before = "" if first_off is None or first_off.index >= first_wrong.index else (
+        f" (the first beyond its tolerance, earlier: {first_off.where()}, cosine {first_off.cosine:.6f})")
+    return Divergence(
+        f"it first diverges at {first_wrong.where()}: cosine {first_wrong.cosine:.4f}, max abs error "
+        f"{first_wrong.max_abs_error:.3g} against the same graph run by PyTorch on the same inputs, the operators before "
+        f"it agree{before}; per-operator figures in the log", tuple(rows))
+
+
+def _far(eager: list[Any], graph: Any, inputs: tuple[Any, ...], output: int, settings: Any) -> float | None:
+    """The cosine of ``graph``'s output ``output`` with eager's when it is far from it (the check's
+    wrong rule), else None."""
+    import torch
+
+    with torch.no_grad():
+        found = flatten_outputs(graph(*inputs))
+    if output >= len(eager) or output >= len(found):
+        return None
+    compared = measure(eager[output], found[output], settings.for_dtype(dtype_name(eager[output])))
+    return compared.cosine if judge(compared)[2] else None
+
+
+def _partitions(exported: Any, specs: list[Any]) -> dict[str, str]:
+    """Tapped node name -> the delegated partition computing it, read from the lowered graph before
+    the taps are stripped: the output slot of a spec holds its tap, whose source is then a
+    ``getitem`` of a delegate call's outputs when the operator was delegated."""
+    import operator
+
+    outputs = list(exported.graph.output_node().args[0])
+    found = {}
+    for spec in specs:
+        if spec.output_index >= len(outputs):
+            continue
+        tap = outputs[spec.output_index]
+        source: Any = tap.args[0] if getattr(tap, "args", None) else None
+        if source is not None and getattr(source, "target", None) is operator.getitem:
+            call = source.args[0]
+            if "call_delegate" in str(getattr(call, "target", "")):
+                found[spec.node_name] = getattr(call.args[0], "name", "delegate")
+    return found

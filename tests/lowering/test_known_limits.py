@@ -1,0 +1,60 @@
+"""Known limits of the pinned toolchain, matched from a failure's text and the model's operators."""
+
+from __future__ import annotations
+
+from ptebuild.errors import BuildError
+from ptebuild.lowering.known_limits import KNOWN_LIMITS, explain
+
+
+def test_each_failure_seen_on_the_toolchain_is_explained():
+    seen = {  # failure lines as ExecuTorch 1.5.1 and torch 2.11/2.13 wrote them (cuda-notes.md, the issue)
+        "cuda-attention-bfloat16": ("RuntimeError: Expected bfloat16 inputs", ["aten.scaled_dot_product_attention.default"]),
+        "cuda-transposed-convolution": (
+            "InductorError: LoweringException: NoValidChoicesError: No choices to select. Provided reason: No choices "
+            "exist for backend. please consider adding ATEN into max_autotune_conv_backends config (defined in "
+            "torch/_inductor/config.py)", ["aten.conv_transpose3d.input"]),
+        "cuda-missing-fallback-kernel": ("RuntimeError: missing fallback kernels (1 total): aten._upsample_bilinear2d_aa.default", []),
+        "executorch-runtime-torch-2.11": ("RuntimeError: tensor does not have a device", []),
+    }
+    for name, (text, operators) in seen.items():
+        found = explain(text, operators, "cuda")
+        assert found is not None and found.name == name, (name, found)
+        assert "\n" not in found.advice() and found.advice().startswith("known limit of ")
+
+
+def test_the_model_and_the_backend_decide_too():
+    text = "RuntimeError: Expected bfloat16 inputs"
+    assert explain(text, ["aten.linear.default"], "cuda") is None  # a model without attention: not this limit
+    assert explain(text, [], "cuda") is not None  # operators unknown: the text decides
+    assert explain(text, [], "xnnpack") is None
+    assert explain("ValueError: the policy needs a calibrated camera", [], "cuda") is None
+
+
+def test_entries_say_what_to_do_and_names_are_unique():
+    assert len({limit.name for limit in KNOWN_LIMITS}) == len(KNOWN_LIMITS)
+    for limit in KNOWN_LIMITS:
+        assert limit.what_to_do and limit.toolchain
+
+
+def test_a_failed_check_gets_the_advice_on_its_line():
+    from ptebuild.worker.lower import explained
+
+    error = BuildError("ExecuTorch's runtime failed to load method 'forward': RuntimeError: tensor does not have a device",
+                       location="programs.p")
+    again = explained(error, "portable")
+    assert str(again) == (
+        "programs.p: ExecuTorch's runtime failed to load method 'forward': RuntimeError: tensor does not have a device; "
+        "known limit of ExecuTorch 1.5.1's pip runtime under torch 2.11: the wheel's native runtime was built against "
+        "another torch: check portable and XNNPACK programs on a machine with torch 2.13 (CPU), and share the cache with it"
+    )
+    plain = BuildError("something else", location="programs.p")
+    assert explained(plain, "portable") is plain
+
+
+def test_the_advice_says_whether_upstream_fixed_it():
+    """A limit no upstream change fixes yet says so, not "fixed upstream by no release yet"."""
+    from ptebuild.lowering.known_limits import by_name
+
+    advice = by_name("cuda-attention-bfloat16").advice()
+    assert "fixed upstream by" not in advice
+    assert advice.endswith("; not fixed upstream yet (executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes)")

@@ -234,9 +234,18 @@ def _planned(t: TargetTimeline, largest: int) -> str:
 
 
 def _check(t: TargetTimeline) -> str:
-    figures = [f for f in t.check if "max_abs_error" in f]
-    if not figures:
+    """The check's worst error and lowest cosine (:class:`ptebuild.figures.CheckSummary`), led by
+    ``PROVES NOTHING:`` for a check that cannot fail; its tolerances and data in the title."""
+    from ptebuild.figures import CheckSummary, Verdict
+
+    try:
+        summary = CheckSummary.of(t.check)
+    except (KeyError, TypeError, ValueError):
+        summary = None
+    if summary is None:
         return "-"
-    worst = max(float(f["max_abs_error"]) for f in figures)
-    cosine = min(float(f.get("cosine", 1.0)) for f in figures)
-    return f'<span title="{len(figures)} outputs and sizes compared">{escape(f"err {worst:.1e} cos {cosine:.6f}")}</span>'
+    words = f"err {summary.max_abs_error:.1e} cos {summary.cosine:.6f}"
+    if summary.verdict is Verdict.PROVES_NOTHING:
+        words = f"PROVES NOTHING: {words}"
+    title = f"{summary.tolerance_words()}; {summary.data_words()}"
+    return f'<span title="{escape(title)}">{escape(words)}</span>'

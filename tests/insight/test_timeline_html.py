@@ -65,3 +65,15 @@ def test_its_screenshot_is_not_blank(page, tmp_path):
         colour = STAGE_COLOURS[stage]
         rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
         assert found.get(rgb, 0) > 100, f"no {stage.value} bar drawn ({colour})"
+
+
+def test_the_check_cell_says_what_the_check_proves():
+    from dataclasses import replace
+
+    timeline = _timeline()
+    nothing = {"method": "forward", "output": 0, "max_abs_error": 0.0, "cosine": 1.0, "dtype": "float32", "atol": 1e-3,
+               "rtol": 1e-4, "min_cosine": 0.9999, "verdict": "proves-nothing", "reason": "eager PyTorch's output is all zeros"}
+    text = render(replace(timeline, targets=(replace(timeline.targets[0], check=(nothing,)), *timeline.targets[1:])))
+    assert "PROVES NOTHING: err 0.0e+00 cos 1.000000" in text
+    assert 'title="float32: atol 0.001' in text
+    assert "err 2.0e-06 cos 0.999999</span>" in render(timeline)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ptebuild.causes import describe
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.lowering.delegation import program_delegation
 from ptebuild.lowering.memory import method_memory
@@ -21,3 +22,13 @@ def lowered_insight(edge: Any, program: ProgramPlan) -> ProgramInsight:
     names = [m.name for m in program.methods]
     memory = tuple(method_memory(edge.exported_program(m.name), m) for m in program.methods)
     return ProgramInsight(program_delegation(edge, names), None, memory)
+
+
+def counted(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramInsight | None:
+    """:func:`lowered_insight`, or None and a line in ``problems`` if the figures cannot be
+    counted: a program is never refused for its figures (every pipeline that lowers calls this)."""
+    try:
+        return lowered_insight(edge, program)
+    except Exception as exc:
+        problems.append(f"its delegation and memory figures could not be counted: {describe(exc).line}")
+        return None

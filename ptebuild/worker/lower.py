@@ -296,6 +296,8 @@ def _lower(
 ) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
+    from ptebuild.lowering.insight import counted
+
     bound = bound_backend(program)
     backend, options = bound.backend, bound.options
     original = model
@@ -328,7 +330,7 @@ def _lower(
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
                 generate_etrecord=program.etrecord,
             )
-            figures = _figures(edge, program, problems)
+            figures = counted(edge, program, problems)
             config = backend.emit_config(data_name, options)
             stages.begin(Stage.EMIT)
             progress("emitting the program")
@@ -369,18 +371,6 @@ def _lower(
         if kept:
             lowered.warnings.append(describe(kept, data_name, program.backend))
     return lowered
-
-
-def _figures(edge: Any, program: ProgramPlan, problems: list[str]) -> ProgramInsight | None:
-    """The lowered graphs' figures; None (and a line in ``problems``) if they cannot be counted:
-    a program is not refused for its figures."""
-    from ptebuild.lowering.insight import lowered_insight
-
-    try:
-        return lowered_insight(edge, program)
-    except Exception as exc:
-        problems.append(f"its delegation and memory figures could not be counted: {summary_of(exc)}")
-        return None
 
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:

@@ -27,13 +27,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_executors import stop_servers  # a build's warm servers, by their pid files (this folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -125,14 +126,6 @@ def run(command: list[str], env: dict[str, str]) -> float:
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-4000:]}")
     return seconds
-
-
-def stop_servers(cache: Path) -> None:
-    for pid_file in (cache / "workers").glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
 
 
 def main() -> int:

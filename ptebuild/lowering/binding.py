@@ -93,7 +93,7 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
     except (TypeError, ValueError):  # a builtin or an extension's function: nothing to bind by
         return positional_all
     if _torch_own(function):
-        return positional_all
+        return _torch_own_binding(function, signature, names, _where(model, method))
     parameters = signature.parameters
     kinds = {name: p.kind for name, p in parameters.items()}
     shown = describe_signature(function, signature)
@@ -126,15 +126,38 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
             tuple(names.index(n) for n in given),
             tuple((name, i) for i, name in enumerate(names) if name not in given),
         )
+    _check_fits(function, signature, binding, names, where)
+    return binding
+
+
+def _torch_own_binding(function: Callable[..., Any], signature: inspect.Signature, names: list[str], where: str) -> Binding:
+    """By position; an input beyond the parameters of torch's function is located as any other
+    name that is no parameter (``Linear.forward(input)`` declared with two inputs)."""
+    kinds = [p.kind for p in signature.parameters.values()]
+    by_position = [n for n, p in signature.parameters.items()
+                   if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and len(names) > len(by_position):
+        extra = len(by_position)
+        raise ManifestError(
+            f"{names[extra]!r} is not a parameter of {describe_signature(function, signature)}; "
+            f"name each input after the parameter it is passed as ({', '.join(by_position) or 'it takes none'})",
+            location=f"{where}[{extra}].name",
+        )
+    binding = Binding(tuple(range(len(names))))
+    _check_fits(function, signature, binding, names, where)
+    return binding
+
+
+def _check_fits(function: Callable[..., Any], signature: inspect.Signature, binding: Binding, names: list[str], where: str) -> None:
+    """Raise the located error when the call ``binding`` makes does not fit ``signature``."""
     try:
         signature.bind(*binding.positional, **dict(binding.keywords))
     except TypeError as exc:
-        declared = ", ".join(names)
         raise ManifestError(
-            f"the inputs ({declared}) do not fit {shown}: {exc}; declare one input per parameter it needs, named after it",
+            f"the inputs ({', '.join(names)}) do not fit {describe_signature(function, signature)}: {exc}; "
+            "declare one input per parameter it needs, named after it",
             location=where,
         ) from None
-    return binding
 
 
 def _torch_own(function: Callable[..., Any]) -> bool:

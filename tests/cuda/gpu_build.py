@@ -65,7 +65,7 @@ def build_direct(manifest: Path, out: Path, only: list[str] | None = None) -> di
         figures, check_name = get_backend(program.backend).check(model, program, lowered.files[program.pte_name], ptd)
         files = {}
         for name, path in lowered.files.items():
-            shutil.move(str(path), out / name)
+            shutil.copyfile(path, out / name)  # a link into the staging folder's store: its bytes
             files[name] = {"sha256": sha256(out / name), "size": (out / name).stat().st_size}
         shutil.rmtree(staging, ignore_errors=True)
         results[program.name] = {

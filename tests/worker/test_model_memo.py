@@ -36,6 +36,10 @@ def make_counting(**kwargs):
 
 @pytest.fixture(scope="module")
 def worker():
+    # The test projects' model modules, imported in this process by earlier tests, would count as
+    # the worker's own (imported before it started) and outlive every task.
+    for name in [n for n in sys.modules if n.partition(".")[0] == "tinymodels"]:
+        del sys.modules[name]
     prepare_worker()
     yield
     model_memo.drop()

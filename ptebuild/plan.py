@@ -141,6 +141,16 @@ class ProgramPlan:
     check_set: tuple[str, ...] = ()
     """The parts of the tolerance the manifest sets (``atol``, ``rtol``, ``min_cosine``): they
     hold for every output; the others follow each output's dtype."""
+    kind: str = "factory"
+    """The model's kind (:mod:`ptebuild.models`): how it is made, lowered and checked."""
+    model_files: tuple[tuple[str, str], ...] = ()
+    """``(manifest field, path)`` of files the model's kind reads besides its code and weights (an
+    LLM's params JSON and tokenizer), paths relative to the manifest folder: sources of the key."""
+    extra_outputs: tuple[str, ...] = ()
+    """Files the program writes beside its ``.pte`` (an LLM's tokenizer), published with it."""
+    min_token_agreement: float | None = None
+    """Generated-token checks (LLM programs): the least share of decode steps whose tokens must
+    agree with the eager model's."""
     bound: object = field(default=None, compare=False, repr=False)
     """The program's backend resolved once (:class:`ptebuild.backends.BoundBackend`: the registry's
     object and ``options`` typed, validated when the manifest was resolved); asked for through
@@ -178,7 +188,9 @@ class ProgramPlan:
         budget = data.get("budget")
         return cls(**{**data, "methods": methods, "sources": tuple(data["sources"]),
                       "check_set": tuple(data.get("check_set") or ()),
-                      "budget": Budget(tuple(Limit(**limit) for limit in budget["limits"])) if budget else None})
+                      "budget": Budget(tuple(Limit(**limit) for limit in budget["limits"])) if budget else None,
+                      "model_files": tuple(tuple(pair) for pair in data.get("model_files", ())),
+                      "extra_outputs": tuple(data.get("extra_outputs", ()))})
 
     @property
     def pte_name(self) -> str:
@@ -198,7 +210,11 @@ class ProgramPlan:
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name, self.etrecord_name) if name))
+        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name, self.etrecord_name) if name), *self.extra_outputs)
+
+    def model_file(self, field: str) -> str | None:
+        """The path of the model file the manifest gives as ``field`` (``params``, ``tokenizer``)."""
+        return next((path for name, path in self.model_files if name == field), None)
 
 
 @dataclass(frozen=True)

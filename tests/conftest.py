@@ -96,3 +96,30 @@ def mobile_rebuild(tmp_path_factory: pytest.TempPathFactory):
     from mobile_programs import build
 
     return build(tmp_path_factory.mktemp("mobile-again"), "--no-cache", "--no-daemon", env={"PYTHONHASHSEED": "4242"})
+
+
+def copy_chat_project(dest: Path) -> Path:
+    """Copy ``manifests/chat.toml`` and its ``chat/`` folder (params, tokenizer) into ``dest``; return the manifest."""
+    manifests = Path(__file__).resolve().parents[1] / "manifests"
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(manifests / "chat.toml", dest / "chat.toml")
+    shutil.copytree(manifests / "chat", dest / "chat", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest / "chat.toml"
+
+
+@pytest.fixture(scope="session")
+def chat_build(tmp_path_factory: pytest.TempPathFactory):
+    """``manifests/chat.toml`` (the tiny LLM: float and 8da4w XNNPACK programs, a LoRA pair) built once, on the
+    warm server, into a cache of its own: ``(manifest, out folder, cache, exit code, JSON report, stderr)``."""
+    import json
+
+    from helpers import ptebuild
+
+    root = tmp_path_factory.mktemp("chat")
+    manifest = copy_chat_project(root / "project")
+    done = ptebuild("build", manifest, "--cache", root / "cache", "--json", "-j2")
+    try:
+        document = json.loads(done.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}") from None
+    return manifest, root / "out" / "chat", root / "cache", done.returncode, document, done.stderr

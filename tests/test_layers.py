@@ -21,7 +21,7 @@ LAYERS = [
     {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},
-    {"manifest"},
+    {"manifest", "models"},
     {"worker"},
     {"daemon"},
     {"builder"},

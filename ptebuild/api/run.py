@@ -1,5 +1,6 @@
 """``ptebuild.run(manifest, program)``: run a built program on its example inputs against eager
-PyTorch, and time both (:mod:`ptebuild.worker.timed_run`; imports torch and executorch)."""
+PyTorch, and time both (:mod:`ptebuild.worker.timed_run`; imports torch and executorch); or, for a
+language model's program, generate text from a prompt with ExecuTorch's own LLM runner."""
 
 from __future__ import annotations
 
@@ -8,16 +9,40 @@ from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ptebuild.worker.timed_run import ProgramRun
+
+DEFAULT_PROMPT = "Once upon a time"
+"""What a language model's program generates from when ``run`` is given no prompt."""
 
 
 def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = None, iters: int = 20,
-        out: str | os.PathLike[str] | None = None) -> ProgramRun:
+        out: str | os.PathLike[str] | None = None, prompt: str | None = None, max_new_tokens: int = 32) -> ProgramRun | Any:
     """Load ``program``'s ``.pte`` and ``.ptd`` (checked to belong together) from the build's output
     folder (``out``, default the manifest's), run each method (or ``method``) ``iters`` times after
-    a warm-up, compare with eager PyTorch; the report says whether it is within the tolerances."""
+    a warm-up, compare with eager PyTorch; the report says whether it is within the tolerances.
+
+    A program of a language model (an ``executorch-llm`` model) instead generates up to
+    ``max_new_tokens`` tokens from ``prompt`` (default :data:`DEFAULT_PROMPT`) through ExecuTorch's
+    ``TextLLMRunner`` with the tokenizer beside it, greedily, and the report (a
+    :class:`~ptebuild.models.executorch_llm.generation.Generation`) gives the text and the tokens
+    per second of prefill and decode. ``prompt`` for another program is a UsageError.
+    """
+    from ptebuild.errors import UsageError
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.timed_run import run_program
+    from ptebuild.models import get_model_kind
+    from ptebuild.worker.timed_run import find_program, run_program
 
     plan = load_manifest(os.fspath(manifest))
-    return run_program(plan, program, method=method, iters=iters, out_dir=Path(out) if out else None)
+    target = find_program(plan, program)
+    kind = get_model_kind(target.kind)
+    out_dir = Path(out) if out else None
+    if prompt is not None or kind.generates_text:
+        if max_new_tokens < 1:
+            raise UsageError(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
+        if method is not None:
+            raise UsageError(f"--method is for programs run on their example inputs; {program!r} generates text")
+        return kind.generate(plan, target, DEFAULT_PROMPT if prompt is None else prompt, max_new_tokens=max_new_tokens,
+                             out_dir=out_dir)
+    return run_program(plan, program, method=method, iters=iters, out_dir=out_dir)

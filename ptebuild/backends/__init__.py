@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ptebuild import backend_registry
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ptebuild.backends.base import Backend
     from ptebuild.plan import BuildPlan, ProgramPlan
@@ -95,17 +95,23 @@ class BoundBackend:
     hooks take ``source``; a worker's hooks take ``options``.
     """
 
-    def __init__(self, name: str, source: Mapping[str, Any], options: Any = None) -> None:
+    def __init__(self, name: str, source: Mapping[str, Any], options: Any = None,
+                 options_model: Callable[[], Any] | None = None) -> None:
         self.name = name
         self.backend = get_backend(name)
         self.source = source
         self._options = options
+        self._options_model = options_model
+        """What validates ``source``, asked for when first needed: the model a model kind gives its
+        programs (an LLM program's: :meth:`ptebuild.models.base.ModelKind.program_options_model`),
+        None for the backend's own options model."""
 
     @property
     def options(self) -> Any:
-        """The options typed (an instance of the backend's options model)."""
+        """The options typed (an instance of the backend's options model, or the model kind's)."""
         if self._options is None:
-            self._options = self.backend.options_model.model_validate(dict(self.source))
+            model = self._options_model() if self._options_model is not None else None
+            self._options = (model or self.backend.options_model).model_validate(dict(self.source))
         return self._options
 
 
@@ -119,20 +125,23 @@ def bound_backend(program: ProgramPlan) -> BoundBackend:
     return BoundBackend(program.backend, program.options)
 
 
-def bind_plan(plan: BuildPlan) -> BuildPlan:
+def bind_plan(plan: BuildPlan, options_model: Callable[[ProgramPlan], Any] | None = None) -> BuildPlan:
     """``plan`` with each program bound to its backend (:class:`BoundBackend`): for a plan read back
-    from JSON, whose programs then validate their options once, when first used typed."""
+    from JSON, whose programs then validate their options once, when first used typed, by
+    ``options_model(program)`` (:func:`ptebuild.models.options_model_of`: the model kind's, else the
+    backend's)."""
     from dataclasses import replace
 
-    programs = tuple(replace(p, bound=BoundBackend(p.backend, p.options)) for p in plan.programs)
+    programs = tuple(bind_program(p, options_model) for p in plan.programs)
     return replace(plan, programs=programs)
 
 
-def bind_program(program: ProgramPlan) -> ProgramPlan:
-    """One program bound to its backend (a task's, read back from JSON)."""
+def bind_program(program: ProgramPlan, options_model: Callable[[ProgramPlan], Any] | None = None) -> ProgramPlan:
+    """One program bound to its backend (a task's, read back from JSON); ``options_model`` as :func:`bind_plan`'s."""
     from dataclasses import replace
 
-    return replace(program, bound=BoundBackend(program.backend, program.options))
+    model = (lambda: options_model(program)) if options_model is not None else None  # asked only where typed
+    return replace(program, bound=BoundBackend(program.backend, program.options, options_model=model))
 
 
 __all__ = ["BoundBackend", "backend_names", "bind_plan", "bind_program", "bound_backend", "get_backend", "is_plugin", "plugin_problems"]

@@ -37,6 +37,7 @@ from ptebuild.errors import ManifestError
 from ptebuild.lowering import samples
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
+from ptebuild.models import get_model_kind
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 KEY_SCHEMA = "ptebuild-action-key 1"
@@ -105,8 +106,13 @@ def _flatten_entry(prefix: str, value: object, out: dict[str, str]) -> None:
 
 
 def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dict[str, Path]:
-    """The files of a model's code: name (relative, '/'-separated) -> path."""
-    sources = module_sources(program.factory.split(":", 1)[0], manifest_dir, f"{display}: models.{program.model}.factory")
+    """The files of a model's code and of what its kind reads (an LLM's params JSON and tokenizer):
+    name (relative, '/'-separated) -> path."""
+    sources: dict[str, Path] = {}
+    if program.factory:
+        sources.update(module_sources(program.factory.split(":", 1)[0], manifest_dir, f"{display}: models.{program.model}.factory"))
+    for _, name in program.model_files:
+        sources[Path(name).as_posix()] = manifest_dir / name
     for pattern in program.sources:
         matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
         if not matches:
@@ -175,7 +181,7 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     a ``sources`` pattern looks into. For the no-op stamp (:mod:`ptebuild.builder.noop`)."""
     folders: set[str] = set()
     module = program.factory.split(":", 1)[0]
-    module_file = find_module_file(module, module_search_path(manifest_dir))
+    module_file = find_module_file(module, module_search_path(manifest_dir)) if program.factory else None
     found = _top_level(module, manifest_dir, module_file) if module_file is not None else None
     if found is not None and found[1].is_dir():
         for root, dirs, _ in os.walk(found[1]):
@@ -194,7 +200,14 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
     manifest_dir = Path(plan.manifest_dir)
     inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
-        inputs[keyinputs.source(name)] = digest_file(path)[0]
+        field = next((f for f, file in program.model_files if Path(file).as_posix() == name), None)
+        if field is None:
+            inputs[keyinputs.source(name)] = digest_file(path)[0]
+        else:  # a file the manifest names: one located line if it cannot be read
+            at = f"programs.{program.name}.{field}" if field.startswith("options.") else f"models.{program.model}.{field}"
+            inputs[keyinputs.source(name)] = _digest_input(
+                path, name, f"{plan.manifest}: {at}", f"give the {field.rsplit('.', 1)[-1]} file", digest_file
+            )
     if program.weights:
         where = f"{plan.manifest}: models.{program.model}.weights"
         inputs[keyinputs.weights(program.weights)] = _digest_input(
@@ -202,6 +215,8 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
         )
     inputs.update(sample_inputs(program, manifest_dir, plan.manifest, digest_file))
     inputs.update(toolchain_facts(digest_file))
+    for name, value in get_model_kind(program.kind).key_facts(digest_file).items():
+        inputs[keyinputs.toolchain(name)] = value
     backend = bound_backend(program).backend
     for name, value in backend.toolchain_facts(program.options).items():
         inputs[keyinputs.toolchain(name)] = str(value)

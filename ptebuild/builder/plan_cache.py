@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ptebuild.backends import bind_plan
 from ptebuild.errors import ManifestError
+from ptebuild.models import options_model_of
 from ptebuild.plan import BuildPlan
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def load_plan(manifest: str, cache: Cache | None) -> BuildPlan:
     record = cache.memo_get(key)
     if record is not None and isinstance(record.get("plan"), str):
         try:
-            return bind_plan(BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir)))
+            plan = BuildPlan.from_json(record["plan"], manifest=manifest, manifest_dir=str(manifest_dir))
+            return bind_plan(plan, options_model_of)  # a model kind's programs validate by its options model
         except (KeyError, TypeError, ValueError):
             pass
     plan = load_manifest(manifest)

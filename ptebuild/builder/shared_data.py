@@ -144,7 +144,8 @@ class SharedData:
     def _names(self, programs: list[str], ptd_name: str) -> list[str]:
         names = [ptd_name]
         for program in programs:
-            names += [o.name for o in self.members[self.of[program]][program].result.outputs if o.name.endswith(".pte")]
+            names += [o.name for o in self.members[self.of[program]][program].result.outputs
+                      if o.name.endswith(".pte") or (o.name.endswith(".ptd") and o.name != ptd_name)]
         return names
 
     def _cached(self, key: str, ptd_name: str, data: str) -> ActionResult | None:
@@ -204,12 +205,14 @@ class SharedData:
         Returns what is wrong, or None."""
         from ptebuild.runtime import check
 
-        ptd = next(path for name, path in paths.items() if name.endswith(".ptd"))
+        ptd = paths[f"{self.of[programs[0]]}.ptd"]
         for program in programs:
             member = self.members[self.of[program]][program]
             pte = next(o.name for o in member.result.outputs if o.name.endswith(".pte"))
+            # A program's own weights files beside the shared one (a LoRA adapter's) serve it too.
+            own = [paths[o.name] for o in member.result.outputs if o.name.endswith(".ptd") and paths.get(o.name) not in (None, ptd)]
             try:
-                check(paths[pte], [ptd], verify_bytes=True)
+                check(paths[pte], [ptd, *own], verify_bytes=True, allow_split=bool(own))
             except (LoadError, FormatError) as exc:
                 return f"the shared weights file does not serve {pte}: {exc}"
         return None

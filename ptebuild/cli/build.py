@@ -146,7 +146,14 @@ def summary(document: dict[str, Any]) -> str:
     for p in programs:
         checked = p.get("checked")
         if checked:
-            check = check_words(checked)
+            decoded = [f for f in p.get("check") or [] if "tokens" in f]  # a language model's generation check
+            if decoded:
+                prompts = [f["sizes"].get("prompt_tokens", 0) for f in p["check"] if f.get("stage") == "prefill"]
+                steps = sum(f["tokens"] for f in decoded)
+                check = check_words(checked, data=f"prompt {sum(prompts)} + {steps} steps")
+                check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{steps}"
+            else:
+                check = check_words(checked)
         else:  # a check without numbers (a Windows program's imports): its name
             check = p.get("check_kind") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
@@ -164,14 +171,15 @@ def summary(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def check_words(checked: dict[str, Any]) -> str:
+def check_words(checked: dict[str, Any], data: str = "") -> str:
     """The table's check column from a report's ``checked`` (:class:`ptebuild.figures.CheckSummary`):
     ``err 3.0e-06 cos 1.000000 (float32 atol 0.001 rtol 0.0001; 3 sizes + 8 samples)``, led by
-    ``PROVES NOTHING:`` when the check cannot fail. Plain JSON: a replayed no-op imports nothing."""
+    ``PROVES NOTHING:`` when the check cannot fail; ``data`` says what it ran on where sizes do not
+    (a language model's ``prompt 16 + 16 steps``). Plain JSON: a replayed no-op imports nothing."""
     tolerances = "; ".join(f"{dtype} atol {t['atol']:g} rtol {t['rtol']:g}" for dtype, t in checked["tolerances"].items())
     sizes = len(checked["data"]["random"])
     samples = checked["data"]["samples"]
-    data = f"{sizes} size{'s' if sizes != 1 else ''}" + (f" + {samples} samples" if samples else "")
+    data = data or f"{sizes} size{'s' if sizes != 1 else ''}" + (f" + {samples} samples" if samples else "")
     top1 = f" top1 {checked['top1']:.0%}" if checked.get("top1") is not None else ""
     words = f"err {checked['max_abs_error']:.1e} cos {checked['cosine']:.6f}{top1} ({tolerances}; {data})"
     return f"PROVES NOTHING: {words}" if checked["verdict"] == "proves-nothing" else words

@@ -51,7 +51,8 @@ from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
 from ptebuild.plan import MethodPlan, ProgramPlan
 from ptebuild.tolerances import DTYPE_TOLERANCES, EXACT, WRONG_COSINE, WRONG_TOP1, Tolerance, is_float
 
-__all__ = ["OutputFigures", "Verdict", "check_program", "checked_figures"]
+__all__ = ["OutputFigures", "Verdict", "WrongProgram", "check_program", "checked_figures", "judge", "measure",
+           "refusal", "wrong_program"]
 
 WRONG_RELATIVE_ERROR = 0.5
 """An output whose error's RMS is half its own RMS or more is wrong (a cosine cannot see a scale)."""
@@ -380,7 +381,7 @@ def checked_figures(program: ProgramPlan, method: str, sizes: dict[str, int], ex
         if top1 is not None and top1 < WRONG_TOP1 and verdict is not Verdict.FAILED:
             verdict, reason, wrong = Verdict.FAILED, f"its top class agrees with eager PyTorch's on {top1:.0%} of the rows", True
         if verdict is Verdict.FAILED:
-            raise _failure(program, where, _slot(index, names), found, reason, wrong, how, method, inputs, index)
+            raise refusal(program, where, _slot(index, names), found, reason, wrong, how, method, inputs, index)
         figures.append(OutputFigures(
             method, dict(sizes) if data == "random" else {}, index, found.max_abs_error, found.cosine,
             dtype=found.dtype, atol=found.tolerance.atol, rtol=found.tolerance.rtol, min_cosine=found.tolerance.min_cosine,
@@ -390,26 +391,37 @@ def checked_figures(program: ProgramPlan, method: str, sizes: dict[str, int], ex
     return figures
 
 
-def _failure(program: ProgramPlan, where: str, slot: str, found: Measure, reason: str, wrong: bool, how: str,
-             method: str, inputs: tuple[Any, ...], index: int) -> CheckError:
-    location = f"programs.{program.name}"
+def refusal(program: ProgramPlan, where: str, slot: str, found: Measure, reason: str, wrong: bool, how: str = "",
+            method: str = "", inputs: tuple[Any, ...] = (), index: int = 0) -> CheckError:
+    """The error of an output that :func:`judge` failed: :class:`WrongProgram` when ``wrong`` (far
+    from eager: no tolerance fixes it), else a tolerance miss with its figures and the way to
+    loosen the check. ``where`` names the method and its inputs, ``slot`` the output."""
     figures = f"max abs error {found.max_abs_error:.3g}, cosine {found.cosine:.6f}"
     if wrong:
         said = reason or (f"cosine {found.cosine:.6f} (a right program measures near 1; under {WRONG_COSINE:g} is another "
                           f"function)" if found.cosine < WRONG_COSINE else
                           f"its error is {found.relative_error:.3g} times the size of the output itself (RMS)")
-        return WrongProgram(
-            f"{where} output {slot}: the program computes something else than eager PyTorch{how}: {said}; {figures} "
-            f"on outputs of mean magnitude {found.magnitude:.3g}; this is not a tolerance problem: loosening "
-            f"programs.{program.name}.check would ship a wrong program",
-            location=location, method=method, inputs=inputs, output=index,
-        )
+        return wrong_program(program, f"{where} output {slot}", how,
+                             f"{said}; {figures} on outputs of mean magnitude {found.magnitude:.3g}",
+                             method=method, inputs=inputs, output=index)
     excess = "" if math.isinf(found.worst_excess) else f" ({found.worst_excess:.3g}x its bound at an element of magnitude {found.worst_at:.3g})"
     what = reason or f"{figures}{excess}, {found.mismatched} of {found.numel} elements beyond the bound"
     return CheckError(
         f"{where} output {slot} differs from eager PyTorch{how}: {what}; tolerance {_bound_words(found)}; "
         f"if this error is expected of the backend, loosen programs.{program.name}.check (atol, rtol, min_cosine)",
-        location=location,
+        location=f"programs.{program.name}",
+    )
+
+
+def wrong_program(program: ProgramPlan, subject: str, how: str, said: str, *, method: str = "",
+                  inputs: tuple[Any, ...] = (), output: int = 0) -> WrongProgram:
+    """``subject`` (``method 'forward' at {'batch': 2} output 0``) computes something else than
+    eager PyTorch (``how`` it ran), as ``said`` shows: the line says it is not a tolerance problem
+    and never advises loosening."""
+    return WrongProgram(
+        f"{subject}: the program computes something else than eager PyTorch{how}: {said}; this is not a tolerance "
+        f"problem: loosening programs.{program.name}.check would ship a wrong program",
+        location=f"programs.{program.name}", method=method, inputs=inputs, output=output,
     )
 
 

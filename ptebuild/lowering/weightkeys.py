@@ -87,6 +87,8 @@ def key_constants_by_sha256(et_program_manager: Any, config: Any) -> dict[str, s
     )
     emitted.external_constant_map.clear()
     emitted.external_constant_map.update(new_map)
+    # The first serialization goes before the second is made: never two of the weights file at once.
+    et_program_manager._pte_data = et_program_manager._tensor_data = et_program_manager._buffer = None
     et_program_manager._pte_data, et_program_manager._tensor_data = serialize_for_executorch(
         emitted, config, et_program_manager._data_serializer, et_program_manager._named_data
     )

@@ -68,7 +68,20 @@ _UNION_TAG = re.compile(r"(constrained-\w+|function-.*|int|str|float|bool|.*\[.*
 
 
 def _clean_loc(loc: Iterable[int | str]) -> tuple[int | str, ...]:
-    return tuple(p for p in loc if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
+    parts = tuple(loc)
+    if _kind_tag(parts):  # models.NAME.<kind>...: the model table's kind (the union's tag), not a key
+        parts = parts[:2] + parts[3:]
+    return tuple(p for p in parts if not (isinstance(p, str) and _UNION_TAG.fullmatch(p)))
+
+
+def _kind_tag(loc: tuple[int | str, ...]) -> str | None:
+    """The model kind pydantic names in a location inside ``[models.NAME]`` (``('models', 'chat',
+    'executorch-llm', 'tokenizr')``), or None."""
+    from ptebuild.models import model_kind_names
+
+    if len(loc) > 2 and loc[0] == "models" and loc[2] in model_kind_names():
+        return str(loc[2])
+    return None
 
 
 def describe_validation_error(exc: ValidationError, display: str, model: type, prefix: tuple[int | str, ...] = ()) -> str:
@@ -83,9 +96,15 @@ def describe_validation_error(exc: ValidationError, display: str, model: type, p
     display = f"{display}: {where}" if where else display
     if kind == "extra_forbidden":
         key = loc[-1]
-        hint = did_you_mean(str(key), _fields_at(model, loc[len(prefix):-1]))
+        table = model, loc[len(prefix):-1]
+        tag = _kind_tag(tuple(first["loc"])) if not prefix else None
+        if tag is not None:  # a key of a model table: that kind's table
+            from ptebuild.models import get_model_kind
+
+            table = get_model_kind(tag).spec_model(), loc[2:-1]
+        hint = did_you_mean(str(key), _fields_at(*table))
         if not hint:
-            allowed = sorted(_fields_at(model, loc[len(prefix):-1]))
+            allowed = sorted(_fields_at(*table))
             hint = f"; allowed keys: {', '.join(allowed)}" if allowed else "; this table takes no keys"
         message = f"{display}: unknown key {key!r}{hint}"
     elif kind == "literal_error":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends import BoundBackend, get_backend
+from ptebuild.backends.options import BackendOptions
 from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.insight.budget import merged_budget
 from ptebuild.manifest.locations import describe_validation_error, dotted
@@ -20,6 +21,7 @@ from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
 from ptebuild.manifest.schema import BundleSpec, InputSpec, Manifest, ModelSpec, ProgramSpec
 from ptebuild.manifest.typos import did_you_mean
+from ptebuild.models import get_model_kind
 from ptebuild.names import case_key, name_problem
 from ptebuild.plan import (
     BuildPlan,
@@ -33,7 +35,10 @@ from ptebuild.plan import (
 from ptebuild.runtime.record import RECORD_NAME
 
 if TYPE_CHECKING:
-    from ptebuild.backends.base import Backend, BackendOptions
+    from pydantic import BaseModel
+
+    from ptebuild.backends.base import Backend
+    from ptebuild.models.base import ResolvedModel
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 """What a bundle's ``output`` may end in (the archive formats ``ptebuild pack`` writes)."""
@@ -63,7 +68,8 @@ def _input_plan(spec: InputSpec) -> InputPlan:
     return InputPlan(name=spec.name, shape=tuple(spec.shape or ()), dtype=spec.dtype, low=spec.low, high=spec.high)
 
 
-def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str, MethodPlan]:
+def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str, MethodPlan]:
+    """A factory model's methods as plan values (dynamic dims checked against the model's ``dims``)."""
     methods = {}
     for method_name, method in model.methods.items():
         dims = {**model.dims, **method.dims}
@@ -92,9 +98,8 @@ def _resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[st
 
 
 def _resolve_program(
-    display: str, manifest: Manifest, name: str, program: ProgramSpec, model_methods: dict[str, dict[str, MethodPlan]],
-    bundle_io: bool = False,
-    etrecord: bool = False,
+    display: str, manifest: Manifest, name: str, program: ProgramSpec, models: dict[str, ResolvedModel],
+    bundle_io: bool = False, etrecord: bool = False, manifest_dir: Path | None = None,
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -105,13 +110,15 @@ def _resolve_program(
             f"{did_you_mean(program.model, manifest.models)}; declare it as [models.{program.model}]"
         )
     model = manifest.models[program.model]
+    kind = get_model_kind(model.kind)
+    resolved = models[program.model]
     backend_name = program.backend or manifest.defaults.backend
     if backend_name is None:
         raise ManifestError(
             f"{display}: {where}.backend: missing; set backend here or in [defaults]"
         )
     backend = get_backend(backend_name)
-    methods = model_methods[program.model]
+    methods = resolved.methods
     # A program's methods are a set: sorted, so that reordering the manifest changes nothing.
     chosen = sorted(program.methods) if program.methods is not None else sorted(methods)
     if not chosen:
@@ -124,7 +131,10 @@ def _resolve_program(
             )
     if len(set(chosen)) != len(chosen):
         raise ManifestError(f"{display}: {where}.methods: lists a method twice")
-    options = _resolve_options(display, manifest, name, program, backend_name, backend)
+    options = _resolve_options(display, manifest, name, program, backend_name, backend, kind.program_options_model(backend_name))
+    problem = kind.program_problem(model, backend_name, backend, options, program.data_name)
+    if problem is not None:
+        raise ManifestError(f"{display}: {where}.{problem[0]}: {problem[1]}")
     if backend.static_shapes:
         dynamic = next((methods[m] for m in chosen if methods[m].dims), None)
         if dynamic is not None:
@@ -150,8 +160,14 @@ def _resolve_program(
     atol = check.atol if check.atol is not None else defaults.atol
     rtol = check.rtol if check.rtol is not None else defaults.rtol
     min_cosine = check.min_cosine if check.min_cosine is not None else defaults.min_cosine
+    min_token_agreement = check.min_token_agreement if check.min_token_agreement is not None else defaults.min_token_agreement
+    if check.min_token_agreement is not None and not kind.generates_text:
+        raise ManifestError(
+            f"{display}: {where}.check.min_token_agreement: model {program.model!r} is not a language model "
+            f"({model.kind} model); remove it"
+        )
     options_json = options.model_dump(mode="json")
-    tolerance = backend.check_defaults(options)
+    tolerance = kind.check_defaults(backend, options)
     given = {"atol": atol, "rtol": rtol, "min_cosine": min_cosine}
     program_entry = program.model_dump(mode="json")
     program_entry.pop("compile_specs", None)  # merged into options, which the key hashes
@@ -161,23 +177,45 @@ def _resolve_program(
         options=options.model_dump(mode="json"),
     )
     # Set here or by a bundle; absent when off, so that programs without it keep their keys.
-    for flag, on in (("bundle_io", bundle_io), ("etrecord", etrecord)):
-        program_entry.pop(flag, None)
-        if on:
-            program_entry[flag] = True
+    program_entry.pop("bundle_io", None)
+    if bundle_io and kind.no_test_cases:
+        at = f"{where}.bundle_io" if program.bundle_io else "bundles (bundle_io = true)"
+        raise ManifestError(f"{display}: {at}: program {name!r} writes no .bpte: {kind.no_test_cases}; "
+                            "leave bundle_io off for it")
+    if bundle_io:
+        program_entry["bundle_io"] = True
+    program_entry.pop("etrecord", None)
+    if etrecord and kind.lowers_itself:
+        at = f"{where}.etrecord" if program.etrecord else "bundles (etrecord = true)"
+        raise ManifestError(f"{display}: {at}: program {name!r} writes no ETRecord: its model kind "
+                            f"({kind.name}) lowers through its own pipeline; leave etrecord off for it")
+    if etrecord:
+        program_entry["etrecord"] = True
     # Judged after the build or a restore, never keyed: a new budget does not lower again.
     program_entry.pop("budget", None)
     defaults_budget = manifest.defaults.budget.model_dump() if manifest.defaults.budget else None
     budget = merged_budget(defaults_budget, program.budget.model_dump() if program.budget else None, name)
+    # Absent when unset, so that programs without it keep their keys.
+    if program_entry.get("check", {}).get("min_token_agreement") is None:
+        program_entry.get("check", {}).pop("min_token_agreement", None)
+    extra_outputs = kind.extra_outputs(name, resolved, options)
+    program_files = kind.program_files(options)
+    for key, path in program_files:
+        unreadable = file_problem(manifest_dir / path) if manifest_dir is not None else None  # offline: not there
+        if unreadable:
+            raise ManifestError(f"{display}: {where}.{key}: {describe(path, unreadable)}")
+    for extra in extra_outputs:
+        if extra.endswith(".ptd"):
+            _check_name(display, f"{where}.options", extra.removesuffix(".ptd"), ".ptd")
     return ProgramPlan(
         name=name,
         model=program.model,
         backend=backend_name,
-        factory=model.factory,
-        kwargs=dict(model.kwargs),
-        weights=model.weights,
-        seed=model.seed,
-        sources=tuple(model.sources),
+        factory=resolved.factory,
+        kwargs=dict(resolved.kwargs),
+        weights=resolved.weights,
+        seed=resolved.seed,
+        sources=resolved.sources,
         methods=tuple(methods[m] for m in chosen),
         data_name=program.data_name,
         options=options_json,
@@ -192,14 +230,20 @@ def _resolve_program(
         bundle_io=bundle_io,
         etrecord=etrecord,
         budget=budget,
+        kind=kind.name,
+        model_files=resolved.model_files + program_files,
+        extra_outputs=extra_outputs,
+        min_token_agreement=min_token_agreement,
         bound=BoundBackend(backend_name, options_json, options),  # validated here, and nowhere again
     )
 
 
 def _resolve_options(
-    display: str, manifest: Manifest, name: str, program: ProgramSpec, backend_name: str, backend: Backend
+    display: str, manifest: Manifest, name: str, program: ProgramSpec, backend_name: str, backend: Backend,
+    options_model: type[BaseModel] | None = None,
 ) -> BackendOptions:
-    """Validate a program's ``options`` and ``compile_specs`` (over the defaults') with the backend's model.
+    """Validate a program's ``options`` and ``compile_specs`` (over the defaults') with ``options_model``
+    (the backend's, or the one the model's kind gives its programs for that backend).
 
     Both tables feed one options model; a key may be given in only one of a program's two tables.
     An error names the table the offending key came from.
@@ -221,8 +265,9 @@ def _resolve_options(
     merged: dict[str, Any] = {}
     for _, table in tables:
         merged.update(table)
+    options_model = options_model or backend.options_model
     try:
-        options = backend.options_model.model_validate(merged)
+        options = options_model.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]["loc"]
         prefix = ("programs", name, "compile_specs" if program.compile_specs else "options")
@@ -231,7 +276,8 @@ def _resolve_options(
                 if first[0] in table:
                     prefix = where
                     break
-        raise ManifestError(describe_validation_error(exc, display, backend.options_model, prefix=prefix)) from None
+        raise ManifestError(describe_validation_error(exc, display, options_model, prefix=prefix)) from None
+    assert isinstance(options, BackendOptions)
     shim = getattr(options, "shim_library", None)
     if shim is not None:
         at = dotted(("programs", name, "compile_specs", "shim_library"))
@@ -279,24 +325,27 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bo
     """The plan of a validated manifest. ``offline``: the manifest away from its project (in a
     release bundle): its factory modules and shim lists are not looked for."""
     search_path = module_search_path(manifest_dir)
-    model_methods = {}
+    models: dict[str, ResolvedModel] = {}
     for model_name, model in manifest.models.items():
-        module = model.factory.split(":", 1)[0]
-        if not offline and find_module_file(module, search_path) is None:
+        resolved = get_model_kind(model.kind).resolve(model, display=display, model_name=model_name, manifest_dir=manifest_dir,
+                                                        offline=offline)
+        models[model_name] = resolved
+        module = resolved.factory.split(":", 1)[0]
+        if resolved.factory and not offline and find_module_file(module, search_path) is None:
             users = sorted(p for p, spec in manifest.programs.items() if spec.model == model_name)
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
                 f"{display}: models.{model_name}.factory: cannot import {module!r}{for_whom}: "
                 f"no module named {module!r} in {manifest_dir} or the environment"
             )
-        model_methods[model_name] = _resolve_methods(display, model_name, model)
     members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
     with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
     with_io |= {p for name, spec in manifest.bundles.items() if spec.bundle_io for p in members[name]}
     with_etrecord = {p for p, spec in manifest.programs.items() if spec.etrecord}
     with_etrecord |= {p for name, spec in manifest.bundles.items() if spec.etrecord for p in members[name]}
     programs = tuple(
-        _resolve_program(display, manifest, name, spec, model_methods, bundle_io=name in with_io, etrecord=name in with_etrecord)
+        _resolve_program(display, manifest, name, spec, models, bundle_io=name in with_io, etrecord=name in with_etrecord,
+                         manifest_dir=None if offline else manifest_dir)
         for name, spec in manifest.programs.items()
     )
     shims = []

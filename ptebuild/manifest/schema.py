@@ -7,17 +7,19 @@ Every model is frozen and refuses unknown keys. ``ptebuild schema`` prints
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
+    Tag,
     WithJsonSchema,
     field_validator,
     model_serializer,
@@ -25,6 +27,7 @@ from pydantic import (
 )
 
 from ptebuild.backends import BackendName
+from ptebuild.models import DEFAULT_KIND, get_model_kind, model_kind_names
 
 DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"]
 DTYPES = get_args(DType)
@@ -162,6 +165,8 @@ class MethodSpec(_Strict):
 class ModelSpec(_Strict):
     """A PyTorch model: built by a factory, with optional weights and a seed."""
 
+    kind: Literal["factory"] = Field("factory", exclude=True)
+    """The model's kind: ``factory`` (the default), a Python callable that returns the model."""
     factory: str
     """``"package.module:callable"``, importable from the manifest's folder or the environment."""
     kwargs: dict[str, Any] = {}
@@ -235,6 +240,9 @@ class CheckSpec(_Strict):
     """The relative part, of each element's magnitude and never less than the output's mean."""
     min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
     enabled: bool = True
+    min_token_agreement: Annotated[float, Field(ge=0, le=1)] | None = None
+    """Language models: the least share of greedy decode steps whose token must agree with the
+    eager model's (default 1 for float programs, 0.5 for quantized ones)."""
 
     @model_serializer(mode="wrap")
     def _without_unset_rtol(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
@@ -308,11 +316,43 @@ class BundleSpec(_Strict):
     """Every program of the bundle also writes its ETRecord, and the bundle carries them."""
 
 
+def _model_kind(value: Any) -> str:
+    """The kind of a ``[models.NAME]`` table (the union's discriminator): its ``kind``, else ``factory``."""
+    kind = value.get("kind", DEFAULT_KIND) if isinstance(value, dict) else getattr(value, "kind", DEFAULT_KIND)
+    return kind if isinstance(kind, str) else repr(kind)
+
+
+def _model_table() -> Any:
+    """A ``[models.NAME]`` table: one of the registered model kinds' tables, chosen by its ``kind``."""
+    from typing import Union
+
+    tables = tuple(
+        Annotated[get_model_kind(name).spec_model(), Tag(name)]
+        for name in model_kind_names()
+    )
+    return Annotated[
+        Union[tables],  # noqa: UP007 - a Union of a tuple built at run time
+        Discriminator(
+            _model_kind,
+            custom_error_type="model_kind",
+            custom_error_message=f"unknown model kind; give kind = one of {', '.join(map(repr, model_kind_names()))}",
+        ),
+    ]
+
+
+if TYPE_CHECKING:
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec
+
+    ModelTable = ModelSpec | LlmModelSpec
+else:
+    ModelTable = _model_table()
+
+
 class Manifest(_Strict):
     """A ptebuild manifest."""
 
     defaults: Defaults = Defaults()
-    models: dict[str, ModelSpec] = {}
+    models: dict[str, ModelTable] = {}
     programs: dict[str, ProgramSpec] = {}
     shims: dict[str, ShimLibrarySpec] = {}
     """Import libraries to generate, by output name."""
@@ -333,7 +373,9 @@ def json_schema() -> dict[str, Any]:
     the program's backend); here each backend's options model fills them in: under
     ``defaults.options.<backend>`` and ``defaults.compile_specs.<backend>``, and, for a program
     that names its backend, under its own ``options`` and ``compile_specs``. Both tables feed the
-    one options model, so both accept its keys; unknown keys are flagged. Installed plug-in
+    one options model, so both accept its keys; unknown keys are flagged. A program of a model
+    kind that gives its programs options of its own (an LLM's ``qmode``...) takes those instead:
+    a program's tables are then one of the backend's and the kinds' (``anyOf``). Installed plug-in
     backends are there too; one that cannot be loaded has no options here
     (:func:`ptebuild.backends.plugin_problems` says why).
     """
@@ -342,18 +384,25 @@ def json_schema() -> dict[str, Any]:
 
     schema = Manifest.model_json_schema()
     defs = schema.setdefault("$defs", {})
-    refs = {}
+    refs: dict[str, Any] = {}
+    program_refs: dict[str, Any] = {}
+
+    def define(model: Any, description: str) -> dict[str, str]:
+        own = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(own.pop("$defs", {}))
+        own.setdefault("description", description)
+        defs[model.__name__] = own
+        return {"$ref": f"#/$defs/{model.__name__}"}
+
     for name in backend_names():
         try:
             model = get_backend(name).options_model
         except PluginError:  # a plug-in that cannot be loaded: no options to show (ptebuild schema says why)
             continue
-        own = model.model_json_schema(ref_template="#/$defs/{model}")
-        defs.update(own.pop("$defs", {}))
-        title = f"{model.__name__}"
-        own.setdefault("description", f"Options and compile specs of the {name} backend.")
-        defs[title] = own
-        refs[name] = {"$ref": f"#/$defs/{title}"}
+        refs[name] = define(model, f"Options and compile specs of the {name} backend.")
+        kinds = [(kind, get_model_kind(kind).program_options_model(name)) for kind in model_kind_names()]
+        own = [define(model, f"Options of a {name} program of a {kind} model.") for kind, model in kinds if model is not None]
+        program_refs[name] = {"anyOf": [refs[name], *own]} if own else refs[name]
     for table in ("options", "compile_specs"):
         defaults = defs["Defaults"]["properties"][table]
         defaults.pop("propertyNames", None)
@@ -364,7 +413,7 @@ def json_schema() -> dict[str, Any]:
             "if": {"properties": {"backend": {"const": name}}, "required": ["backend"]},
             "then": {"properties": {"options": ref, "compile_specs": ref}},
         }
-        for name, ref in refs.items()
+        for name, ref in program_refs.items()
     ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ptebuild manifest"

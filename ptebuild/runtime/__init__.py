@@ -14,6 +14,7 @@ _EXPORTS = {
     "VerifiedProgram": "loader",
     "check": "loader",
     "load": "loader",
+    "one_data_file": "loader",
     "PtdEntry": "ptd_file",
     "PtdFile": "ptd_file",
     "read_ptd": "ptd_file",
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ptebuild.runtime.loader import VerifiedProgram as VerifiedProgram
     from ptebuild.runtime.loader import check as check
     from ptebuild.runtime.loader import load as load
+    from ptebuild.runtime.loader import one_data_file as one_data_file
     from ptebuild.runtime.ptd_file import PtdEntry as PtdEntry
     from ptebuild.runtime.ptd_file import PtdFile as PtdFile
     from ptebuild.runtime.ptd_file import read_ptd as read_ptd

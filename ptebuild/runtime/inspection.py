@@ -56,6 +56,20 @@ class DelegateInfo:
 
 
 @dataclass(frozen=True)
+class BufferSpec:
+    """A mutable buffer of a method (a KV cache): kept in planned memory between calls."""
+
+    index: int
+    dtype: str
+    sizes: tuple[int, ...]
+    name: str | None = None
+    """Its fully qualified name, when the program records it (else None)."""
+
+    def describe(self) -> str:
+        return f"{self.name or f'value {self.index} (unnamed)'}  {self.dtype}[{', '.join(map(str, self.sizes))}]"
+
+
+@dataclass(frozen=True)
 class MethodInfo:
     name: str
     inputs: tuple[ValueSpec, ...]
@@ -72,6 +86,11 @@ class MethodInfo:
     """Instructions that call a delegate: how much of the method the delegates took, with..."""
     kernel_calls: int = 0
     """...the instructions that call an operator of the runtime's own kernels (outside any delegate)."""
+    mutable_buffers: tuple[BufferSpec, ...] = ()
+    """Tensors the method keeps between calls (:mod:`.llm_facts`)."""
+    returns_constant: bool = False
+    """True for a method that only returns a constant (an LLM's metadata methods), then ``constant``."""
+    constant: Any = None
 
 
 @dataclass(frozen=True)

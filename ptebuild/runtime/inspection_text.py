@@ -32,6 +32,11 @@ def describe(result: PteInspection | PtdInspection) -> list[str]:
         lines.append(f"  inputs:  {', '.join(s.describe() for s in method.inputs) or '-'}")
         lines.append(f"  outputs: {', '.join(s.describe() for s in method.outputs) or '-'}")
         lines.append(f"  operators: {', '.join(method.operators) or '-'}")
+        if method.returns_constant:
+            lines.append(f"  returns: {method.constant!r} (a constant: metadata)")
+        if method.mutable_buffers:
+            lines.append(f"  mutable buffers: {len(method.mutable_buffers)} (kept between calls)")
+            lines.extend(f"    {buffer.describe()}" for buffer in method.mutable_buffers)
         if method.delegates:
             backends = ", ".join(sorted({d.backend for d in method.delegates}))
             lines.append(

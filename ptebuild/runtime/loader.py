@@ -9,14 +9,20 @@ imported only after the check passes, to execute.
 
 A delegate's keys are listed by the payload reader its backend declares (:mod:`.payloads`).
 
-Two limits of executorch 1.5.1 shape this module: its runtime takes a single ``.ptd`` per
-program, and it crashes (SIGSEGV) in ``load_method`` on a program whose delegate's weights
-are external when no ``.ptd`` is given; the check here refuses that case first.
+Two limits of executorch 1.5.1 shape this module: its Python runtime (and its ``TextLLMRunner``)
+takes a single ``.ptd`` per program, and it crashes (SIGSEGV) in ``load_method`` on a program
+whose delegate's weights are external when no ``.ptd`` is given; the check here refuses that case
+first. A program whose keys are split over several files by design (an LLM with a LoRA adapter:
+its foundation weights in one ``.ptd`` shared with other programs, the adapter's in its own, as
+ExecuTorch's C++ ``Module`` takes them, ``data_files``) is loaded with ``allow_split``: the files
+it needs are merged, streamed, into one temporary ``.ptd`` (:func:`one_data_file`: the same
+blobs under the same keys, :mod:`.ptd_merge`), deleted once the program is gone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,10 @@ class CheckedFiles:
 
     pte: PteFile
     data_path: Path | None
+    """The one given ``.ptd`` that holds every key the program needs (None: it needs none, or they
+    are split over :attr:`data_paths`)."""
+    data_paths: tuple[Path, ...] = ()
+    """The given ``.ptd`` files that hold keys the program needs, in the order given."""
 
 
 class VerifiedProgram:
@@ -63,7 +73,7 @@ class VerifiedProgram:
 
 
 def load(
-    pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False
+    pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False, allow_split: bool = False
 ) -> VerifiedProgram:
     """Checks that ``data`` holds every key ``pte`` needs, then loads it with executorch.
 
@@ -72,6 +82,8 @@ def load(
         data: the ``.ptd`` files to search, in order (a single path is accepted too).
         verify_bytes: also hash every blob of every ``.ptd`` and compare it with the
             SHA-256 in its key.
+        allow_split: a program whose keys are split over several of ``data`` is loaded with
+            their union (:func:`one_data_file`) instead of refused.
 
     Raises:
         LoadError: a needed key is missing (the message names the ``.pte``, the key and
@@ -79,17 +91,25 @@ def load(
             split over several ``.ptd`` files, or executorch refuses the program.
         FormatError: a file is not a valid ``.pte``/``.ptd``.
     """
-    checked = check(pte, data, verify_bytes=verify_bytes)
+    checked = check(pte, data, verify_bytes=verify_bytes, allow_split=allow_split)
     from executorch.runtime import Runtime
 
+    merged = _merged(checked)
     try:
-        program = Runtime.get().load_program(checked.pte.path, data_path=checked.data_path)
+        program = Runtime.get().load_program(checked.pte.path, data_path=merged or checked.data_path)
     except RuntimeError as exc:
         raise LoadError(f"{checked.pte.path}: executorch cannot load the program: {exc}") from exc
-    return VerifiedProgram(checked, program)
+    verified = VerifiedProgram(checked, program)
+    if merged is not None:
+        import shutil
+        import weakref
+
+        weakref.finalize(verified, shutil.rmtree, merged.parent, True)
+    return verified
 
 
-def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False) -> CheckedFiles:
+def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False,
+          allow_split: bool = False) -> CheckedFiles:
     """The checks of :func:`load`, without loading; imports neither torch nor executorch."""
     if isinstance(data, (str, Path)):
         data = [data]  # one path, not a sequence of one-letter paths
@@ -99,7 +119,40 @@ def check(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool =
     if verify_bytes:
         for ptd in ptds:
             _verify_blobs(ptd, program.required_keys)
-    return CheckedFiles(program, _single_data_file(program, ptds))
+    holders = tuple(ptd.path for ptd in ptds if program.required_keys & ptd.keys)
+    if allow_split and len(holders) > 1 and not any(program.required_keys <= ptd.keys for ptd in ptds):
+        return CheckedFiles(program, None, holders)
+    return CheckedFiles(program, _single_data_file(program, ptds), holders)
+
+
+def _merged(checked: CheckedFiles) -> Path | None:
+    """The union of the files a split program needs, in a temporary folder; None if not split."""
+    if checked.data_path is not None or len(checked.data_paths) < 2:
+        return None
+    import tempfile
+
+    from ptebuild.runtime.ptd_merge import merge_ptd
+
+    folder = Path(tempfile.mkdtemp(prefix="ptebuild-ptd-"))
+    dest = folder / "merged.ptd"
+    merge_ptd(checked.data_paths, dest)
+    return dest
+
+
+@contextlib.contextmanager
+def one_data_file(pte: str | Path, data: Sequence[str | Path] = (), verify_bytes: bool = False) -> Iterator[Path | None]:
+    """The one ``.ptd`` to give executorch 1.5.1's runtime or runner for ``pte`` with ``data``:
+    the file that holds every key it needs, or (keys split over several, as a LoRA program's)
+    their union merged into a temporary file, deleted on leaving. Raises as :func:`check`."""
+    checked = check(pte, data, verify_bytes=verify_bytes, allow_split=True)
+    merged = _merged(checked)
+    try:
+        yield merged or checked.data_path
+    finally:
+        if merged is not None:
+            import shutil
+
+            shutil.rmtree(merged.parent, ignore_errors=True)
 
 
 def _require_keys(program: PteFile, ptds: list[PtdFile]) -> None:

@@ -28,7 +28,8 @@ from typing import Any
 from ptebuild.canonical import canonical_bytes
 from ptebuild.errors import FormatError
 from ptebuild.hashing import hash_bytes
-from ptebuild.runtime.inspection import DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
+from ptebuild.runtime.inspection import BufferSpec, DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
+from ptebuild.runtime.llm_facts import constant_value, mutable_buffers
 from ptebuild.runtime.payloads import reader_for
 from ptebuild.runtime.pte_file import (
     DataLocation,
@@ -126,7 +127,11 @@ def _kernels(path: Path) -> dict[str, tuple[str, ...]]:
 
 def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo:
     name = plan.name()
-    values = [_value(v) for v in plan.values()]
+    read = plan.values()
+    returns_constant, constant = constant_value(plan, read)
+    buffers = tuple(BufferSpec(b.value, DTYPES.get(b.scalar_type, f"type {b.scalar_type}"), b.sizes, b.name)
+                    for b in mutable_buffers(plan, read))
+    values = [_value(v) for v in read]
     inputs = tuple(_spec(i, values) for i in plan.inputs())
     outputs = tuple(_spec(i, values) for i in plan.outputs())
     operators = tuple(op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators())
@@ -167,6 +172,9 @@ def _method(pte: PteReader, plan: ExecutionPlan, notes: list[str]) -> MethodInfo
         plan_parts=digests,
         delegate_calls=calls.get("DelegateCall", 0),
         kernel_calls=calls.get("KernelCall", 0),
+        mutable_buffers=buffers,
+        returns_constant=returns_constant,
+        constant=constant,
     )
 
 

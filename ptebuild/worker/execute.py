@@ -17,10 +17,14 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.errors import BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
 from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult
+
+if TYPE_CHECKING:
+    from ptebuild.results import Dependencies
 
 _baseline: frozenset[str] = frozenset()
 _imported: dict[str, imported.ImportedDist] = {}
@@ -113,21 +117,26 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     import tempfile
 
     from ptebuild.backends import bind_program, bound_backend
-    from ptebuild.deps import STARTUP_PATH, discover
+    from ptebuild.deps import STARTUP_PATH
     from ptebuild.distributions import installed_dists
-    from ptebuild.hashing import hash_file
     from ptebuild.insight.stages import Stage, StageClock
     from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.lowering.samples import load_program_samples
+    from ptebuild.models import get_model_kind, options_model_of
     from ptebuild.store.cas import CAS
-    from ptebuild.worker.lower import explained, lower, store_stream
+    from ptebuild.worker.lower import StoredOutputs, explained, lower, store_stream
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
     if stale is not None:
         raise StaleWorker(stale)
-    kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
+    model_kind = get_model_kind(task.plan.kind)
+    if model_kind.lowers_itself:  # the kind makes its own model: none kept beside it
+        model_memo.drop()
+        kept = None
+    else:
+        kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
     fresh_state(keep=model_memo.kept_modules())
     started = time.monotonic()
 
@@ -138,14 +147,45 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     stages = StageClock(on_begin=entered)
 
     # Bound here, after the fresh module cache: its options validated once, by the backend's
-    # modules as this task imports them (a task's model may be anything; ptebuild's own is too).
-    program = bind_program(task.plan)
+    # modules as this task imports them (a task's model may be anything; ptebuild's own is too),
+    # or by its model kind's options model (an LLM program's).
+    program = bind_program(task.plan, options_model_of)
     bound = bound_backend(program)
     manifest_dir = Path(task.manifest_dir)
     store = CAS(Path(task.store))
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     try:
         with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
+            if model_kind.lowers_itself:  # a kind with its own pipeline (an LLM through ExecuTorch's LLM export)
+                # Its stages as the pipeline runs them: lowering (its model, export, lowering and
+                # emitting, in one), then its check, which begins with its first "checking" line.
+                stages.begin(Stage.LOWER)
+
+                def kind_progress(text: str) -> None:
+                    if text.startswith("checking") and stages.current is not Stage.CHECK:
+                        stages.begin(Stage.CHECK)
+                    progress(text)
+
+                outputs = StoredOutputs(store, Path(folder))  # streamed into the store, as lower() stores
+                built = model_kind.build(program, manifest_dir, task.manifest, outputs, kind_progress)
+                stages.begin(Stage.STORE)
+                unstored = sorted(set(built.files) - set(outputs.program.outputs))
+                if unstored:
+                    raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs",
+                                     location=f"programs.{program.name}")
+                return TaskResult(
+                    outputs=tuple(outputs.program.outputs[name] for name in sorted(outputs.program.outputs)),
+                    figures=tuple(built.figures),
+                    check=built.check,
+                    delegates=dict(built.delegated),
+                    deps=_dependencies(manifest_dir, installed_at_start, program.name),
+                    lower_seconds=built.lower_seconds,
+                    check_seconds=built.check_seconds,
+                    node=socket.gethostname(),
+                    warnings=tuple(built.warnings),
+                    insight=built.insight,
+                    stages=tuple(span.to_json() for span in stages.spans()),
+                )
             stages.begin(Stage.IMPORT)
             if kept is None:
                 progress("building the model")
@@ -186,16 +226,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out, samples))
                 lowered.add(bpte, store, Path(folder))
             stages.begin(Stage.STORE)
-            deps = discover(manifest_dir, hash_file)
-            for dist, version in deps.dists:  # a library upgraded while this task ran: which did it use?
-                before = installed_at_start.get(dist)
-                if before is None or before.version != version:
-                    _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
-                    raise BuildError(
-                        f"distribution {dist} changed while the program was lowered "
-                        f"({before.version if before else 'not installed'} -> {version}); build again",
-                        location=f"programs.{program.name}",
-                    )
+            deps = _dependencies(manifest_dir, installed_at_start, program.name)
             model_memo.note_modules(frozenset(_user_modules()))
             return TaskResult(
                 outputs=tuple(lowered.outputs[name] for name in sorted(lowered.outputs)),
@@ -212,6 +243,25 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
+
+
+def _dependencies(manifest_dir: Path, installed_at_start: dict[str, Any], program_name: str) -> Dependencies:
+    """What the task's lowering used (:func:`ptebuild.deps.discover`); BuildError if a library it
+    imported was upgraded while it ran (which version did it use?)."""
+    from ptebuild.deps import discover
+    from ptebuild.hashing import hash_file
+
+    deps = discover(manifest_dir, hash_file)
+    for dist, version in deps.dists:
+        before = installed_at_start.get(dist)
+        if before is None or before.version != version:
+            _changed_during_task.append(f"distribution {dist} changed ({before.version if before else '-'} -> {version})")
+            raise BuildError(
+                f"distribution {dist} changed while the program was lowered "
+                f"({before.version if before else 'not installed'} -> {version}); build again",
+                location=f"programs.{program_name}",
+            )
+    return deps
 
 
 def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFailure:

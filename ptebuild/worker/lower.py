@@ -77,6 +77,22 @@ def store_stream(store: CAS, name: str, write: Callable[[Any], None]) -> OutputF
     return OutputFile(name, digest, size)
 
 
+class StoredOutputs:
+    """A model kind's outputs (:class:`ptebuild.models.base.Outputs`) streamed into ``store``, each
+    named in ``folder`` by a link to its blob, as :func:`lower` stores a program's files."""
+
+    def __init__(self, store: CAS, folder: Path) -> None:
+        self.store, self.folder = store, folder
+        self.program = LoweredProgram(files={}, outputs={}, methods=[])
+
+    def stream(self, name: str, write: Callable[[Any], None]) -> Path:
+        return self.program.add(store_stream(self.store, name, write), self.store, self.folder)
+
+    def copy(self, name: str, source: Path) -> Path:
+        digest, size = self.store.put_file(source)  # hashed while it streams
+        return self.program.add(OutputFile(name, digest, size), self.store, self.folder)
+
+
 class MethodModule:
     """Factory of a module whose ``forward`` calls one method of the model."""
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, with the wheels of cuda-notes.md in .whl/:
-#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,repro,pytest,outputs,limits,checks,doctor,bench; default all)
+#   bash tests/cuda/run_on_gpu.sh [STEPS]     (STEPS: any of data,repro,pytest,outputs,limits,checks,llm,doctor,bench; default all)
 # Installs the wheels into /tmp/site, then: test data (make_data.py); repro_probe.py on the
 # robot policy, two cold lowerings (check figures, byte identity, which ELF sections differ),
 # beside the GPU tests (pytest plugin autoload off: the wheels' hydra plugin needs another
@@ -8,7 +8,7 @@
 # Results go to $OUT (log.txt, bench.json, repro-*.json, data.tar) or ./gpu-out.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-STEPS=${1:-data,repro,pytest,outputs,limits,checks,doctor,bench}
+STEPS=${1:-data,repro,pytest,outputs,limits,checks,llm,doctor,bench}
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 LOG=$OUT/log.txt
 step() { echo "== $1 $(date -u +%T)" >>"$LOG"; }
@@ -64,6 +64,17 @@ case $STEPS in *checks*)
   OUT=$OUT PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${CHECKS_TIMEOUT:-420} \
     python3 -m pytest tests/cuda/test_cuda_checks_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "checks rc=$?" >>"$LOG"
+esac
+case $STEPS in *llm*)
+  # Issue 28 item 8: manifests/chat_cuda.toml (the tiny chat decoder in bfloat16, ExecuTorch's CUDA
+  # attention) built from ExecuTorch's LLM export, checked on the GPU by the CUDA backend's check
+  # and by generation (a seeded 16-token prefill, then 16 greedy decode steps through the program's
+  # own KV cache, its compiled code run by AOTInductor's runner) against the eager model on the GPU.
+  # Figures to $OUT/llm-cuda.json.
+  step llm
+  LLM_CUDA_OUT=$OUT PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${LLM_TIMEOUT:-900} \
+    python3 -m pytest tests/cuda/test_llm_cuda_gpu.py -q -s -p no:cacheprovider -rs >>"$LOG" 2>&1
+  echo "llm rc=$?" >>"$LOG"
 esac
 case $STEPS in *doctor*)
   # What this machine can lower and check (ExecuTorch's pip runtime under torch 2.11+cu130), then

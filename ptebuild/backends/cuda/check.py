@@ -15,7 +15,9 @@ A Windows program's DLL cannot run here: its check is ``"windows-imports"``
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 # ExecuTorch ScalarType -> torch dtype name (exir/scalar_type.py).
@@ -52,6 +54,61 @@ def _weight_tensor(weight, blob: bytes):
     return tensor.to(device)
 
 
+def _runner(pte: Path, payload, data, so_path: Path, program_name: str):
+    """One method's compiled code (``payload``'s ``.so``, written to ``so_path``) in PyTorch's
+    ``AOTIModelContainerRunnerCuda``, its weights read from the ``.ptd`` (``data``) by the keys in
+    its payload: the method as ExecuTorch's CUDA runtime would run it. Its constants persist from
+    one ``run`` to the next (a KV cache's buffers)."""
+    import torch
+
+    from ptebuild.backends.cuda.payload import read_pte_named_data
+    from ptebuild.errors import BuildError
+
+    so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
+    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(so_path), 1, "cuda", "")
+    by_fqn = {w.fqn: w for w in payload.weights}
+    constants = {}
+    for name, fqn in runner.get_constant_names_to_original_fqns().items():
+        weight = by_fqn.get(name) or by_fqn.get(fqn)
+        if weight is None:
+            continue  # folded into the .so by AOTInductor
+        if data is None:
+            raise BuildError("weights but no .ptd", location=f"programs.{program_name}")
+        constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
+    if constants:
+        runner.update_constant_buffer(constants, False, False)
+    return runner
+
+
+@contextlib.contextmanager
+def aoti_method(pte: Path, ptd: Path | None, method: str, program_name: str) -> Iterator:
+    """``run(inputs)`` of ``method``'s compiled code from ``pte`` on the GPU (PyTorch's AOTInductor
+    runner, weights from ``ptd``: :func:`_runner`), after the checks of :func:`check_with_aoti_runner`
+    (keys, bytes, C shims). Raises BuildError where it cannot run so."""
+    import tempfile
+
+    import torch
+
+    from ptebuild.backends.cuda.payload import read_cuda_delegates
+    from ptebuild.backends.cuda.runtime_shims import check_program_shims
+    from ptebuild.errors import BuildError
+    from ptebuild.runtime import check as check_files
+    from ptebuild.runtime.ptd_file import read_ptd
+
+    check_files(pte, [ptd] if ptd else [], verify_bytes=True)
+    check_program_shims(pte, program_name)
+    if not torch.cuda.is_available():
+        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program_name}")
+    _load_torch_shims()
+    found = [d for d in read_cuda_delegates(pte) if d.method == method]
+    if len(found) != 1:
+        raise BuildError(f"method {method!r} has {len(found)} CUDA delegates; the AOTInductor runner needs one",
+                         location=f"programs.{program_name}")
+    with tempfile.TemporaryDirectory(prefix="ptebuild-cuda-run-") as tmp:
+        runner = _runner(pte, found[0].payload, read_ptd(ptd) if ptd else None, Path(tmp, f"{method}.so"), program_name)
+        yield lambda inputs: list(runner.run(list(inputs)))
+
+
 def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=None) -> list:
     """Run each method's compiled ``.so`` (from ``pte``) with weights from ``ptd``; compare on the GPU,
     at each check size and on the method's ``samples`` (method name -> input tuples).
@@ -64,7 +121,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
     import torch
     from torch.utils._pytree import tree_map
 
-    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.backends.cuda.payload import read_cuda_delegates
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import BuildError
     from ptebuild.lowering.binding import call_method
@@ -99,21 +156,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
             delegate = delegates.get(method.name)
             if delegate is None:
                 raise BuildError(f"method {method.name!r} has no CUDA delegate", location=f"programs.{program.name}")
-            payload = delegate.payload
-            so_path = Path(tmp, f"{method.name}.so")
-            so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
-            runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(so_path), 1, "cuda", "")
-            by_fqn = {w.fqn: w for w in payload.weights}
-            constants = {}
-            for name, fqn in runner.get_constant_names_to_original_fqns().items():
-                weight = by_fqn.get(name) or by_fqn.get(fqn)
-                if weight is None:
-                    continue  # folded into the .so by AOTInductor
-                if data is None:
-                    raise BuildError("weights but no .ptd", location=f"programs.{program.name}")
-                constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
-            if constants:
-                runner.update_constant_buffer(constants, False, False)
+            runner = _runner(pte, delegate.payload, data, Path(tmp, f"{method.name}.so"), program.name)
             own = (samples or {}).get(method.name, [])
             runs = [(sizes, check_inputs(program, method, sizes, own)) for sizes in check_sizes(method)]
             sample_runs = [(None, sample) for sample in own]

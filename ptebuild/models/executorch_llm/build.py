@@ -1,0 +1,229 @@
+"""Build one ``executorch-llm`` program in a worker: tokenizer, metadata, export, files, check.
+
+1. The tokenizer is loaded as ExecuTorch's runner loads it and checked against the model's
+   ``vocab_size`` (:mod:`.tokenizer`); a misfit is one line at ``models.NAME.tokenizer``.
+2. The metadata methods: upstream's (``get_max_seq_len``, ``get_max_context_len``, ``get_n_layers``,
+   ``get_vocab_size``, ``use_kv_cache``, ``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``,
+   written by ``LLMEdgeManager``), plus ``get_bos_id`` and ``get_eos_ids`` from the tokenizer, with
+   the manifest's ``metadata`` over them (all given to upstream as ``LlmConfig.base.metadata``).
+3. The export (:mod:`.export`). Without a checkpoint the model's random weights are made here,
+   seeded, by ExecuTorch's own model definition constructed on the CPU (:func:`random_checkpoint`),
+   and given to the export as its checkpoint: upstream's export without one builds the model on
+   the meta device and then only resets modules that have ``reset_parameters``, leaving RMSNorm
+   weights and the RoPE tables as uninitialized memory (seen: logits of 1e-18, then NaN; never
+   the same twice).
+4. The tokenizer is copied beside the program (``<program>.<file name>``), streamed.
+
+Every file is written as a stream through the worker's :class:`~ptebuild.models.base.Outputs`
+(into the task's store, hashed on the way), never read whole into memory.
+5. The check (:mod:`.generation`) against the eager model the export left.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import ManifestError
+from ptebuild.models.base import BuiltProgram, Outputs, Progress
+from ptebuild.models.executorch_llm.programs import (
+    GENERATION_CHECKED_BACKENDS,
+    PTEBUILD_LOWERED_BACKENDS,
+    data_file_names,
+    token_agreement_floor,
+)
+from ptebuild.plan import ProgramPlan
+
+GENERATION_CHECK = "executorch-llm-generation"
+"""The check's name: prefill, teacher-forced greedy decode and ExecuTorch's TextLLMRunner."""
+
+
+def params_vocab_size(params: Path, display: str, where: str) -> int:
+    """The model's ``vocab_size``: from its params JSON, else ExecuTorch's ``ModelArgs`` default."""
+    try:
+        data = json.loads(params.read_text())
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"{params.name} is not a params JSON: {exc}", manifest=display, location=where) from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{params.name} is not a JSON object of the model's params", manifest=display, location=where)
+    if "vocab_size" in data:
+        return int(data["vocab_size"])
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    return int(ModelArgs().vocab_size)
+
+
+def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
+    from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, options_model
+    from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
+
+    started = time.monotonic()
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = options_model(program.backend).model_validate(program.options)
+    where = f"models.{program.model}"
+    progress("reading the tokenizer")
+    tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
+    huggingface = _read_huggingface(spec, manifest_dir, display, where) if spec.huggingface else None
+    if huggingface is not None:
+        vocab_size, params_name = int(huggingface.params["vocab_size"]), f"{spec.huggingface}/config.json"
+    else:
+        assert spec.params is not None  # the table gives params or huggingface
+        vocab_size, params_name = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params"), spec.params
+    check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", params_name)
+    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": [tokenizer.eos], **spec.metadata}
+
+    scratch = _scratch()
+    try:
+        if huggingface is not None:
+            from ptebuild.models.executorch_llm.huggingface import convert
+
+            progress(f"converting the Hugging Face {huggingface.model_type} weights with ExecuTorch's converter")
+            params, checkpoint = convert(manifest_dir / str(spec.huggingface), huggingface, scratch)
+            spec = spec.model_copy(update={"params": str(params), "checkpoint": str(checkpoint),
+                                           "model_class": spec.model_class or huggingface.model_class})
+        elif spec.checkpoint is None:
+            progress(f"making random weights (seed {program.seed})")
+            checkpoint = random_checkpoint(spec, manifest_dir, program.seed, scratch)
+            spec = spec.model_copy(update={"checkpoint": str(checkpoint)})
+        progress(f"exporting with ExecuTorch's LLM export ({spec.model_class or 'llama3'}, {program.backend})")
+        export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
+        exported = export(spec, options, program, manifest_dir, metadata, outputs)
+        return _finish(program, spec, manifest_dir, outputs, progress, exported, tokenizer, started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read_huggingface(spec: Any, manifest_dir: Path, display: str, where: str) -> Any:
+    from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
+
+    try:
+        return read_folder(manifest_dir / spec.huggingface)
+    except FolderProblem as exc:
+        raise ManifestError(f"{spec.huggingface!r}: {exc}", manifest=display, location=f"{where}.huggingface") from None
+
+
+def _scratch() -> Path:
+    """A temporary folder for the weights the export reads. Its path must not hold 'int8' or
+    '8da4w': ExecuTorch's loader takes a checkpoint whose path does for one quantized so."""
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix="ptebuild-llm-"))
+        if "int8" not in str(folder) and "8da4w" not in str(folder):
+            return folder
+        folder.rmdir()
+
+
+def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -> Path:
+    """A state dict of ExecuTorch's model definition for ``spec``'s params, initialised on the CPU
+    after ``torch.manual_seed(seed)`` (every module as its constructor makes it), saved into
+    ``scratch``. The model is freed before this returns: the export loads the file (mmap)."""
+    import gc
+
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params = json.loads((manifest_dir / spec.params).read_text())
+    torch.manual_seed(seed)
+    model = construct_transformer(ModelArgs(
+        max_seq_len=spec.max_seq_length, max_context_len=spec.context_length, max_batch_size=1,
+        use_kv_cache=spec.use_kv_cache, enable_dynamic_shape=spec.enable_dynamic_shape, **params,
+    ))
+    path = scratch / "random_weights.pth"
+    torch.save(model.state_dict(), path)
+    del model
+    gc.collect()
+    return path
+
+
+def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Outputs, progress: Progress, exported: Any,
+            tokenizer: Any, started: float) -> BuiltProgram:
+    """Copy the tokenizer beside the program and check it."""
+    from ptebuild.models.executorch_llm.programs import tokenizer_output
+
+    files = dict(exported.files)
+    tokenizer_name = tokenizer_output(program.name, spec.tokenizer)
+    files[tokenizer_name] = outputs.copy(tokenizer_name, manifest_dir / spec.tokenizer)
+    lowered_at = time.monotonic()
+
+    figures: list[dict[str, Any]] = []
+    check = ""
+    if program.check_enabled:
+        ptds = [files[name] for name in data_file_names(program)]
+        ptd = ptds[0] if ptds else None
+        if program.backend in PTEBUILD_LOWERED_BACKENDS or program.backend not in GENERATION_CHECKED_BACKENDS:
+            figures, check = _backend_check(exported.model, program, files[program.pte_name], ptd, progress)
+            if program.backend == "cuda":
+                figures += _generation_on_the_gpu(exported, program, spec, files[program.pte_name], ptds, tokenizer, progress)
+        else:
+            import gc
+
+            from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
+
+            progress("checking by generation against the eager model")
+            shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
+            agreement = check_generation(
+                exported.model, program, shape, files[program.pte_name], ptds, tokenizer,
+                exported.mutable_buffers, token_agreement_floor(program),
+            )
+            exported.model = None  # the eager model's last reference: gone before the runner loads the program
+            gc.collect()
+            progress("generating in ExecuTorch's TextLLMRunner")
+            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], agreement)
+            figures = agreement.figures
+            figures[-1]["runner_tokens"] = runner_tokens
+            check = GENERATION_CHECK
+    return BuiltProgram(
+        files=files, delegated=exported.delegated, figures=figures, check=check,
+        lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
+        insight=exported.insight, warnings=tuple(exported.warnings),
+    )
+
+
+def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: Path, ptds: list[Path], tokenizer: Any,
+                           progress: Progress) -> list[dict[str, Any]]:
+    """A CUDA program's prefill and greedy decode through its own KV cache, its compiled code run by
+    PyTorch's AOTInductor runner on the GPU (ExecuTorch's pip runtime has no CUDA backend), against
+    the eager model on the GPU: the generation check's figures and token agreement (no
+    TextLLMRunner: it would need ExecuTorch's CUDA runtime)."""
+    import copy
+
+    from ptebuild.backends.cuda.check import aoti_method
+    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+
+    progress("checking by generation on the GPU (AOTInductor runner) against the eager model")
+    eager = copy.deepcopy(exported.model).to("cuda").eval()
+    caches = exported.mutable_buffers or tuple(n for n, _ in eager.named_buffers() if ".kv_cache." in n)
+    shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
+    with aoti_method(pte, ptds[0] if ptds else None, "forward", program.name) as run:
+        agreement = check_generation(eager, program, shape, pte, ptds, tokenizer, caches, token_agreement_floor(program),
+                                     execute=run, device="cuda", how=" (AOTInductor runner on the GPU)")
+    del eager
+    return agreement.figures
+
+
+def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[dict[str, Any]], str]:
+    """A program this machine's ExecuTorch runtime cannot run, or one ptebuild's backend lowered
+    (Vulkan, Core ML: structural; CUDA: on the GPU): the backend's own check of ``forward`` with
+    the plan's example inputs (tokens and position), against upstream's eager model."""
+    from ptebuild.backends import get_backend
+
+    backend = get_backend(program.backend)
+    progress(f"checking with the {program.backend} backend's check")
+
+    import torch
+
+    class Forward(torch.nn.Module):  # the eager model called as the program's forward: (tokens, input_pos)
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, tokens: Any, input_pos: Any = None) -> Any:
+            return self.model(tokens) if input_pos is None else self.model(tokens, {"input_pos": input_pos})
+
+    checked, name = backend.check(Forward().eval(), program, pte, ptd)
+    return [f.to_json() for f in checked], name

@@ -1,0 +1,517 @@
+"""Check an LLM program as an LLM runs, and generate text with it through ExecuTorch's own runner.
+
+**The check** (:func:`check_generation`), in ExecuTorch's runtime:
+
+1. Prefill: a seeded prompt of random token ids (``prompt_tokens`` of them, drawn from the
+   tokenizer's ids with the model's seed) goes through ``forward`` from position 0, in one call
+   when the program takes a dynamic sequence, else one token per call (or, without a KV cache,
+   the whole sequence each call); the same calls go to the eager model (upstream's model after its
+   source transforms, its KV cache zeroed as the runtime's planned memory is). The last position's
+   logits are measured and judged as every check's outputs are (:func:`ptebuild.lowering.check.
+   measure` and ``judge``), held to the program's tolerance for the logits' dtype
+   (:mod:`ptebuild.tolerances`: the kind's defaults, the manifest's ``check`` over them).
+2. Decode: ``decode_steps`` greedy steps through the program's own KV cache. Both models are fed
+   the eager model's greedy token at each step (teacher forcing), so every step compares the two
+   on the same context: the step's logits (judged as the prefill's) and its token. A step agrees
+   when the program's greedy token is the eager model's, or ties with it: eager's logits of the
+   two tokens within the sum of their bounds (a right program may move each by its bound; random
+   weights give near-ties). Float programs must agree on every step; quantized ones on
+   ``min_token_agreement`` of them.
+
+   The verdicts are the check's (:mod:`ptebuild.figures`): logits far from eager's (a cosine
+   under :data:`~ptebuild.tolerances.WRONG_COSINE`, an error the size of the logits) or tokens
+   under the floor name a program that computes something else
+   (:class:`~ptebuild.lowering.check.WrongProgram`: not a tolerance problem, never "loosen the
+   check"); logits close to eager's but beyond the tolerance are a tolerance miss, with the
+   figures and the way to loosen it. The figures state the tolerance (``atol``, ``rtol``,
+   ``min_cosine``, ``dtype``) and the data (``prompt_tokens``, ``prompt_seed``, ``decode_steps``).
+3. The runner: ExecuTorch's ``TextLLMRunner`` loads the ``.pte``, ``.ptd`` and the tokenizer
+   written beside the program and generates greedily from a text prompt; its text must be the
+   decoded greedy continuation of the same program run step by step here. This proves that the
+   metadata methods (lengths, BOS/EOS, KV cache, dynamic shape) and the tokenizer fit the real runner.
+
+**Generation** (:func:`generate_with_runner`, ``ptebuild run MANIFEST PROGRAM --prompt TEXT``):
+``TextLLMRunner`` generates from the prompt; tokens per second of prefill and decode are timed
+from its token callbacks (``perf_counter``: the runner's own stats count whole milliseconds).
+
+The runner and the method need ExecuTorch's LLM kernels registered in this process
+(``executorch.extension.llm.custom_ops.custom_ops``: ``llama::custom_sdpa``, ``update_cache``;
+``executorch.kernels.quantized``: quantized embeddings), imported by :func:`register_llm_kernels`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptebuild.errors import CheckError, LoadError
+from ptebuild.plan import BuildPlan, ProgramPlan
+
+PROMPT_TOKENS = 16
+DECODE_STEPS = 16
+RUNNER_PROMPT = "Once upon a time"
+RUNNER_TOKENS = 8
+
+
+def register_llm_kernels() -> None:
+    """Register ExecuTorch's LLM operators (custom SDPA, KV-cache update, quantized embeddings) in
+    this process: the runtime resolves a program's operators when its method is loaded. Also
+    imports the runner, quietly: its tokenizers announce themselves on stderr when loaded."""
+    import ctypes
+
+    from ptebuild.lowering.check import native_stderr_silenced
+
+    with native_stderr_silenced():
+        import executorch.extension.llm.custom_ops.custom_ops
+        import executorch.extension.llm.runner
+        import executorch.kernels.quantized  # noqa: F401
+
+        ctypes.CDLL(None).fflush(None)  # what C's stdio buffered goes out now, silenced
+
+
+@contextlib.contextmanager
+def runner_stdout_to_stderr() -> Iterator[None]:
+    """The runner prints what it generates and its stats ("PyTorchObserver {...}") on file
+    descriptor 1, which is a report's channel (``--json``, an executor's pipe): send it to fd 2
+    while it runs (where :func:`~ptebuild.lowering.check.runtime_log` collects it)."""
+    import ctypes
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # what the runner and its tokenizer left in C's buffers goes to fd 2 now
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How the program is called (from the model's table): a KV cache, a dynamic sequence."""
+
+    use_kv_cache: bool
+    dynamic: bool
+    max_seq_length: int
+    context_length: int
+
+    @property
+    def positions(self) -> int:
+        """How many tokens one sequence may hold: the KV cache's length, else one call's."""
+        if self.use_kv_cache:
+            return self.context_length
+        return self.max_seq_length - 1 if self.dynamic else self.max_seq_length
+
+
+class _Stepper:
+    """Calls ``forward`` of the program or of the eager model as an LLM runner does."""
+
+    def __init__(self, call: Any, shape: Shape) -> None:
+        self.call, self.shape = call, shape
+        self.tokens: list[int] = []
+
+    def feed(self, tokens: list[int]) -> Any:
+        """Feed ``tokens`` after those fed so far; return the logits of the last one."""
+        import torch
+
+        start = len(self.tokens)
+        self.tokens += tokens
+        if not self.shape.use_kv_cache:
+            ids = self.tokens if self.shape.dynamic else (self.tokens + [0] * self.shape.max_seq_length)[: self.shape.max_seq_length]
+            return self.call(torch.tensor([ids], dtype=torch.long), None)
+        if self.shape.dynamic:
+            return self.call(torch.tensor([tokens], dtype=torch.long), torch.tensor([start], dtype=torch.long))
+        logits = None
+        for offset, token in enumerate(tokens):
+            logits = self.call(torch.tensor([[token]], dtype=torch.long), torch.tensor([start + offset], dtype=torch.long))
+        return logits
+
+
+def _last_logits(value: Any) -> Any:
+    import torch
+
+    out = value[0] if isinstance(value, (list, tuple)) else value
+    out = out.detach().to(torch.float64)
+    return out.reshape(-1, out.shape[-1])[-1]
+
+
+def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cpu") -> Any:
+    """``call(tokens, input_pos)`` of the eager model (on ``device``), its mutable buffers zeroed first."""
+    import torch
+
+    buffers = dict(model.named_buffers())
+    with torch.no_grad():
+        for name in mutable_buffers:
+            if name in buffers:
+                buffers[name].zero_()
+
+    def call(tokens: Any, input_pos: Any) -> Any:
+        tokens = tokens.to(device)
+        with torch.no_grad():
+            if input_pos is None:
+                return _last_logits(model(tokens))
+            return _last_logits(model(tokens, {"input_pos": input_pos.to(device)}))
+
+    return call
+
+
+class ProgramCaller:
+    """``call(tokens, input_pos)`` of a program's ``forward``: ``execute(inputs) -> outputs`` (a
+    loaded ExecuTorch method's, or the CUDA program's compiled code), its inputs on ``device``;
+    ``dtype``: its logits' (``float32``)."""
+
+    def __init__(self, execute: Any, device: str = "cpu") -> None:
+        self.execute, self.device, self.dtype = execute, device, ""
+
+    def __call__(self, tokens: Any, input_pos: Any) -> Any:
+        inputs = [tokens] if input_pos is None else [tokens, input_pos]
+        outputs = list(self.execute([t.to(self.device) for t in inputs]))
+        self.dtype = str(outputs[0].dtype).removeprefix("torch.")
+        return _last_logits(outputs[0].cpu())
+
+
+@dataclass(frozen=True)
+class EagerAgreement:
+    """What :func:`check_generation` found: the figures, and the program's own greedy continuation
+    of the runner's prompt (what :func:`check_in_runner` must see the runner generate)."""
+
+    figures: list[dict[str, Any]]
+    continuation: str
+    tokens: int
+    """How many tokens the runner is asked for (the continuation may stop earlier, at EOS)."""
+
+
+def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
+                     tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float,
+                     execute: Any = None, device: str = "cpu", how: str = "") -> EagerAgreement:
+    """The prefill and decode checks against the eager model (module docstring), then the program's
+    own greedy continuation of the runner's prompt. Raises CheckError: a
+    :class:`~ptebuild.lowering.check.WrongProgram` for a program that computes something else
+    (logits far from eager's, tokens under the floor), else a tolerance miss with its figures.
+
+    ``execute``: the program's ``forward`` as ``execute(inputs) -> outputs`` (the CUDA program's
+    compiled code on the GPU, the eager model then on ``device`` too; ``how`` says so in messages);
+    None: loaded here in ExecuTorch's runtime, once, and freed on return, so that the runner,
+    which loads its own, never holds the weights beside it.
+    """
+    import torch
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.runtime import one_data_file
+
+    if execute is None:  # ExecuTorch's runtime runs it: its LLM kernels must be there
+        register_llm_kernels()
+    prompt_length = max(1, min(PROMPT_TOKENS, shape.max_seq_length - 1))
+    steps = max(1, min(DECODE_STEPS, shape.positions - prompt_length))
+    generator = torch.Generator().manual_seed(program.seed)
+    prompt = torch.randint(0, tokenizer.vocab_size, (prompt_length,), generator=generator).tolist()
+
+    if execute is None:
+        from executorch.runtime import Runtime
+
+        with one_data_file(pte, ptds, verify_bytes=True) as ptd, runtime_log() as log:
+            try:
+                execute = Runtime.get().load_program(pte, data_path=ptd).load_method("forward").execute
+            except Exception as exc:
+                raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
+    eager = _Stepper(eager_caller(model, mutable_buffers, device), shape)
+    ours = ProgramCaller(execute, device)
+    stepper = _Stepper(ours, shape)
+    expected = eager.feed(prompt)
+    with runtime_log() as log:
+        try:
+            actual = stepper.feed(prompt)
+        except Exception as exc:
+            raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
+    tolerance = program.check_settings().for_dtype(ours.dtype)
+    prefill = _judged(program, f"method 'forward', the prefill of a seeded prompt of {prompt_length} token ids "
+                      f"(seed {program.seed})", expected, actual, tolerance, how)
+    decode = _Decode(program, tolerance, how)
+    for step in range(steps):
+        decode.token(step, expected, actual)
+        expected = eager.feed([decode.tokens[-1]])
+        with runtime_log() as log:
+            try:
+                actual = stepper.feed([decode.tokens[-1]])
+            except Exception as exc:
+                raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
+        decode.logits(step, expected, actual)
+    decode.verdict(min_agreement)
+    # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
+    # positions written is never read (attention stops at the current position), as when the
+    # runner itself is reset between two prompts.
+    runner_prompt = tokenizer.encode(RUNNER_PROMPT)
+    wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
+    stops = _stop_ids(pte, tokenizer)
+    again = _Stepper(ProgramCaller(execute, device), shape)
+    logits = again.feed(runner_prompt)
+    tokens: list[int] = []
+    while len(tokens) < wanted:
+        token = int(logits.argmax())
+        if token in stops:
+            break
+        tokens.append(token)
+        if len(tokens) < wanted:
+            logits = again.feed([token])
+    # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
+    # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
+    common = {"method": "forward", "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
+              "samples": 0, "reason": "", "prompt_seed": program.seed}
+    figures = [
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.found.max_abs_error,
+         "cosine": prefill.found.cosine, "worst_excess": prefill.found.worst_excess, "magnitude": prefill.found.magnitude,
+         "verdict": prefill.verdict, "reason": prefill.reason},
+        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
+         "min_token_agreement": min_agreement},
+    ]
+    beyond = next((t for t in tokens if t >= tokenizer.vocab_size), None)
+    if beyond is not None:
+        raise CheckError(
+            f"the program generated token {beyond} from {RUNNER_PROMPT!r}, beyond the {tokenizer.vocab_size} tokens of "
+            f"{tokenizer.path.name}: the runner cannot decode it; give the model's own tokenizer",
+            location=f"models.{program.model}.tokenizer",
+        )
+    return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One call's logits against the eager model's, under the check's tolerance, judged as every
+    check judges an output (:func:`ptebuild.lowering.check.judge`)."""
+
+    found: Any
+    verdict: str
+    reason: str
+
+
+def _judged(program: ProgramPlan, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
+    """Measure and judge the logits of one call; raise as the check does (``refusal``: a wrong
+    program, or a tolerance miss) where they fail."""
+    from ptebuild.figures import Verdict
+    from ptebuild.lowering.check import judge, measure, refusal
+
+    found = measure(expected, actual, tolerance)
+    verdict, reason, wrong = judge(found)
+    if verdict is Verdict.FAILED:
+        raise refusal(program, where, "0 (the last position's logits)", found, reason, wrong, how, "forward")
+    return _Judged(found, verdict.value, reason)
+
+
+class _Decode:
+    """The decode steps' tokens and logits, and their verdict (module docstring, step 2)."""
+
+    def __init__(self, program: ProgramPlan, tolerance: Any, how: str) -> None:
+        self.program, self.tolerance, self.how = program, tolerance, how
+        self.tokens: list[int] = []
+        self.agreed = self.exact = 0
+        self.found: list[Any] = []
+        self.judged: list[tuple[int, Any, str, str, bool]] = []
+
+    def token(self, step: int, expected: Any, actual: Any) -> None:
+        """The eager model's greedy token (fed to both next), and whether the program's agrees:
+        the same token, or a tie: each logit within its bound of eager's can move a right program's
+        by that bound, so two logits whose eager values are within the sum of their bounds may swap."""
+        token, mine = int(expected.argmax()), int(actual.argmax())
+        self.tokens.append(token)
+        self.exact += mine == token
+        mean = float(expected.abs().mean())
+
+        def bound(index: int) -> float:
+            return self.tolerance.atol + self.tolerance.rtol * max(abs(float(expected[index])), mean)
+
+        self.agreed += mine == token or float(expected[token]) - float(expected[mine]) <= bound(token) + bound(mine)
+
+    def logits(self, step: int, expected: Any, actual: Any) -> None:
+        from ptebuild.lowering.check import judge, measure
+
+        found = measure(expected, actual, self.tolerance)
+        verdict, reason, wrong = judge(found)
+        self.found.append(found)
+        self.judged.append((step, found, verdict.value, reason, wrong))
+
+    def verdict(self, min_agreement: float) -> None:
+        """Raise where the decode fails: tokens under the floor or logits far from eager's (a wrong
+        program), or logits beyond the tolerance (a tolerance miss); else return."""
+        from ptebuild.lowering.check import refusal, wrong_program
+
+        steps = len(self.tokens)
+        share = self.agreed / steps
+        worst = max(self.found, key=lambda f: f.worst_excess)
+        if share < min_agreement:
+            floor = ("a float program agrees on every step" if min_agreement >= 1.0 else
+                     f"the program's floor is {min_agreement:.0%}")
+            raise wrong_program(
+                self.program, f"method 'forward', greedy decoding through its KV cache ({steps} steps after the "
+                              "prefill, each fed the eager model's token)", self.how,
+                f"its greedy token agrees with the eager model's on {self.agreed} of {steps} steps ({share:.0%}; "
+                f"{floor}, where a token that ties within the tolerance counts as agreeing); the decode logits differ by "
+                f"up to {worst.max_abs_error:.3g} ({worst.worst_excess:.3g}x their bound, tolerance {self.tolerance}; least "
+                f"cosine {min(f.cosine for f in self.found):.6f}) on logits of mean magnitude {worst.magnitude:.3g}",
+                method="forward",
+            )
+        failed = [j for j in self.judged if j[2] == "failed"]
+        if failed:
+            step, found, _, reason, wrong = next((j for j in failed if j[4]), failed[0])
+            raise refusal(self.program, f"method 'forward', decode step {step + 1} of {steps} through its KV cache",
+                          "0 (the logits)", found, reason, wrong, self.how, "forward")
+
+    def figures(self) -> dict[str, Any]:
+        verdicts = {j[2] for j in self.judged}
+        proves_nothing = verdicts == {"proves-nothing"}
+        return {
+            "max_abs_error": max(f.max_abs_error for f in self.found),
+            "cosine": min(f.cosine for f in self.found),
+            "worst_excess": max(f.worst_excess for f in self.found),
+            "magnitude": min(f.magnitude for f in self.found),
+            "tokens_agreed": self.agreed, "tokens_exact": self.exact,
+            "verdict": "proves-nothing" if proves_nothing else "passed",
+            "reason": next((j[3] for j in self.judged if j[2] == "proves-nothing"), "") if proves_nothing else "",
+        }
+
+
+def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer_file: Path,
+                    expected: EagerAgreement) -> int:
+    """ExecuTorch's ``TextLLMRunner`` generates greedily from :data:`RUNNER_PROMPT`; its text must be
+    the program's own continuation (``expected``). Returns the number of tokens it generated.
+    Raises CheckError."""
+    register_llm_kernels()
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.runtime import one_data_file
+
+    pieces: list[str] = []
+    with one_data_file(pte, ptds) as ptd, runtime_log() as log, runner_stdout_to_stderr():
+        try:
+            runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
+            runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
+                            pieces.append)
+        except Exception as exc:
+            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    del runner
+    text = "".join(pieces)
+    if text != expected.continuation:
+        raise CheckError(
+            f"ExecuTorch's TextLLMRunner generated {text!r} from {RUNNER_PROMPT!r}, the program run step by step "
+            f"{expected.continuation!r}: its metadata methods or its tokenizer do not fit the runner",
+            location=f"programs.{program.name}",
+        )
+    return len(pieces)
+
+
+def _stop_ids(pte: Path, tokenizer: Any) -> set[int]:
+    """The ids the runner stops at: the program's ``get_eos_ids`` (else the tokenizer's EOS)."""
+    from ptebuild.runtime.llm_facts import metadata_values
+
+    eos = metadata_values(pte).get("get_eos_ids")
+    if isinstance(eos, list):
+        return {int(i) for i in eos}
+    if isinstance(eos, int):
+        return {eos}
+    return {tokenizer.eos}
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Text generated by ExecuTorch's ``TextLLMRunner`` from a prompt, with its speed."""
+
+    program: str
+    backend: str
+    pte: Path
+    ptd: Path | None
+    tokenizer: Path
+    prompt: str
+    text: str
+    prompt_tokens: int
+    generated_tokens: int
+    prefill_seconds: float
+    """From the call to the first generated token (the prompt's encoding, its prefill and the first
+    sampling), the program loaded already (a one-token generation before)."""
+    decode_seconds: float
+    """From the first generated token to the last."""
+    runner_stats: dict[str, Any]
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        steps = self.generated_tokens - 1
+        return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "program": self.program, "backend": self.backend, "pte": str(self.pte),
+            "ptd": str(self.ptd) if self.ptd else None, "tokenizer": str(self.tokenizer),
+            "prompt": self.prompt, "text": self.text, "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second,
+            "decode_tokens_per_second": self.decode_tokens_per_second,
+            "runner_stats": self.runner_stats,
+        }
+
+
+def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
+                         out_dir: Path | None) -> Generation:
+    """Generate text from ``prompt`` with the built program through ``TextLLMRunner`` (greedy).
+
+    Raises:
+        LoadError: the program is not built, or its files do not belong together.
+        BuildError: the runner fails (its line says why).
+    """
+    import json
+
+    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.models.executorch_llm.programs import data_file_names
+    from ptebuild.runtime import one_data_file
+
+    register_llm_kernels()
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    folder = out_dir if out_dir is not None else plan.out_dir()
+    pte = folder / program.pte_name
+    ptds = [folder / name for name in data_file_names(program)]
+    tokenizer = folder / program.extra_outputs[0]
+    for path in (pte, *ptds, tokenizer):
+        if not path.is_file():
+            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
+            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    ptd = ptds[0] if ptds else None
+    pieces: list[str] = []
+    times: list[float] = []
+    stats: list[Any] = []
+
+    def on_token(piece: str) -> None:
+        times.append(time.perf_counter())
+        pieces.append(piece)
+
+    # one_data_file refuses a .ptd that is not the program's before anything runs.
+    with one_data_file(pte, ptds) as data, runtime_log() as log, runner_stdout_to_stderr():
+        try:
+            runner = TextLLMRunner(str(pte), str(tokenizer), str(data) if data else None)
+            # A first token loads the program and its delegates (the runner loads on first use),
+            # so that the timed generation measures prefill and decode only.
+            runner.generate(prompt, GenerationConfig(echo=False, max_new_tokens=1, temperature=0.0))
+            runner.reset()
+            config = GenerationConfig(echo=False, max_new_tokens=max_new_tokens, temperature=0.0)
+            started = time.perf_counter()
+            runner.generate(prompt, config, on_token, stats.append)
+        except Exception as exc:
+            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
+    runner_stats = json.loads(stats[0].to_json_string()) if stats else {}
+    prompt_tokens = int(runner_stats.get("prompt_tokens", 0))
+    return Generation(
+        program=program.name, backend=program.backend, pte=pte, ptd=ptd, tokenizer=tokenizer, prompt=prompt,
+        text="".join(pieces), prompt_tokens=prompt_tokens, generated_tokens=len(pieces),
+        prefill_seconds=(times[0] - started) if times else 0.0,
+        decode_seconds=(times[-1] - times[0]) if len(times) > 1 else 0.0,
+        runner_stats=runner_stats,
+    )

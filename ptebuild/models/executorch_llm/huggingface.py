@@ -1,0 +1,231 @@
+"""A Hugging Face causal LM saved in a local folder, taken into ExecuTorch's LLM export.
+
+A model table's ``huggingface = "FOLDER"`` names a folder as ``save_pretrained`` writes it:
+``config.json`` and the weights in ``model.safetensors`` (or shards listed by
+``model.safetensors.index.json``). Nothing is downloaded. It goes the way ExecuTorch's own
+pipeline takes a Hugging Face checkpoint (``export_llama_lib``: ``download_and_convert_hf_checkpoint``
+then the ``LlmConfig`` export), less the download:
+
+1. :func:`read_folder` (in the builder: JSON and the safetensors headers only) maps ``config.json``
+   to a params JSON of ExecuTorch's ``ModelArgs``, field by field as ExecuTorch's committed params
+   files spell the same models (``examples/models/qwen3/config/0_6b_config.json``,
+   ``qwen2_5/config/0_5b_config.json``): ``use_hf_rope`` (the weights stay in Hugging Face's
+   layout, RoPE applied as Hugging Face applies it), ``attention_qkv_bias`` (Qwen2),
+   ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3). What ExecuTorch's definitions do not
+   compute (another activation, biases on the output or MLP projections, a RoPE scaling, a sliding
+   window, untied output weights that the folder lacks) is refused with one line.
+2. :func:`convert` (in the worker) writes that params JSON and converts the weights with
+   ExecuTorch's own converter for the layout into a checkpoint of ExecuTorch's layout:
+   ``examples/models/qwen3/convert_weights.py`` for ``qwen3`` and ``llama`` (Hugging Face's Llama
+   keys are Qwen3's without the q/k norms: the same map), ``examples/models/qwen2_5/convert_weights.py``
+   for ``qwen2`` (its q/k/v biases). Upstream's converter reads the folder once and writes the
+   checkpoint; the export then maps it (``torch.load(mmap=True)``): one copy of the weights in
+   memory at a time.
+
+ExecuTorch 1.5.1's ``qwen2_5/convert_weights.py`` imports ``get_mapped_key`` from torchtune (not
+installed: nothing else here needs it); :func:`_qwen2_converter` gives it ExecuTorch's own copy of
+that function (``examples/models/checkpoint.py``) for the import.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIG = "config.json"
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+MODEL_TYPES = {"llama": "llama3", "qwen2": "qwen2_5_0_5b", "qwen3": "qwen3_0_6b"}
+"""Hugging Face ``model_type`` -> the ``LlmConfig.base.model_class`` it is exported as (ExecuTorch's
+definition of that family; the class only names it: the params JSON says what it computes)."""
+
+
+class FolderProblem(ValueError):
+    """Why a folder cannot be taken (one line, without the location)."""
+
+
+@dataclass(frozen=True)
+class HuggingFaceModel:
+    """A folder read in the builder: what it computes as ExecuTorch's params, and its files."""
+
+    model_type: str
+    params: dict[str, Any]
+    files: tuple[str, ...]
+    """``config.json``, the index if sharded, then the safetensors files: names inside the folder."""
+
+    @property
+    def model_class(self) -> str:
+        return MODEL_TYPES[self.model_type]
+
+
+def _rope(config: dict[str, Any]) -> tuple[float, str]:
+    """``(theta, rope type)`` of a config, in the spelling of transformers 4 (``rope_theta``,
+    ``rope_scaling``) or 5 (``rope_parameters``)."""
+    parameters = config.get("rope_parameters")
+    if isinstance(parameters, dict):
+        return float(parameters.get("rope_theta", config.get("rope_theta", 10000.0))), str(parameters.get("rope_type", "default"))
+    scaling = config.get("rope_scaling")
+    kind = "default"
+    if isinstance(scaling, dict):
+        kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+    return float(config.get("rope_theta", 10000.0)), kind
+
+
+def params_from_config(config: dict[str, Any], weights: frozenset[str]) -> dict[str, Any]:
+    """ExecuTorch ``ModelArgs`` params for a Hugging Face ``config.json`` (its keys of ``weights``
+    tell whether the output layer is its own). Raises FolderProblem."""
+    model_type = config.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise FolderProblem(
+            f"{CONFIG} has model_type {model_type!r}; ExecuTorch's definitions take {', '.join(sorted(MODEL_TYPES))} "
+            "from a Hugging Face folder (use params and checkpoint for the others)"
+        )
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+               if not isinstance(config.get(k), int)]
+    if missing:
+        raise FolderProblem(f"{CONFIG} lacks {', '.join(missing)} (integers): it is not a causal LM's config")
+    activation = config.get("hidden_act", "silu")
+    if activation != "silu":
+        raise FolderProblem(f"{CONFIG} has hidden_act {activation!r}; ExecuTorch's {model_type} definition computes silu")
+    for key in ("mlp_bias", "attention_bias") if model_type == "llama" else ("mlp_bias",):
+        if config.get(key):
+            raise FolderProblem(f"{CONFIG} has {key} = true; ExecuTorch's {model_type} definition has no such biases")
+    if config.get("use_sliding_window"):
+        raise FolderProblem(f"{CONFIG} has use_sliding_window = true; ExecuTorch's {model_type} definition attends to the whole context")
+    theta, rope_type = _rope(config)
+    if rope_type != "default":
+        raise FolderProblem(
+            f"{CONFIG} scales RoPE ({rope_type!r}); ExecuTorch's Hugging Face RoPE (use_hf_rope) computes it unscaled"
+        )
+    tied = bool(config.get("tie_word_embeddings", model_type != "llama"))
+    if not tied and "lm_head.weight" not in weights:
+        raise FolderProblem(f"{CONFIG} has tie_word_embeddings = false, and the weights have no lm_head.weight")
+    heads = config["num_attention_heads"]
+    params: dict[str, Any] = {
+        "dim": config["hidden_size"],
+        "n_layers": config["num_hidden_layers"],
+        "n_heads": heads,
+        "n_kv_heads": config.get("num_key_value_heads") or heads,
+        "hidden_dim": config["intermediate_size"],
+        "ffn_dim_multiplier": 1,
+        "vocab_size": config["vocab_size"],
+        "norm_eps": float(config.get("rms_norm_eps", 1e-6)),
+        "rope_theta": theta,
+        "use_scaled_rope": False,
+        "use_hf_rope": True,
+        "attention_qkv_bias": model_type == "qwen2",
+    }
+    head_dim = config.get("head_dim")
+    if isinstance(head_dim, int) and head_dim != config["hidden_size"] // heads:
+        params["head_dim"] = head_dim
+    if model_type == "qwen3":
+        params.update(head_dim=head_dim or config["hidden_size"] // heads, use_qk_norm=True, qk_norm_before_rope=True)
+    return params
+
+
+def safetensors_keys(path: Path) -> frozenset[str]:
+    """The tensor names in a safetensors file's header (its first 8 bytes give the header's length)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise FolderProblem(f"{path.name} is not a safetensors file (shorter than its header)")
+        (length,) = struct.unpack("<Q", head)
+        if length > 100 * 2**20:
+            raise FolderProblem(f"{path.name} is not a safetensors file (a header of {length} bytes)")
+        try:
+            header = json.loads(f.read(length))
+        except ValueError:
+            raise FolderProblem(f"{path.name} is not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise FolderProblem(f"{path.name} is not a safetensors file (its header is not an object)")
+    return frozenset(k for k in header if k != "__metadata__")
+
+
+def read_folder(folder: Path) -> HuggingFaceModel:
+    """Read ``folder``'s config and weight names (no tensor data). Raises FolderProblem."""
+    from ptebuild.manifest.paths import file_problem
+
+    if not folder.is_dir():
+        raise FolderProblem("no such folder" if not folder.exists() else "it is a file, not a folder")
+    problem = file_problem(folder / CONFIG)
+    if problem:
+        raise FolderProblem(f"{CONFIG}: {problem} (a Hugging Face model folder has config.json and model.safetensors)")
+    try:
+        config = json.loads((folder / CONFIG).read_text())
+    except (OSError, ValueError) as exc:
+        raise FolderProblem(f"{CONFIG} is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise FolderProblem(f"{CONFIG} is not a JSON object")
+    if (folder / INDEX).is_file():
+        try:
+            weight_map = json.loads((folder / INDEX).read_text())["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise FolderProblem(f"{INDEX} has no weight_map of tensor name to file: {exc}") from None
+        files = (CONFIG, INDEX, *shards)
+        names = frozenset(weight_map)
+    else:
+        shards = [SINGLE]
+        files = (CONFIG, SINGLE)
+        names = frozenset()
+    for shard in shards:
+        problem = file_problem(folder / shard)
+        if problem:
+            raise FolderProblem(f"{shard}: {problem} (the weights in safetensors: save_pretrained's model.safetensors)")
+        if not (folder / INDEX).is_file():
+            names = safetensors_keys(folder / shard)
+    params = params_from_config(config, names)
+    return HuggingFaceModel(str(config["model_type"]), params, files)
+
+
+def convert(folder: Path, model: HuggingFaceModel, scratch: Path) -> tuple[Path, Path]:
+    """Write the params JSON and the weights in ExecuTorch's layout (upstream's converter) into
+    ``scratch``: returns ``(params, checkpoint)``."""
+    import contextlib
+    import sys
+
+    params = scratch / "huggingface_params.json"
+    params.write_text(json.dumps(model.params, sort_keys=True))
+    checkpoint = scratch / "huggingface_weights.pth"
+    converter = _qwen2_converter() if model.model_type == "qwen2" else _qwen3_converter()
+    with contextlib.redirect_stdout(sys.stderr):  # upstream prints its progress
+        converter(str(folder), str(checkpoint))
+    return params, checkpoint
+
+
+def _qwen3_converter() -> Any:
+    from executorch.examples.models.qwen3.convert_weights import convert_weights
+
+    return convert_weights
+
+
+def _qwen2_converter() -> Any:
+    import importlib
+    import sys
+    import types
+
+    try:
+        return importlib.import_module("executorch.examples.models.qwen2_5.convert_weights").convert_weights
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("torchtune"):
+            raise
+    from executorch.examples.models.checkpoint import get_mapped_key
+
+    names = ("torchtune", "torchtune.models", "torchtune.models.convert_weights")
+    stand_ins = {name: types.ModuleType(name) for name in names}
+    stand_ins["torchtune.models.convert_weights"].get_mapped_key = get_mapped_key  # type: ignore[attr-defined]
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update(stand_ins)
+    try:
+        module = importlib.import_module("executorch.examples.models.qwen2_5.convert_weights")
+    finally:
+        for name, before in saved.items():
+            if before is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = before
+    return module.convert_weights

@@ -1,0 +1,41 @@
+"""The ``factory`` model kind: a Python callable returns the model (``factory = "pkg.mod:fn"``).
+
+The default kind (a model table without ``kind``). Its programs go through the worker's pipeline:
+the model is made by :mod:`ptebuild.worker.model_loading`, each method exported and lowered with
+the backend's hooks (:mod:`ptebuild.worker.lower`) and checked against it in ExecuTorch's runtime.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ptebuild.models.base import ModelKind, ResolvedModel
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+
+class FactoryKind(ModelKind):
+    name = "factory"
+    lowers_itself = False
+
+    def spec_model(self) -> type[BaseModel]:
+        from ptebuild.manifest.schema import ModelSpec
+
+        return ModelSpec
+
+    def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
+        from ptebuild.manifest.resolve import resolve_methods
+
+        return ResolvedModel(
+            methods=resolve_methods(display, model_name, spec),
+            seed=spec.seed,
+            factory=spec.factory,
+            kwargs=dict(spec.kwargs),
+            weights=spec.weights,
+            sources=tuple(spec.sources),
+        )
+
+
+KIND = FactoryKind()

@@ -1,0 +1,120 @@
+"""Tiny Hugging Face causal LMs made here, and their logits computed as Hugging Face computes them.
+
+:func:`make_folder` writes what ``save_pretrained`` writes for a Llama, Qwen2 or Qwen3 model:
+``config.json`` and ``model.safetensors`` (random weights from a seed, in Hugging Face's key names
+and layout). :func:`reference_logits` is the forward of those models written out from
+transformers' modeling code (RMSNorm, rotate-half RoPE, grouped-query causal attention with
+Qwen2's q/k/v biases or Qwen3's per-head q/k norms, SiLU-gated MLP, tied or own output layer), in
+plain torch: what the program of the folder must compute, independent of ExecuTorch's
+definitions and of ptebuild's conversion.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+DIMS = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 96, "vocab_size": 256}
+
+
+def config_for(model_type: str, *, tied: bool = True) -> dict:
+    config = {
+        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]],
+        "model_type": model_type, **DIMS, "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "max_position_embeddings": 128, "tie_word_embeddings": tied, "torch_dtype": "float32",
+        "bos_token_id": 0, "eos_token_id": 1,
+    }
+    if model_type == "qwen3":
+        config["head_dim"] = 16
+    return config
+
+
+def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True) -> dict[str, torch.Tensor]:
+    """Write a tiny model's ``config.json`` and ``model.safetensors``; return its weights."""
+    from safetensors.torch import save_file
+
+    config = config_for(model_type, tied=tied)
+    dim, heads, kv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim", dim // heads)
+    generator = torch.Generator().manual_seed(seed)
+
+    def rand(*shape: int, scale: float = 0.1) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator) * scale
+
+    weights = {"model.embed_tokens.weight": rand(config["vocab_size"], dim, scale=1.0),
+               "model.norm.weight": 1 + rand(dim)}
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        weights.update({
+            p + "self_attn.q_proj.weight": rand(heads * head_dim, dim), p + "self_attn.k_proj.weight": rand(kv * head_dim, dim),
+            p + "self_attn.v_proj.weight": rand(kv * head_dim, dim), p + "self_attn.o_proj.weight": rand(dim, heads * head_dim),
+            p + "mlp.gate_proj.weight": rand(config["intermediate_size"], dim),
+            p + "mlp.up_proj.weight": rand(config["intermediate_size"], dim),
+            p + "mlp.down_proj.weight": rand(dim, config["intermediate_size"]),
+            p + "input_layernorm.weight": 1 + rand(dim), p + "post_attention_layernorm.weight": 1 + rand(dim),
+        })
+        if model_type == "qwen2":
+            weights.update({p + "self_attn.q_proj.bias": rand(heads * head_dim), p + "self_attn.k_proj.bias": rand(kv * head_dim),
+                            p + "self_attn.v_proj.bias": rand(kv * head_dim)})
+        if model_type == "qwen3":
+            weights.update({p + "self_attn.q_norm.weight": 1 + rand(head_dim), p + "self_attn.k_norm.weight": 1 + rand(head_dim)})
+    if not tied:
+        weights["lm_head.weight"] = rand(config["vocab_size"], dim)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return weights
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    x = x.to(torch.float64)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.to(torch.float64)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
+    """The logits of the last of ``tokens`` (from position 0), in float64, as transformers computes them."""
+    from safetensors.torch import load_file
+
+    config = json.loads((folder / "config.json").read_text())
+    w = {k: v.to(torch.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+    dim, heads, kv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim, eps = config.get("head_dim", dim // heads), config["rms_norm_eps"]
+    n = len(tokens)
+    positions = torch.arange(n, dtype=torch.float64)
+    inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.cat([positions[:, None] * inv_freq[None, :]] * 2, dim=-1)
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = _rms(x, w[p + "input_layernorm.weight"], eps)
+
+        def project(name: str, count: int, h: torch.Tensor = h, p: str = p) -> torch.Tensor:
+            out = h @ w[p + f"self_attn.{name}_proj.weight"].T
+            if p + f"self_attn.{name}_proj.bias" in w:
+                out = out + w[p + f"self_attn.{name}_proj.bias"]
+            return out.view(n, count, head_dim)
+
+        q, k, v = project("q", heads), project("k", kv), project("v", kv)
+        if config["model_type"] == "qwen3":
+            q, k = _rms(q, w[p + "self_attn.q_norm.weight"], eps), _rms(k, w[p + "self_attn.k_norm.weight"], eps)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) / head_dim**0.5 + mask
+        attended = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, heads * head_dim)
+        x = x + attended @ w[p + "self_attn.o_proj.weight"].T
+        h = _rms(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+    x = _rms(x, w["model.norm.weight"], eps)
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return (x @ head.T)[-1]

@@ -1,0 +1,157 @@
+"""Hugging Face causal LMs in a local folder (``huggingface = "FOLDER"``): config.json mapped to
+ExecuTorch's params, the weights converted by ExecuTorch's own converter, exported by its LLM
+export, checked by generation; the program's logits against Hugging Face's forward written out in
+plain torch (:mod:`hf_folder`), so the conversion itself is checked too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ptebuild
+from hf_folder import config_for, make_folder, reference_logits
+
+from ptebuild.models.executorch_llm.huggingface import FolderProblem, params_from_config
+
+ROOT = Path(__file__).resolve().parents[2]
+TIED_WEIGHTS = frozenset({"model.embed_tokens.weight"})
+
+MANIFEST = """
+[defaults]
+out = "out"
+
+[models.hf]
+kind = "executorch-llm"
+huggingface = "hf"
+tokenizer = "tokenizer.json"
+max_seq_length = 32
+seed = 3
+
+[programs.hf_xnnpack]
+model = "hf"
+backend = "xnnpack"
+data_name = "hf_xnnpack_weights"
+options = { use_sdpa_with_kv_cache = true }
+"""
+
+
+def _project(root: Path, model_type: str, *, tied: bool = True, manifest: str = MANIFEST) -> Path:
+    make_folder(root / "hf", model_type, seed=3, tied=tied)
+    shutil.copy(ROOT / "manifests" / "chat" / "tokenizer.json", root / "tokenizer.json")
+    (root / "hf.toml").write_text(manifest)
+    return root / "hf.toml"
+
+
+def _program_logits(out: Path, tokens: list[int]):
+    import torch
+
+    from ptebuild.models.executorch_llm.generation import register_llm_kernels
+    from ptebuild.runtime import load
+
+    register_llm_kernels()
+    program = load(out / "hf_xnnpack.pte", [out / "hf_xnnpack_weights.ptd"])
+    logits = program.run("forward", [torch.tensor([tokens]), torch.tensor([0])])[0]
+    return logits.to(torch.float64).reshape(-1)
+
+
+def _build_and_compare(tmp_path: Path, model_type: str, tied: bool) -> dict:
+    manifest = _project(tmp_path / "project", model_type, tied=tied)
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json")
+    assert done.returncode == 0, done.stderr
+    program = json.loads(done.stdout)["programs"][0]
+    assert program["status"] == "built" and program["check_kind"] == "executorch-llm-generation"
+    assert program["check"][1]["tokens_agreed"] == 16 and program["check"][1]["runner_tokens"] >= 1
+    tokens = [5, 17, 200, 33, 4, 99, 128]
+    expected = reference_logits(manifest.parent / "hf", tokens)
+    actual = _program_logits(manifest.parent / "out", tokens)
+    error = float((actual - expected).abs().max())
+    print(model_type, "max abs error against Hugging Face's forward:", error, "of logits up to", float(expected.abs().max()))
+    assert error <= 1e-3
+    return program
+
+
+def test_a_hugging_face_llama_folder_builds_and_computes_what_transformers_computes(tmp_path):
+    program = _build_and_compare(tmp_path, "llama", tied=True)
+    assert {Path(o["path"]).name for o in program["outputs"]} == {"hf_xnnpack.pte", "hf_xnnpack_weights.ptd", "hf_xnnpack.tokenizer.json"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type,tied", [("qwen2", False), ("qwen3", True)])
+def test_qwen2_and_qwen3_folders(tmp_path, model_type, tied):
+    """Qwen2: q/k/v biases and its own output layer (upstream's qwen2_5 converter); Qwen3: per-head
+    q/k norms (upstream's qwen3 converter)."""
+    _build_and_compare(tmp_path, model_type, tied)
+
+
+def test_params_as_executorchs_own_files_spell_them():
+    assert params_from_config(config_for("qwen3"), TIED_WEIGHTS) == {
+        "dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "hidden_dim": 96, "ffn_dim_multiplier": 1,
+        "vocab_size": 256, "norm_eps": 1e-6, "rope_theta": 10000.0, "use_scaled_rope": False, "use_hf_rope": True,
+        "attention_qkv_bias": False, "head_dim": 16, "use_qk_norm": True, "qk_norm_before_rope": True,
+    }
+    qwen2 = params_from_config(config_for("qwen2", tied=False), TIED_WEIGHTS | {"lm_head.weight"})
+    assert qwen2["attention_qkv_bias"] is True and "use_qk_norm" not in qwen2
+    # transformers 5 spells RoPE as rope_parameters
+    config = {**config_for("llama"), "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+    del config["rope_theta"]
+    assert params_from_config(config, TIED_WEIGHTS)["rope_theta"] == 500000.0
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take llama, qwen2, qwen3"),
+    ({"hidden_act": "gelu"}, "config.json has hidden_act 'gelu'; ExecuTorch's llama definition computes silu"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 32.0}}, "config.json scales RoPE ('llama3')"),
+    ({"tie_word_embeddings": False}, "config.json has tie_word_embeddings = false, and the weights have no lm_head.weight"),
+    ({"attention_bias": True}, "config.json has attention_bias = true; ExecuTorch's llama definition has no such biases"),
+])
+def test_what_executorchs_definitions_do_not_compute_is_refused(change, message):
+    with pytest.raises(FolderProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
+        params_from_config({**config_for("llama"), **change}, TIED_WEIGHTS)
+
+
+def test_a_folder_that_cannot_be_taken_is_one_located_line(tmp_path):
+    manifest = _project(tmp_path, "llama")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "model_type": "mistral"}))
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {manifest}: models.hf.huggingface: 'hf': config.json has model_type 'mistral'; ExecuTorch's "
+        "definitions take llama, qwen2, qwen3 from a Hugging Face folder (use params and checkpoint for the others)"
+    )
+    (tmp_path / "hf" / "model.safetensors").unlink()
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 2
+    assert "models.hf.huggingface: 'hf': model.safetensors: no such file" in done.stderr
+
+
+@pytest.mark.parametrize("extra,message", [
+    ('params = "params.json"\n', "give params (a params JSON, with an optional checkpoint) or huggingface (a Hugging Face model folder), not both"),
+    ('checkpoint = "weights.pth"\n', "a Hugging Face folder has its own weights: remove checkpoint"),
+])
+def test_params_or_a_folder(tmp_path, extra, message):
+    manifest = _project(tmp_path, "llama", manifest=MANIFEST.replace('seed = 3\n', 'seed = 3\n' + extra))
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_the_key_covers_the_folders_config_and_weights_by_content(tmp_path):
+    from ptebuild.builder.keys import explain_changes, program_inputs
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+
+    manifest = _project(tmp_path, "llama")
+
+    def inputs() -> dict[str, str]:
+        plan = load_manifest(manifest)
+        return program_inputs(plan.programs[0], plan, hash_file)
+
+    before = inputs()
+    make_folder(tmp_path / "hf", "llama", seed=4)
+    assert explain_changes(before, inputs()) == ["source file hf/model.safetensors changed"]
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    assert "source file hf/config.json changed" in explain_changes(before, inputs())

@@ -36,6 +36,7 @@ _attributed: set[str] = set()
 def prepare_worker() -> None:
     """Import torch and executorch once, quietly, and remember which modules a task starts with."""
     global _baseline
+    import ptebuild.deps  # its STARTUP_PATH: sys.path before the toolchain adds to it
     warnings.filterwarnings("ignore")
     import logging
 
@@ -79,7 +80,8 @@ def _user_modules() -> list[str]:
     installed = stdlib_dirs() + dist_dirs(path_entries(sys.path))
     out = []
     for name, module in list(sys.modules.items()):
-        if name in _baseline or name.partition(".")[0] in sys.stdlib_module_names:
+        top = name.partition(".")[0]
+        if name in _baseline or top in sys.stdlib_module_names or top == "ptebuild":  # ptebuild is the worker's own
             continue
         file = getattr(module, "__file__", None)
         if isinstance(file, str) and any(os.path.abspath(file).startswith(p + os.sep) for p in installed):

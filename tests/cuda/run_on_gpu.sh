@@ -4,7 +4,7 @@
 # Installs the wheels into /tmp/site, then: test data (make_data.py); repro_probe.py on the
 # robot policy, two cold lowerings (check figures, byte identity, which ELF sections differ),
 # beside the GPU tests (pytest plugin autoload off: the wheels' hydra plugin needs another
-# antlr4); bench_cuda.py (CLI: cold, cached, clean, warm Inductor).
+# antlr4: the wheels carry 4.9.3, the one omegaconf and hydra, and so ExecuTorch's LLM export, load); bench_cuda.py (CLI: cold, cached, clean, warm Inductor).
 # Results go to $OUT (log.txt, bench.json, repro-*.json, data.tar) or ./gpu-out.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"

@@ -98,15 +98,6 @@ def mobile_rebuild(tmp_path_factory: pytest.TempPathFactory):
     return build(tmp_path_factory.mktemp("mobile-again"), "--no-cache", "--no-daemon", env={"PYTHONHASHSEED": "4242"})
 
 
-def copy_chat_project(dest: Path) -> Path:
-    """Copy ``manifests/chat.toml`` and its ``chat/`` folder (params, tokenizer) into ``dest``; return the manifest."""
-    manifests = Path(__file__).resolve().parents[1] / "manifests"
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy(manifests / "chat.toml", dest / "chat.toml")
-    shutil.copytree(manifests / "chat", dest / "chat", ignore=shutil.ignore_patterns("__pycache__"))
-    return dest / "chat.toml"
-
-
 @pytest.fixture(scope="session")
 def chat_build(tmp_path_factory: pytest.TempPathFactory):
     """``manifests/chat.toml`` (the tiny LLM: float and 8da4w XNNPACK programs, a LoRA pair) built once, on the
@@ -114,6 +105,7 @@ def chat_build(tmp_path_factory: pytest.TempPathFactory):
     import json
 
     from helpers import ptebuild
+    from project_copy import copy_chat_project
 
     root = tmp_path_factory.mktemp("chat")
     manifest = copy_chat_project(root / "project")

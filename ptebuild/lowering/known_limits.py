@@ -121,6 +121,20 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
                  "dynamic quantization parameters at the first shape)",
     ),
     KnownLimit(
+        name="cuda-attention-mask",
+        toolchain="ExecuTorch 1.5.1's CUDA backend",
+        pattern=re.compile(r"attn_mask (head dimension must be 1|shape mismatch|must have dtype torch\.bool)"),
+        backends=("cuda",),
+        what_to_do=(
+            "its attention kernel takes a boolean mask of 4 dims [batch, 1, queries, keys] or none; a float mask, "
+            "or the 2-dim [queries, keys] one of ExecuTorch's own Llama attention (its LLM export without the "
+            "custom SDPA), is refused: build the mask as (positions allowed).view(1, 1, L, S) in bool, or call "
+            "scaled_dot_product_attention with is_causal=True and no mask"
+        ),
+        operators=("scaled_dot_product_attention",),
+        unfixed="executorch/backends/cuda/triton/kernels/sdpa.py checks the mask's dims and dtype and broadcasts none",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

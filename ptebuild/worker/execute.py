@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ptebuild.errors import BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
@@ -127,7 +127,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.lowering.samples import load_program_samples
     from ptebuild.models import get_model_kind, options_model_of
     from ptebuild.store.cas import CAS
-    from ptebuild.worker.lower import StoredOutputs, explained, lower, store_stream
+    from ptebuild.worker.lower import StoredOutputs, lower, store_stream
     from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
@@ -169,7 +169,10 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                     progress(text)
 
                 outputs = StoredOutputs(store, Path(folder))  # streamed into the store, as lower() stores
-                built = model_kind.build(program, manifest_dir, task.manifest, outputs, kind_progress)
+                try:
+                    built = model_kind.build(program, manifest_dir, task.manifest, outputs, kind_progress)
+                except BuildError as error:  # a known limit of the toolchain, said so
+                    _raise_explained(error, program.backend)
                 stages.begin(Stage.STORE)
                 unstored = sorted(set(built.files) - set(outputs.program.outputs))
                 if unstored:
@@ -212,11 +215,8 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                     from ptebuild.worker.divergence import locate
 
                     raise locate(wrong, model, program, inputs, samples, progress) from None
-                except BuildError as error:
-                    again = explained(error, program.backend)  # a known limit of the toolchain, said so
-                    if again is error:
-                        raise
-                    raise again from error
+                except BuildError as error:  # a known limit of the toolchain, said so
+                    _raise_explained(error, program.backend)
                 figures = [f.to_json() for f in checked]
             if program.bpte_name:
                 from ptebuild.lowering.bundled_io import write_bpte
@@ -245,6 +245,16 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
+
+
+def _raise_explained(error: BuildError, backend: str) -> NoReturn:
+    """Raise ``error``, with the known limit of the toolchain it matches said on its line."""
+    from ptebuild.worker.lower import explained
+
+    again = explained(error, backend)
+    if again is error:
+        raise error
+    raise again from error
 
 
 def _dependencies(manifest_dir: Path, installed_at_start: dict[str, Any], program_name: str) -> Dependencies:

@@ -15,6 +15,9 @@ def test_each_failure_seen_on_the_toolchain_is_explained():
             "torch/_inductor/config.py)", ["aten.conv_transpose3d.input"]),
         "cuda-missing-fallback-kernel": ("RuntimeError: missing fallback kernels (1 total): aten._upsample_bilinear2d_aa.default", []),
         "executorch-runtime-torch-2.11": ("RuntimeError: tensor does not have a device", []),
+        "cuda-attention-mask": (  # the chat decoder of manifests/chat_cuda.toml through ExecuTorch's LLM export, on the H200
+            "RuntimeError: attn_mask head dimension must be 1 (broadcast over heads); per-head masks are not "
+            "supported. Got attn_mask.shape=torch.Size([s11, 64])", ["aten.scaled_dot_product_attention.default"]),
     }
     for name, (text, operators) in seen.items():
         found = explain(text, operators, "cuda")

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import copy_chat_project
 from helpers import ptebuild
+from project_copy import copy_chat_project
 
 import ptebuild as api
 from ptebuild.errors import LoadError

@@ -171,7 +171,7 @@ def test_the_bundle_carries_the_foundation_once_and_each_adapter(chat_build, tmp
     ('lora_data_name = "chat_lora"', "lora_data_name is where a LoRA adapter's weights go"),
 ])
 def test_bad_adapter_options_are_one_located_line(tmp_path, options, message):
-    from conftest import copy_chat_project
+    from project_copy import copy_chat_project
 
     manifest = copy_chat_project(tmp_path / "project")
     text = manifest.read_text().split("# LoRA:")[0]
@@ -182,7 +182,7 @@ def test_bad_adapter_options_are_one_located_line(tmp_path, options, message):
 
 
 def test_a_missing_adapter_file_and_a_lora_file_without_a_foundation(tmp_path):
-    from conftest import copy_chat_project
+    from project_copy import copy_chat_project
 
     manifest = copy_chat_project(tmp_path / "project")
     text = manifest.read_text()

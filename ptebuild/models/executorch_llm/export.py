@@ -13,7 +13,8 @@ by parameter name, so a ``.ptd`` of another model of the same shape would load s
 
 CUDA, which upstream's LLM export does not lower for, takes upstream's model and export (the
 same ``LlmConfig`` with no backend enabled, up to ``LLMEdgeManager.export``) and lowers it with
-ptebuild's CUDA backend (:func:`export_with_backend`).
+ptebuild's CUDA backend (:func:`export_with_backend`), its attention's masks made boolean as the
+CUDA kernel takes them (:mod:`.cuda_attention`).
 
 Imports torch and executorch when called (a worker).
 """
@@ -223,6 +224,10 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     try:
         with _quiet_stdout():
             manager = export_llama_lib._prepare_for_llama_export(config)
+            if program.backend == "cuda":  # its attention kernel takes boolean 4-dim masks only
+                from ptebuild.models.executorch_llm.cuda_attention import use_boolean_masks
+
+                use_boolean_masks(manager.model)
             manager.export()
             exported = manager._export(manager.pre_autograd_graph_module)
         with backend.lowering_context(backend_options), torch.no_grad():

@@ -22,8 +22,12 @@ def register(subparsers: Subparsers) -> None:
         description=(
             "Describe FILE without executing it: for a .pte its header, each method's inputs and "
             "outputs (dtype and sizes), operators and delegates, its segments, named data, the "
-            "keys it needs from a .ptd and the operators a selective runtime build must register; "
-            "for a .ptd its keys with their sizes. Exit 2 if FILE is neither or is corrupt."
+            "keys it needs from a .ptd and the operators a selective runtime build must register, "
+            "then its figures: each method's delegate and operator calls, its size split (plan, "
+            "constants, named data, each delegate's payload, the .ptd files), each method's planned "
+            "memory and inputs' and outputs' bytes, and, from a build record beside it, the "
+            "delegation by operator its build counted; for a .ptd its keys with their sizes. Exit 2 "
+            "if FILE is neither or is corrupt."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="a .pte or .ptd file")

@@ -63,6 +63,8 @@ def describe(result: PteInspection | PtdInspection) -> list[str]:
     lines.append(f"operators for a selective runtime build: {len(result.kernels)} (delegated calls not listed)")
     for op, kernels in result.kernels.items():
         lines.append(f"  {op}  {' '.join(kernels) or '(not called)'}")
+    if result.insight is not None:
+        lines += result.insight.describe()
     for note in result.notes:
         lines.append(f"note: {note}")
     return lines

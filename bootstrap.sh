@@ -4,7 +4,8 @@
 #   ./bootstrap.sh --test   also the test dependencies (with Ray, for the executor tests, and OpenVINO), ruff and mypy
 #                           (the dev extra: the checks .ci/run runs first), and the Debian tools the tests use
 #                           (clang, lld, llvm and llvm-19 for the import-library tests; gcc, git;
-#                           nginx for the remote-cache tests; MinGW-w64 for the CUDA Windows link tests);
+#                           nginx for the remote-cache tests; MinGW-w64 for the CUDA Windows link tests;
+#                           chromium, the headless browser that opens `build --timings`' page);
 #                           grpcio for the gRPC cache tier, and .venv-buildgrid/, the REAPI server of its
 #                           tests (BuildGrid, in a venv of its own, pinned in constraints-buildgrid.txt)
 #
@@ -68,7 +69,7 @@ debian_packages() {
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-    clang lld llvm llvm-19 gcc git nginx g++-mingw-w64-x86-64-posix >/dev/null
+    clang lld llvm llvm-19 gcc git nginx g++-mingw-w64-x86-64-posix chromium >/dev/null
 }
 
 if $test; then
@@ -78,6 +79,7 @@ if $test; then
   done
   # nginx (WebDAV PUT) serves the remote-cache tests; /usr/sbin is not on every PATH.
   [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing="$missing nginx"
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   if [ -n "$missing" ]; then
     echo "bootstrap: installing Debian packages for:$missing" >&2
     background debian-packages debian_packages

@@ -77,6 +77,32 @@ class MethodPlan:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """One limit of a program's budget (:mod:`ptebuild.insight.budget`): ``max_pte``, ``max_ptd``,
+    ``max_planned_memory`` (bytes) or ``min_delegated`` (a fraction), and where the manifest sets
+    it (``programs.X.budget`` or ``defaults.budget``)."""
+
+    name: str
+    value: float
+    where: str
+
+    @property
+    def location(self) -> str:
+        return f"{self.where}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A program's budget: its limits. Not part of the program's action key (judged after a build
+    or a restore), so that a changed budget judges a cached program again without lowering it."""
+
+    limits: tuple[Limit, ...]
+
+    def limit(self, name: str) -> Limit | None:
+        return next((limit for limit in self.limits if limit.name == name), None)
+
+
+@dataclass(frozen=True)
 class ProgramPlan:
     name: str
     model: str
@@ -104,6 +130,11 @@ class ProgramPlan:
     (the check's inputs and eager PyTorch's outputs for each method)."""
     weights_key: str | None = None
     """The checkpoint entry holding the state dict (a key or a dotted path); None: the file is one."""
+    etrecord: bool = False
+    """Also write ``<name>.etrecord``: ExecuTorch's ETRecord of the lowering (what the devtools
+    Inspector needs to map an on-device ETDump back to the graph)."""
+    budget: Budget | None = None
+    """The limits its figures must keep (:mod:`ptebuild.insight.budget`); None: no budget."""
     rtol: float = 0.0
     """The check's ``rtol`` for float32 outputs, as ``atol``."""
     calibrated: bool = False
@@ -140,6 +171,7 @@ class ProgramPlan:
         """The plain, JSON-able form (without :attr:`bound`): what a task carries to its worker."""
         document = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bound"}
         document["methods"] = [asdict(m) for m in self.methods]
+        document["budget"] = asdict(self.budget) if self.budget is not None else None
         plain: dict[str, Any] = json.loads(canonical_json(document))
         return plain
 
@@ -155,8 +187,10 @@ class ProgramPlan:
             )
             for m in data["methods"]
         )
+        budget = data.get("budget")
         return cls(**{**data, "methods": methods, "sources": tuple(data["sources"]),
                       "check_set": tuple(data.get("check_set") or ()),
+                      "budget": Budget(tuple(Limit(**limit) for limit in budget["limits"])) if budget else None,
                       "model_files": tuple(tuple(pair) for pair in data.get("model_files", ())),
                       "extra_outputs": tuple(data.get("extra_outputs", ()))})
 
@@ -173,8 +207,12 @@ class ProgramPlan:
         return f"{self.name}.bpte" if self.bundle_io else None
 
     @property
+    def etrecord_name(self) -> str | None:
+        return f"{self.name}.etrecord" if self.etrecord else None
+
+    @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name) if name), *self.extra_outputs)
+        return (self.pte_name, *(name for name in (self.ptd_name, self.bpte_name, self.etrecord_name) if name), *self.extra_outputs)
 
     def model_file(self, field: str) -> str | None:
         """The path of the model file the manifest gives as ``field`` (``params``, ``tokenizer``)."""
@@ -210,6 +248,9 @@ class BundlePlan:
     """The archive's file name (``<name>.tar.gz`` unless the manifest names it)."""
     include: tuple[str, ...] = ()
     """Globs of extra files, relative to the manifest folder (resolved when packing)."""
+    etrecords: tuple[str, ...] = ()
+    """The ETRecord files it carries: every program's when the bundle asks (``etrecord = true``),
+    else those of the programs that ask themselves (another bundle's asking does not bring them)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +288,8 @@ class BuildPlan:
         programs = [ProgramPlan.from_json(p) for p in data["programs"]]
         shims = tuple(ShimPlan(**s) for s in data["shims"])
         bundles = tuple(
-            BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"])})
+            BundlePlan(**{**b, "programs": tuple(b["programs"]), "include": tuple(b["include"]),
+                          "etrecords": tuple(b.get("etrecords") or ())})
             for b in data.get("bundles", ())
         )
         return cls(

@@ -14,7 +14,15 @@ An action result as a JSON document (what a cache tier stores under the action k
      "deps": {"sources": {"layers/blocks.py": "<sha256>"}, "dists": {"torchao": "0.18.0"}},
      "figures": [{"method": ..., "sizes": {...}, "output": 0, "max_abs_error": ..., "cosine": ...}],
      "check": "executorch-runtime", "delegates": {"forward": 1}, "lower_seconds": 12.3,
-     "built_on": "host-name"}
+     "built_on": "host-name",
+     "insight": {"delegation": {...}, "size": null, "memory": {...}},
+     "stages": [{"stage": "export", "start": 0.81, "end": 2.4}, ...]}
+
+``insight`` is what the worker counted in the lowered program that the files do not keep (its
+delegation by operator, mutable buffers, inputs' and outputs' bytes: :mod:`ptebuild.insight.program`);
+``stages`` how long each stage of the lowering took (:mod:`ptebuild.insight.stages`), which says
+how long a build of the program is expected to take next time. Both are absent from entries
+written before them.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class Status(str, enum.Enum):
     CANNOT_CHECK = "cannot-check"
     """A program whose check cannot run on this machine (ExecuTorch's runtime fails under this
     torch, says the probe), and that no cache had: never published unchecked."""
+    OVER_BUDGET = "over-budget"
+    """A program built (or restored) whose figures break its budget (``budget`` in the manifest):
+    its files are in place, and the build fails."""
     PENDING = "pending"
 
     def __str__(self) -> str:
@@ -58,7 +69,7 @@ class Status(str, enum.Enum):
         return self in _NOT_DELIVERED
 
 
-_NOT_DELIVERED = frozenset({Status.FAILED, Status.NEEDS_GPU, Status.CANNOT_LOWER, Status.CANNOT_CHECK})
+_NOT_DELIVERED = frozenset({Status.FAILED, Status.NEEDS_GPU, Status.CANNOT_LOWER, Status.CANNOT_CHECK, Status.OVER_BUDGET})
 
 
 class FailureKind(str, enum.Enum):
@@ -144,6 +155,10 @@ class ActionResult:
     delegates: dict[str, int] = field(default_factory=dict)
     lower_seconds: float = 0.0
     built_on: str = ""
+    insight: dict[str, Any] | None = None
+    """The worker's half of the program's figures (``ProgramInsight.to_json()``), None if unknown."""
+    stages: tuple[dict[str, Any], ...] = ()
+    """The worker's stage spans (``StageSpan.to_json()``), relative to its task's start."""
 
     @property
     def digests(self) -> list[str]:
@@ -168,6 +183,8 @@ class ActionResult:
             "delegates": dict(self.delegates),
             "lower_seconds": round(self.lower_seconds, 3),
             "built_on": self.built_on,
+            **({"insight": self.insight} if self.insight is not None else {}),
+            **({"stages": list(self.stages)} if self.stages else {}),
         }
 
     @classmethod
@@ -194,6 +211,8 @@ class ActionResult:
             delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
             lower_seconds=float(data.get("lower_seconds") or 0.0),
             built_on=str(data.get("built_on") or ""),
+            insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
+            stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)) if isinstance(data.get("stages"), list) else (),
         )
 
 
@@ -225,6 +244,12 @@ class TargetResult:
     """Which machine built it (executors that run elsewhere)."""
     rebuild: str = ""
     """``--check``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
+    insight: dict[str, Any] | None = None
+    """The program's figures (``ProgramInsight.to_json()``: delegation, size, memory), None if unknown."""
+    budget: tuple[dict[str, str], ...] = ()
+    """Each budget limit it breaks: ``{"limit": "programs.X.budget.max_pte", "message": ...}``."""
+    cache_hit: bool = False
+    """Its result came from a cache: nothing was lowered for it in this build."""
     brought_along: str = ""
     """Why a target that the request did not name was built too (``only=``): it shares a weights
     file with one it named, and a shared ``.ptd`` is built whole. Empty: it was asked for."""
@@ -236,6 +261,21 @@ class TargetResult:
         from ptebuild.figures import CheckSummary
 
         return CheckSummary.of(self.figures)
+
+    @property
+    def delegation(self) -> Any:
+        """``insight``'s delegation (``--json``'s ``delegation``); None when unknown."""
+        return (self.insight or {}).get("delegation")
+
+    @property
+    def size(self) -> Any:
+        """``insight``'s size (``--json``'s ``size``); None when unknown."""
+        return (self.insight or {}).get("size")
+
+    @property
+    def memory(self) -> Any:
+        """``insight``'s memory (``--json``'s ``memory``); None when unknown."""
+        return (self.insight or {}).get("memory")
 
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
@@ -276,6 +316,11 @@ class TargetResult:
             data["message"] = self.message
         if self.explain:
             data["explain"] = list(self.explain)
+        if self.insight is not None:
+            for part in ("delegation", "size", "memory"):
+                data[part] = self.insight.get(part)
+        if self.budget:
+            data["budget"] = [dict(b) for b in self.budget]
         return data
 
     @classmethod
@@ -303,6 +348,8 @@ class TargetResult:
             node=str(data.get("node") or ""),
             rebuild=str(data.get("rebuild") or ""),
             brought_along=str(data.get("brought_along") or ""),
+            insight={part: data.get(part) for part in ("delegation", "size", "memory")} if "size" in data else None,
+            budget=tuple(dict(b) for b in data.get("budget") or ()),
         )
 
 

@@ -136,7 +136,7 @@ PASSES_ON = {
     ("backends/coreml/check.py", "_Matcher.__call__", "{}: {}"): "_function_features: its message ends with REPORT",
     ("backends/xnnpack/__init__.py", "quantized_8da4w", "{}"): "_group_size_hint: a group_size that fits, or skip_ungroupable",
     ("builder/keys.py", "_digest_input", "{}"): "the caller's fix argument ('give the path of ...')",
-    ("cli/cache.py", "gc_command", "--max-size: {}"): "store/sizes.py parse_size: 'give a number with an optional unit'",
+    ("cli/cache.py", "gc_command", "--max-size: {}"): "sizes.py parse_size: 'give a number with an optional unit'",
     ("lowering/bundled_io.py", "write_bpte", "bundle_io: {}"): "runtime/bpte_file.py check_suites' problems",
     ("lowering/check.py", "_MethodRunner.check_direction", "{}"): "DirectionBound.fix: what the direction check says to do",
     ("manifest/resolve.py", "resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
@@ -209,6 +209,7 @@ ERROR_PATHS = {
         ],
         "diff": [
             "diff: {} and {}: compare two bundles, or two .pte or .ptd files",
+            "diff: {} and {}: compare two output folders, or two .pte or .ptd files",
             "give the paths of two .pte or .ptd files",
         ],
     },
@@ -620,6 +621,7 @@ ERROR_PATHS = {
             "remove data_name",
             "remove it",
             "leave bundle_io off for it",
+            "leave etrecord off for it",
             "{}: {}.{}: {}",
         ],
         "_resolve_options": [
@@ -738,6 +740,9 @@ ERROR_PATHS = {
             "give a bundle written by `ptebuild pack`",
             "give a bundle written by `ptebuild pack`",
         ],
+        "_read_folder": [
+            "diff: {}: no ptebuild.json (an output folder of `ptebuild build`, or a bundle)",
+        ],
     },
     "release/lock.py": {
         "LockEntry.from_toml": [
@@ -792,6 +797,9 @@ ERROR_PATHS = {
         ],
         "_lock_bytes": [
             "give a lock you can read (--lock)",
+        ],
+        "_over_budget": [
+            "bring the program within its budget or raise the budget, then build and pack again",
         ],
         "_included": [
             "give globs of files beside the manifest",
@@ -1074,6 +1082,11 @@ ERROR_PATHS = {
             "give an import library of a DLL with a plain name",
         ],
     },
+    "sizes.py": {
+        "parse_size": [
+            "invalid size {}: give a number with an optional unit, e.g. 500M, 2G, 1.5GiB (K, M, G, T: powers of 1000, KiB, MiB, GiB, TiB: powers of 1024)",
+        ],
+    },
     "store/actions.py": {
         "check_key": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
@@ -1190,11 +1203,6 @@ ERROR_PATHS = {
             "{} at offset {}: negative size {}",
         ],
     },
-    "store/sizes.py": {
-        "parse_size": [
-            "invalid size {}: give a number with an optional unit, e.g. 500M, 2G, 1.5GiB (K, M, G, T: powers of 1000, KiB, MiB, GiB, TiB: powers of 1024)",
-        ],
-    },
     "store/tiers.py": {
         "remote_kind": [
             "give {}host[:port]...",
@@ -1229,6 +1237,7 @@ ERROR_PATHS = {
         "_lower": [
             "preparing the model for {} failed: {}{}",
             "lowering for {} failed: {}{}",
+            "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
         ],
     },
     "worker/model_loading.py": {

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ptebuild"
 
 LAYERS = [
     {"<floor one>"},
+    {"insight"},
     {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},

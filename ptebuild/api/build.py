@@ -46,6 +46,8 @@ class BuildReport:
     shard: tuple[int, int] | None = None
     replayed: bool = False
     """True if the no-op stamp answered: nothing was looked at beyond a stat of each input."""
+    timings: tuple[Path, Path] | None = None
+    """``timings``: the page and the Chrome trace of the build's timeline, as written."""
 
     @property
     def failed(self) -> list[TargetResult]:
@@ -79,6 +81,8 @@ class BuildReport:
             document["shard"] = f"{self.shard[0]}/{self.shard[1]}"
         if self.locked:
             document["lock_problems"] = list(self.lock_problems)
+        if self.timings is not None:
+            document["timings"] = {"html": str(self.timings[0]), "trace": str(self.timings[1])}
         return document
 
     @classmethod
@@ -197,6 +201,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
             executor_options=_executor_options(request, cache),
             shard=request.shard,
             rebuild_check=request.check,
+            timings=request.timings,
         )
         builder = Builder(plan, options, report)
         done = BuildReport(manifest, builder.folder, 0.0, [], locked=request.locked, shard=request.shard)
@@ -207,6 +212,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
                 return done, builder
         done.targets = builder.run()
         brought_along(done.targets, plan, request)
+        done.timings = builder.timings_files
         if request.locked:
             done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder, done.targets),
                                                request.partial)

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
-    """Describe a ``.pte`` (methods, delegates, segments, the keys it needs) or a ``.ptd`` (its
+    """Describe a ``.pte`` (methods, delegates, segments, the keys it needs, its figures: calls,
+    size split, planned memory, and what a build record beside it recorded) or a ``.ptd`` (its
     keys). Raises UsageError if it cannot be read, FormatError if it is neither or is corrupt."""
     from ptebuild.runtime.inspect import inspect as read
 
@@ -43,15 +44,22 @@ def operator_list(path: str | os.PathLike[str]) -> bytes:
 
 def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport | BundleDiff:
     """Which parts of two ``.pte`` (or two ``.ptd``) files differ; for two bundles (``.tar.gz``,
-    ``.tgz``, ``.zip``), what changed program by program (:mod:`ptebuild.release.diff`)."""
+    ``.tgz``, ``.zip``) or two output folders, what changed program by program, with the change
+    of each program's figures (:mod:`ptebuild.release.diff`)."""
     from ptebuild.release.bundle import is_bundle_path
 
     if is_bundle_path(a) and is_bundle_path(b):
         from ptebuild.release.diff import diff_bundles
 
         return diff_bundles(a, b)
+    if os.path.isdir(a) and os.path.isdir(b):
+        from ptebuild.release.diff import diff_folders
+
+        return diff_folders(a, b)
     if is_bundle_path(a) or is_bundle_path(b):
         raise UsageError(f"diff: {a} and {b}: compare two bundles, or two .pte or .ptd files")
+    if os.path.isdir(a) or os.path.isdir(b):
+        raise UsageError(f"diff: {a} and {b}: compare two output folders, or two .pte or .ptd files")
     from ptebuild.runtime.diff import diff as compare
 
     try:

@@ -37,8 +37,8 @@ Event = tuple[str, str, str]
 
 def stamp_for(manifest: str, request: BuildRequest) -> Path | None:
     """Where the stamp of this build lives, or None when it may not have one."""
-    if request.no_cache or request.locked or request.check:
-        return None
+    if request.no_cache or request.locked or request.check or request.timings:
+        return None  # --timings: the page shows this build, which a replay does not make
     root = cache_root(request)
     assert root is not None
     material = json.dumps({"manifest": os.fspath(manifest), "request": request.to_json()}, sort_keys=True, default=str)

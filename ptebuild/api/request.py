@@ -108,11 +108,12 @@ class BuildRequest(_Value):
         "remote",
         "shard",
         "skip_backends",
+        "timings",
     )
     _defaults: ClassVar[dict[str, Any]] = {
         "out": None, "only": (), "skip_backends": (), "keep_going": False, "jobs": None, "explain": False,
         "locked": False, "check": False, "shard": None, "executor": None, "no_daemon": False,
-        "ray_address": None, "cache": None, "no_cache": False, "remote": None, "debug": False,
+        "ray_address": None, "cache": None, "no_cache": False, "remote": None, "debug": False, "timings": False,
     }
     out: str | None
     """The output folder (default: the manifest's ``defaults.out``)."""
@@ -135,6 +136,9 @@ class BuildRequest(_Value):
     no_cache: bool
     remote: RemoteCache | None
     debug: bool
+    timings: bool
+    """Write the build's timeline into the output's ``.ptebuild/`` folder: ``timings.html`` (one
+    self-contained page) and ``timings.trace.json`` (a Chrome trace, for Perfetto)."""
 
     def _convert(self, name: str, value: Any) -> Any:
         if name in ("only", "skip_backends"):

@@ -8,10 +8,13 @@ The units of a build, each in its own module, meeting in a :class:`~.context.Bui
 - :mod:`ptebuild.builder.publish`: the output folder and shared weights groups (publishing from
   the build's store or a cache hit, the build record);
 - :mod:`ptebuild.builder.schedule` and :mod:`ptebuild.builder.executors`: who lowers what;
-- :mod:`ptebuild.builder.rebuild_check`: ``--check``.
+- :mod:`ptebuild.builder.rebuild_check`: ``--check``;
+- :mod:`ptebuild.builder.budgets`: each delivered program's figures judged against its budget;
+- :mod:`ptebuild.builder.timings`: what each target did when (``--timings``).
 
 This module only orders them: shims, then each program's key, shard, cache, obstacles, then the
-tasks of those left, then the shared groups, then ``--check``. It imports neither torch nor
+tasks of those left, then the shared groups, then ``--check``, then the budgets; with
+``--timings``, the build's timeline is written last, whatever happened. It imports neither torch nor
 executorch: a build whose programs are all cached never pays for them.
 """
 
@@ -33,6 +36,7 @@ from ptebuild.results import Status, TargetResult
 if TYPE_CHECKING:
     from ptebuild.builder.noop import LookedAt
     from ptebuild.builder.schedule import Job
+    from ptebuild.insight.timeline import Timeline
     from ptebuild.worker.tasks import Event
 
 __all__ = ["BuildOptions", "Builder", "Report", "build", "in_shard"]
@@ -67,6 +71,8 @@ class Builder:
         self.context = BuildContext(plan, options, report)
         self.publisher = Publisher(self.context)
         self.other_shards = 0
+        self.timings_files: tuple[Path, Path] | None = None
+        """``--timings``: the page and the trace written (None: not asked, or not written)."""
 
     @property
     def folder(self) -> Path:
@@ -97,9 +103,14 @@ class Builder:
             for result in context.results.values():
                 if result.kind == "program" and result.status in (Status.BUILT, Status.CACHED):
                     failure_logs.forget(context.folder.path, result.name)
+            from ptebuild.builder.budgets import judge_budgets
+
+            judge_budgets(context)
         finally:
             context.folder.clean()
             context.folder.write_record()
+            if context.options.timings:
+                self.write_timings()
         return list(context.results.values())
 
     def build_programs(self, targets: list[ProgramTarget]) -> list[ProgramTarget]:
@@ -167,14 +178,41 @@ class Builder:
             target: ProgramTarget = job.data
             return target.finished(event)
 
+        targets: dict[str, ProgramTarget] = {job.name: job.data for job in jobs}
+
+        def expected(name: str, stage: str) -> float | None:
+            target = targets.get(name)
+            return target.expected_stage(stage) if target is not None else None
+
         options = dict(context.options.executor_options)
         if context.plan.shims and context.options.executor == "local":
             # Windows CUDA programs link the shim import library this build just wrote.
             options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(context.folder.path)})
         left = run_jobs(context.options.executor, options, jobs, context.cache, context.report,
-                        workers=context.options.jobs, ready=ready, started=started, finished=finished)
+                        workers=context.options.jobs, ready=ready, started=started, finished=finished,
+                        expected=expected)
         for job in left:
             context.results[job.name].status = Status.SKIPPED
+
+    # -- the build's timeline (--timings) -------------------------------------------------------
+
+    def timeline(self) -> Timeline:
+        """The build's timeline so far (:class:`ptebuild.insight.timeline.Timeline`)."""
+        from ptebuild.builder.timings import figures_of
+
+        context = self.context
+        return context.timings.timeline(context.plan.manifest, list(context.results.values()), figures_of(context.folder.entries),
+                                        executor=context.options.executor, jobs=context.options.jobs)
+
+    def write_timings(self) -> None:
+        """``--timings``: the page and the trace into ``<out>/.ptebuild/`` (a failure to write them is a warning)."""
+        from ptebuild.builder.timings import write
+
+        folder = self.context.folder.path
+        try:
+            self.timings_files = write(folder, self.timeline())
+        except OSError as exc:
+            self.context.report("", "warning", f"--timings: cannot write into {folder}: {exc.strerror or exc}")
 
     # -- what a build would do, and what it read ------------------------------------------------
 

@@ -1,5 +1,6 @@
 """What every unit of one build shares: the plan, the options, the cache, the output folder, the
-store the workers write into, the results, and the ``--explain`` history.
+store the workers write into, the results, the ``--explain`` history, and the build's clock
+(:class:`~.timings.Timings`: what each target did when).
 
 A build is made of units that each own one job (:mod:`.target`: a target's life from key to
 published file; :mod:`.publish`: the output folder and shared weights groups; :mod:`.schedule`:
@@ -45,6 +46,8 @@ class BuildOptions:
     rebuild_check: bool = False
     """``--check``: after the build, lower every program again, ignoring the cache, in a changed
     environment, and fail any program whose bytes differ (Nix's ``--check``)."""
+    timings: bool = False
+    """Write the build's timeline into ``<out>/.ptebuild/`` (:mod:`.timings`)."""
 
 
 class BuildContext:
@@ -70,6 +73,10 @@ class BuildContext:
         self._own_store = False
         """The store is this build's own (in the output folder's staging area), not the cache's."""
         self._capabilities: Capabilities | None = None
+        from ptebuild.builder.timings import Timings
+
+        self.timings = Timings()
+        """What each target did when (written with ``--timings``; a program's expected stage times)."""
 
     def digest_file(self, path: Path) -> tuple[str, int]:
         """``(sha256, size)`` of a file (the cache's stat cache), noted as read by this build."""

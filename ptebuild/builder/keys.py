@@ -49,9 +49,13 @@ LOWERING_MODULES = (
     "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py",
     "lowering/placement.py", "lowering/bundled_io.py", "lowering/check.py", "lowering/samples.py", "runtime/bpte_file.py",
     "tolerances.py",
+    "lowering/insight.py", "lowering/delegation.py", "lowering/memory.py",
+    "insight/delegation.py", "insight/memory.py", "insight/program.py",
 )
 """The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):
-its ``.pte`` and ``.ptd``, and its ``.bpte`` (the test cases, their outputs' order, their check)."""
+its ``.pte`` and ``.ptd``, and its ``.bpte`` (the test cases, their outputs' order, their check);
+and what its action result says was counted in it (its delegation, mutable buffers, inputs' and
+outputs' bytes: an edit to the counting must not leave old figures in the cache)."""
 
 
 def digest_text(text: str) -> str:

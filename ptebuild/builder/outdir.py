@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ptebuild import keyinputs
 from ptebuild.backends import bound_backend
+from ptebuild.builder.insight import InsightReader
 from ptebuild.builder.runtime_support import Memo, RuntimeSupportReader
 from ptebuild.errors import DataNameError, FormatError
 from ptebuild.figures import CheckSummary
@@ -52,6 +53,8 @@ class OutputFolder:
         self.entries: dict[str, RecordEntry] = {}
         self.runtime = RuntimeSupportReader(path, memo, digest_file)
         """A program's ``runtime`` entry, read from its files once per content (``memo``: the cache)."""
+        self.insight = InsightReader(path, memo, digest_file)
+        """A program's ``figures``: the action result's joined with its files' (read once per content)."""
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -155,9 +158,12 @@ class OutputFolder:
         """
         files = outputs or result.outputs
         summary = CheckSummary.of(result.figures) if result.kind == "program" else None
-        runtime = None
+        runtime = insight = None
         if result.kind == "program":
             runtime = self.runtime.of(files, result.inputs.get(keyinputs.toolchain("executorch")))
+            sharing = {o.name: tuple(sorted(p for p in self.plan.shared_data().get(program.data_name, ()) if p != name))
+                       for o in files if o.name.endswith(".ptd") and program is not None and program.data_name}
+            insight = self.insight.of(result.insight, files, sharing).to_json()
         self.entries[name] = RecordEntry(
             kind=result.kind,
             manifest=self.manifest_id,
@@ -175,6 +181,7 @@ class OutputFolder:
             checked=summary.to_json() if summary is not None else None,
             workarounds=bound_backend(program).backend.workarounds(program.options, program) or None if program else None,
             weights_in_pte=self._weights_in_pte(program, files),
+            insight=insight,
         )
 
     def _weights_in_pte(self, program: ProgramPlan | None, files: tuple[OutputFile, ...]) -> tuple[dict[str, object], ...]:

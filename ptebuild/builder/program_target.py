@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ptebuild.builder.context import BuildContext
     from ptebuild.builder.publish import Publisher
     from ptebuild.builder.schedule import Job
+    from ptebuild.insight.stages import StageSpan
     from ptebuild.plan import ProgramPlan
     from ptebuild.worker.tasks import Event, Task, TaskFailure, TaskResult
 
@@ -56,6 +57,9 @@ class ProgramTarget(Target):
         self.direct = False
         """Its node's result in the shared cache could not be fetched: the task runs again, its
         outputs sent to the build's store."""
+        self.submitted_at = 0.0
+        """When its task was last submitted, on the build's clock (:class:`~.timings.Timings`)."""
+        self._last_stages: tuple[StageSpan, ...] | None = None
 
     @staticmethod
     def new_result(context: BuildContext, program: ProgramPlan) -> TargetResult:
@@ -111,6 +115,20 @@ class ProgramTarget(Target):
         last = self.context.last(self.name)
         return last.lower_seconds if last is not None and last.lower_seconds > 0 else None
 
+    def expected_stage(self, stage: str) -> float | None:
+        """How long ``stage`` (a :class:`~ptebuild.insight.stages.Stage` value) took in the last
+        build of the program that the cache remembers (its action result's stage spans), None if
+        unknown: what a progress line compares the stage's time with."""
+        from ptebuild.insight.stages import Stage, expected_seconds, spans_from_json
+
+        if self._last_stages is None:
+            last = self.context.last(self.name)
+            self._last_stages = spans_from_json(last.stages) if last is not None else ()
+        try:
+            return expected_seconds(self._last_stages, Stage(stage))
+        except ValueError:
+            return None
+
     def job(self) -> Job:
         from ptebuild.builder.schedule import Job
 
@@ -147,23 +165,30 @@ class ProgramTarget(Target):
 
     def submitted(self) -> None:
         self.started = time.monotonic()
+        self.submitted_at = self.context.timings.now()
         self.context.report(self.name, "start", f"lowering for {self.program.backend}")
 
     def finished(self, event: Event) -> bool | Literal["again"]:
         """Take its task's outcome; whether the build goes on (:data:`.schedule.AGAIN`: run the
         task once more)."""
         from ptebuild.builder.schedule import AGAIN
+        from ptebuild.insight.stages import Stage, spans_from_json
         from ptebuild.worker.tasks import EventKind, TaskFailure
 
+        timings = self.context.timings
+        done_at = timings.now()
         if event.kind is EventKind.DONE and event.result is not None:
+            timings.task(self.name, self.submitted_at, done_at, spans_from_json(event.result.stages))
             for text in event.result.warnings:
                 self.context.report(self.name, "warning", text)
             if event.result.action is None:
                 self.take(event.result)
+                timings.span(self.name, Stage.STORE, done_at)
             elif not self.from_node(event.result):
                 self.direct = True
                 return AGAIN
         else:
+            timings.task(self.name, self.submitted_at, done_at, None)
             # Every FAILED event carries its failure (Event.failed), every DONE one its result.
             failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
             if failure.kind is FailureKind.STORE and self.context.store_failed(StoreError(failure.message)):

@@ -66,8 +66,15 @@ class Target:
     def restore(self, elsewhere: str | None = None, local_only: bool = False) -> bool:
         """Put a cached result's files in place (those missing only): True if it did.
         ``local_only``: the local tier only."""
+        from ptebuild.insight.stages import Stage
+
+        timings = self.context.timings
+        start = timings.now()
         hit = self.lookup(elsewhere, local_only)
-        return hit is not None and self.use(hit, elsewhere)
+        if hit is None or not self.use(hit, elsewhere):
+            return False
+        timings.span(self.name, Stage.RESTORE, start)
+        return True
 
     def use(self, hit: Hit, elsewhere: str | None = None, node: str = "") -> bool:
         """:meth:`restore` for a hit in hand; ``node``: a node of the executor built it just now
@@ -90,6 +97,7 @@ class Target:
             result.status, result.node = Status.BUILT, node
         else:
             result.status = Status.CACHED
+            result.cache_hit = True
             result.source = hit.source
             where = "the remote cache" if hit.source is Source.REMOTE else "the cache"
             fetched = not in_place and self.publisher.group_of(self.name) is None

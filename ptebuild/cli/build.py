@@ -42,6 +42,12 @@ def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> 
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="worker processes (default: number of cores)")
     parser.add_argument("--explain", action="store_true", help="say why each program was rebuilt or restored")
+    parser.add_argument(
+        "--timings", action="store_true",
+        help="write the build's timeline into the output's .ptebuild/ folder: timings.html (one self-contained page: "
+        "each program's stages per worker, its delegation, size and memory, the check, cache hits) and "
+        "timings.trace.json (a Chrome trace, for Perfetto)",
+    )
     if not lock:
         parser.add_argument(
             "--locked", action="store_true",
@@ -95,7 +101,7 @@ def request_from(args: argparse.Namespace) -> BuildRequest:
         out=args.out, only=args.only or (), skip_backends=args.skip_backend, keep_going=args.keep_going,
         jobs=args.jobs, explain=args.explain, locked=getattr(args, "locked", False), check=getattr(args, "check", False),
         shard=args.shard, executor=args.executor, no_daemon=args.no_daemon, ray_address=args.ray_address,
-        cache=args.cache, no_cache=args.no_cache, remote=remote, debug=args.debug,
+        cache=args.cache, no_cache=args.no_cache, remote=remote, debug=args.debug, timings=getattr(args, "timings", False),
     )
 
 
@@ -118,9 +124,21 @@ class TerminalReport:
 
 
 def _size(n: int) -> str:
-    from ptebuild.store.sizes import format_size
+    from ptebuild.sizes import format_size
 
     return format_size(n)
+
+
+def _figures(p: dict[str, Any]) -> tuple[str, str]:
+    """The ``delegated`` and ``planned`` cells of a program (``-`` where unknown)."""
+    delegation = p.get("delegation") if isinstance(p.get("delegation"), dict) else None
+    fraction = delegation.get("fraction") if delegation else None
+    delegated = f"{100 * fraction:.1f}%" if isinstance(fraction, (int, float)) else "-"
+    memory = p.get("memory") if isinstance(p.get("memory"), dict) else None
+    planned = "-"
+    if memory and p.get("size"):
+        planned = _size(sum(int(m.get("planned_bytes") or 0) for m in memory.values() if isinstance(m, dict)))
+    return delegated, planned
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -132,7 +150,8 @@ def summary(document: dict[str, Any]) -> str:
     """
     targets = document["targets"]
     rechecked = any(t.get("rebuild") for t in targets)
-    header = ["target", "backend", "status", "seconds", "check", *(["reproducible"] if rechecked else []), "outputs"]
+    header = ["target", "backend", "status", "seconds", "check", "delegated", "planned",
+              *(["reproducible"] if rechecked else []), "outputs"]
     rows = [header]
     for p in targets:
         checked = p.get("checked")
@@ -151,7 +170,9 @@ def summary(document: dict[str, Any]) -> str:
                             for o in p["outputs"]) or "-"
         status = p["status"] + (" (remote)" if p.get("source") == "remote" else "")
         reproducible = [_REPRODUCIBLE.get(p.get("rebuild", ""), "-")] if rechecked else []
-        rows.append([p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, *reproducible, outputs])
+        delegated, planned = _figures(p) if p["backend"] else ("-", "-")
+        rows.append([p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, delegated, planned,
+                     *reproducible, outputs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in rows]
     lines += [f"{p['name']}: brought along: {p['brought_along']}" for p in targets if p.get("brought_along")]
@@ -237,6 +258,8 @@ def build_command(args: argparse.Namespace) -> int:
         print(f"error: --locked: {problem}", file=sys.stderr)
     if report.skipped:
         print("note: programs were skipped after a failure; use --keep-going to build them anyway", file=sys.stderr)
+    if report.timings is not None:
+        print(f"timings: {report.timings[0]} (trace: {report.timings[1]})", file=sys.stderr)
     if report.manifest_error:
         return 2
     return 0 if report.ok else 1

@@ -23,9 +23,11 @@ def register(subparsers: Subparsers) -> None:
             "Describe FILE without executing it. By default a summary: for a .pte each method's "
             "inputs and outputs (named, with dynamic dims as ranges such as batch 1..8, where the "
             "build record beside the file declares them), how much of it the delegates took, its "
-            "size split and its weights; for a .ptd its keys and size. --full: every part, for a "
+            "size split, planned memory and its weights; for a .ptd its keys and size. --full: every part, for a "
             ".pte its header, each method's values, operators and delegates, its segments, named data, "
-            "the keys it needs from a .ptd and the operators a selective runtime build must register; "
+            "the keys it needs from a .ptd and the operators a selective runtime build must register, "
+            "then its figures (calls, size split, planned memory, inputs' and outputs' bytes, and the "
+            "delegation by operator a build record beside it counted); "
             "for a .ptd every key with its size. Exit 2 if FILE is neither or is corrupt."
         ),
     )

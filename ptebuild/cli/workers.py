@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from ptebuild.cli.options import add_cache_options
-from ptebuild.store.sizes import format_size
+from ptebuild.sizes import format_size
 
 TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:

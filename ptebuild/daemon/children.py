@@ -98,7 +98,7 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
     was imported stays as the server's first build had it.
     """
     from ptebuild.worker.execute import execute
-    from ptebuild.worker.tasks import Task, TaskFailure
+    from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure
 
     if isinstance(submit.get("env"), dict):
         os.environ.clear()
@@ -113,7 +113,7 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
             data = data[os.write(pipe, data):]
 
     task = Task.from_json(task_json)
-    outcome = execute(task, lambda text: write_all({"op": "progress", "text": str(text)}))
+    outcome = execute(task, StagedProgress(lambda text, stage: write_all({"op": "progress", "text": str(text), "stage": stage})))
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:

@@ -26,7 +26,8 @@ Client -> server
 Server -> client
     ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` (a different protocol or
     toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
-    process runs it), ``{"op": "progress", "task_id", "text"}``, and one of
+    process runs it), ``{"op": "progress", "task_id", "text", "stage"}`` (the stage: a
+    ``ptebuild.insight.stages.Stage`` value, or empty), and one of
     ``{"op": "done", "task_id", "result": TaskResult.to_json()}`` (the outputs by digest: their
     bytes are in the task's store) or
     ``{"op": "failed", "task_id", "failure": TaskFailure.to_json()}`` (its kind, message, manifest

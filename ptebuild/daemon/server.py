@@ -61,7 +61,7 @@ from ptebuild.daemon.children import (
 )
 from ptebuild.daemon.launch import take_lock
 from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output, rss_bytes
-from ptebuild.store.sizes import format_size, parse_size
+from ptebuild.sizes import format_size, parse_size
 
 if TYPE_CHECKING:
     import subprocess

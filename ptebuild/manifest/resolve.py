@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ptebuild.backends import BoundBackend, get_backend
 from ptebuild.backends.options import BackendOptions
 from ptebuild.errors import DataNameError, ManifestError
+from ptebuild.insight.budget import merged_budget
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
@@ -99,7 +100,7 @@ def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str
 
 def _resolve_program(
     display: str, manifest: Manifest, name: str, program: ProgramSpec, models: dict[str, ResolvedModel],
-    bundle_io: bool = False, manifest_dir: Path | None = None,
+    bundle_io: bool = False, etrecord: bool = False, manifest_dir: Path | None = None,
 ) -> ProgramPlan:
 
     where = dotted(("programs", name))
@@ -184,6 +185,17 @@ def _resolve_program(
                             "leave bundle_io off for it")
     if bundle_io:
         program_entry["bundle_io"] = True
+    program_entry.pop("etrecord", None)
+    if etrecord and kind.lowers_itself:
+        at = f"{where}.etrecord" if program.etrecord else "bundles (etrecord = true)"
+        raise ManifestError(f"{display}: {at}: program {name!r} writes no ETRecord: its model kind "
+                            f"({kind.name}) lowers through its own pipeline; leave etrecord off for it")
+    if etrecord:
+        program_entry["etrecord"] = True
+    # Judged after the build or a restore, never keyed: a new budget does not lower again.
+    program_entry.pop("budget", None)
+    defaults_budget = manifest.defaults.budget.model_dump() if manifest.defaults.budget else None
+    budget = merged_budget(defaults_budget, program.budget.model_dump() if program.budget else None, name)
     # Absent when unset, so that programs without it keep their keys.
     if program_entry.get("check", {}).get("min_token_agreement") is None:
         program_entry.get("check", {}).pop("min_token_agreement", None)
@@ -218,6 +230,8 @@ def _resolve_program(
         model_entry=_model_entry(model),
         program_entry=program_entry,
         bundle_io=bundle_io,
+        etrecord=etrecord,
+        budget=budget,
         kind=kind.name,
         model_files=resolved.model_files + program_files,
         extra_outputs=extra_outputs,
@@ -338,8 +352,10 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bo
     members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
     with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
     with_io |= {p for name, spec in manifest.bundles.items() if spec.bundle_io for p in members[name]}
+    with_etrecord = {p for p, spec in manifest.programs.items() if spec.etrecord}
+    with_etrecord |= {p for name, spec in manifest.bundles.items() if spec.etrecord for p in members[name]}
     programs = tuple(
-        _resolve_program(display, manifest, name, spec, models, bundle_io=name in with_io,
+        _resolve_program(display, manifest, name, spec, models, bundle_io=name in with_io, etrecord=name in with_etrecord,
                          manifest_dir=None if offline else manifest_dir)
         for name, spec in manifest.programs.items()
     )
@@ -351,7 +367,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bo
             raise ManifestError(f"{display}: shims.{name}.source: {describe(spec.source, problem)}; give a .def or shim-list file")
         shims.append(ShimPlan(name=name, source=spec.source, format=spec.format, keep_order=spec.keep_order))
     bundles = tuple(
-        _resolve_bundle(display, name, spec, members[name]) for name, spec in sorted(manifest.bundles.items())
+        _resolve_bundle(display, name, spec, members[name], manifest) for name, spec in sorted(manifest.bundles.items())
     )
     plan = BuildPlan(
         manifest=display,
@@ -393,7 +409,7 @@ def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list
     return tuple(sorted(found))
 
 
-def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[str, ...]) -> BundlePlan:
+def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[str, ...], manifest: Manifest) -> BundlePlan:
     where = dotted(("bundles", name))
     _check_name(display, where, name, ".tar.gz")
     archive = spec.output if spec.output is not None else f"{name}.tar.gz"
@@ -411,7 +427,8 @@ def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[s
                 f"{display}: {where}.include[{index}]: {pattern!r} leaves the manifest's folder; "
                 "name files inside it (relative paths without '..')"
             )
-    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include))
+    etrecords = tuple(f"{p}.etrecord" for p in programs if spec.etrecord or manifest.programs[p].etrecord)
+    return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include), etrecords=etrecords)
 
 
 def _check_bundle_collisions(display: str, bundles: tuple[BundlePlan, ...]) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -19,6 +20,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     Tag,
+    WithJsonSchema,
     field_validator,
     model_serializer,
     model_validator,
@@ -209,6 +211,37 @@ class ModelSpec(_Strict):
         return self
 
 
+def _size(value: object) -> int:
+    from ptebuild.insight.budget import parse_size
+
+    return parse_size(value)
+
+
+_SIZE_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*([KkMmGgTt][Ii]?[Bb]?|[Bb])?\s*$"},
+    ],
+    "description": "bytes, or a number with a unit: KiB, MiB, GiB (powers of 1024), KB, MB, GB (powers of 1000)",
+}
+Size = Annotated[int, BeforeValidator(_size), WithJsonSchema(_SIZE_SCHEMA)]
+"""A byte count: an int, or a string with a unit (``"2 MiB"``), read as bytes."""
+
+
+class BudgetSpec(_Strict):
+    """Limits a program's figures must keep (``ptebuild.insight.budget``): a program over one fails
+    the build with one line naming the limit, the figure and the budget."""
+
+    max_pte: Size | None = None
+    """The largest the ``.pte`` may be."""
+    max_ptd: Size | None = None
+    """The largest any ``.ptd`` the program loads may be."""
+    min_delegated: Annotated[float, Field(ge=0, le=1)] | None = None
+    """The smallest fraction of operator nodes delegated (0 to 1; ``getitem`` nodes not counted)."""
+    max_planned_memory: Size | None = None
+    """The most memory the program's methods may plan, all together."""
+
+
 class CheckSpec(_Strict):
     """How closely a built program must match eager PyTorch, element by element
     ``|a - e| <= atol + rtol * max(|e|, mean |e|)``, and in cosine similarity. Unset parts
@@ -248,6 +281,10 @@ class ProgramSpec(_Strict):
     bundle_io: bool = False
     """Also write ``<program>.bpte``: ExecuTorch's BundledProgram, the program with the check's
     inputs and eager PyTorch's outputs for each method, for a device to verify it."""
+    etrecord: bool = False
+    """Also write ``<program>.etrecord``: ExecuTorch's ETRecord (for the devtools Inspector)."""
+    budget: BudgetSpec | None = None
+    """Limits on the program's size, delegation and planned memory (over ``defaults.budget``)."""
 
 
 class Defaults(_Strict):
@@ -263,6 +300,8 @@ class Defaults(_Strict):
     """Compile specs by backend name, merged under each program's ``compile_specs``."""
     dist: str = "dist"
     """The folder ``ptebuild pack`` writes the manifest's bundles into, relative to the manifest."""
+    budget: BudgetSpec | None = None
+    """Limits every program keeps, unless its own ``budget`` sets that limit."""
 
 
 class ShimLibrarySpec(_Strict):
@@ -285,6 +324,8 @@ class BundleSpec(_Strict):
     """Extra files (globs relative to the manifest) packed into the bundle under their file names."""
     bundle_io: bool = False
     """Every program of the bundle also writes ``<program>.bpte`` (as ``bundle_io`` on the program)."""
+    etrecord: bool = False
+    """Every program of the bundle also writes its ETRecord, and the bundle carries them."""
 
 
 def _model_kind(value: Any) -> str:

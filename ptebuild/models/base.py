@@ -107,6 +107,12 @@ class BuiltProgram:
     """The check's name (``executorch-runtime``...), empty when it is off."""
     lower_seconds: float
     check_seconds: float
+    insight: dict[str, Any] | None = None
+    """What the worker counted in the lowered program (``ProgramInsight.to_json()`` of its
+    delegation, mutable buffers, inputs' and outputs' bytes: :mod:`ptebuild.insight.program`);
+    None if the kind did not count it."""
+    warnings: tuple[str, ...] = ()
+    """What went wrong beside the build (figures that could not be counted), for the report."""
 
 
 class ModelKind:

@@ -1,4 +1,5 @@
-"""What changed between two releases: ``ptebuild diff OLD.tar.gz NEW.tar.gz``, program by program.
+"""What changed between two releases: ``ptebuild diff OLD.tar.gz NEW.tar.gz`` (or two output
+folders, ``ptebuild diff OLD_OUT NEW_OUT``), program by program.
 
 Both bundles are read without unpacking (:func:`~ptebuild.release.bundle.bundle_files`, the
 safety checks of ``verify``): each file is streamed once through SHA-256, and only the ``.pte``
@@ -20,6 +21,11 @@ Each program that changed names what a device must replace (``ship``: its files 
 differ, the new release's names) and why.
 
 Sizes are the sum of a program's files (a weights file that programs share counts for each).
+Each program in both also gets the change of its figures (:mod:`ptebuild.insight.compare`): its
+``.pte`` and ``.ptd`` bytes, its delegated fraction and planned memory (the ``insight`` its build
+record keeps), and its check's worst error and lowest cosine (its ``checked`` summary); a release whose
+record predates them has its files' sizes only. Two output folders are compared the same way,
+from their build records (``ptebuild.json``) and the files they name, read in place.
 Beside the programs: the operators the bundles' ``selected_operators.yaml`` add or drop, and
 the other files (manifest, lock, included files) whose bytes differ. Imports neither torch nor
 executorch.
@@ -38,8 +44,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import FormatError
-from ptebuild.hashing import hash_chunks
+from ptebuild.errors import FormatError, UsageError
+from ptebuild.hashing import hash_chunks, hash_file
+from ptebuild.insight.compare import FiguresChange, ReleaseFigures
 from ptebuild.release.bundle import bundle_files
 from ptebuild.release.pack import SUMS_NAME
 from ptebuild.runtime.diff import Part
@@ -96,6 +103,8 @@ class ProgramChange:
     """What a device must replace: the program's files whose bytes differ (all of a new one's), sorted."""
     why: str = ""
     """Why those files, in a few words (a changed program: the most telling part that differs)."""
+    figures: FiguresChange | None = None
+    """The change of its figures (a program in both releases), else None."""
 
     @property
     def size_before(self) -> int | None:
@@ -116,6 +125,7 @@ class ProgramChange:
             "detail": self.detail,
             "ship": list(self.ship),
             "why": self.why,
+            "figures": self.figures.to_json() if self.figures is not None else None,
         }
 
 
@@ -155,6 +165,9 @@ class _Side:
     """Program -> its output files."""
     oplist: bytes | None
     scratch: Path
+    """Where the ``.pte`` files are, to be compared part by part."""
+    targets: dict[str, Any]
+    """The build record's targets (for their figures)."""
 
 
 def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> BundleDiff:
@@ -168,16 +181,31 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
     with ExitStack() as stack:
         first = stack.enter_context(_read(a))
         second = stack.enter_context(_read(b))
-        changes = [_compare(name, first, second) for name in sorted(set(first.programs) | set(second.programs))]
-        ops_a, ops_b = _operators(first.oplist), _operators(second.oplist)
-        outputs = {f for side in (first, second) for files in side.programs.values() for f in files}
-        others = sorted((set(first.digests) | set(second.digests)) - outputs - _SKIPPED - {OPLIST_NAME})
-        lines = []
-        for name in others:
-            before, after = first.digests.get(name), second.digests.get(name)
-            if before != after:
-                lines.append(f"{name}: {'added' if before is None else 'removed' if after is None else 'changed'}")
-        return BundleDiff(a, b, tuple(changes), tuple(sorted(ops_b - ops_a)), tuple(sorted(ops_a - ops_b)), tuple(lines))
+        return _diff(a, b, first, second)
+
+
+def diff_folders(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> BundleDiff:
+    """Compare two output folders by their build records, as two bundles are compared.
+
+    Raises:
+        UsageError: either has no build record.
+        FormatError: either's build record is not one.
+    """
+    a, b = Path(a), Path(b)
+    return _diff(a, b, _read_folder(a), _read_folder(b))
+
+
+def _diff(a: Path, b: Path, first: _Side, second: _Side) -> BundleDiff:
+    changes = [_compare(name, first, second) for name in sorted(set(first.programs) | set(second.programs))]
+    ops_a, ops_b = _operators(first.oplist), _operators(second.oplist)
+    outputs = {f for side in (first, second) for files in side.programs.values() for f in files}
+    others = sorted((set(first.digests) | set(second.digests)) - outputs - _SKIPPED - {OPLIST_NAME})
+    lines = []
+    for name in others:
+        before, after = first.digests.get(name), second.digests.get(name)
+        if before != after:
+            lines.append(f"{name}: {'added' if before is None else 'removed' if after is None else 'changed'}")
+    return BundleDiff(a, b, tuple(changes), tuple(sorted(ops_b - ops_a)), tuple(sorted(ops_a - ops_b)), tuple(lines))
 
 
 @contextmanager
@@ -209,10 +237,52 @@ def _read(path: Path) -> Iterator[_Side]:
                 finally:
                     if out is not None:
                         out.close()
-        yield _Side(digests, programs, oplist, Path(scratch))
+        yield _Side(digests, programs, oplist, Path(scratch), dict(targets))
+
+
+def _read_folder(folder: Path) -> _Side:
+    from ptebuild.runtime.record import read_record_document
+
+    document = read_record_document(folder) if folder.is_dir() else None
+    if document is None:
+        raise UsageError(f"diff: {folder}: no {RECORD_NAME} (an output folder of `ptebuild build`, or a bundle)")
+    targets = document["targets"]
+    programs = {name: tuple(sorted(entry["outputs"])) for name, entry in targets.items() if entry.get("kind", "program") == "program"}
+    digests = {}
+    for files in programs.values():
+        for name in files:
+            if name not in digests and (folder / name).is_file():
+                digests[name] = hash_file(folder / name)
+    oplist = folder / OPLIST_NAME
+    return _Side(digests, programs, oplist.read_bytes() if oplist.is_file() else None, folder, dict(targets))
+
+
+def _release_figures(side: _Side, name: str) -> ReleaseFigures:
+    """A program's figures in one release: its record's, the files' sizes where it has none."""
+    from ptebuild.insight.program import ProgramInsight
+
+    entry = side.targets.get(name) or {}
+    try:
+        figures = ProgramInsight.from_json(entry.get("insight")) if isinstance(entry.get("insight"), dict) else None
+    except (KeyError, TypeError, ValueError):
+        figures = None
+    checked = entry.get("checked") if isinstance(entry.get("checked"), dict) else None
+    files = side.programs.get(name, ())
+    pte = sum(side.digests[f][1] for f in files if f.endswith(".pte") and f in side.digests)
+    ptd = sum(side.digests[f][1] for f in files if f.endswith(".ptd") and f in side.digests)
+    return ReleaseFigures.of(figures, checked, pte_bytes=pte, ptd_bytes=ptd)
 
 
 def _compare(name: str, a: _Side, b: _Side) -> ProgramChange:
+    from dataclasses import replace
+
+    change = _change(name, a, b)
+    if change.change in (Change.ADDED, Change.REMOVED):
+        return change
+    return replace(change, figures=FiguresChange.between(_release_figures(a, name), _release_figures(b, name)))
+
+
+def _change(name: str, a: _Side, b: _Side) -> ProgramChange:
     before = _sizes(a, name)
     after = _sizes(b, name)
     if before is None:

@@ -23,7 +23,9 @@ the provenance, into ``<dist>/<its archive name>`` unless told where.
 
 The record in a bundle is rebuilt from the targets' lock entries (kind, backend, action key,
 inputs, discovered deps, outputs, and the runtimes that load each program, read anew from the
-files packed) and names the manifest by its file name: what a build record
+files packed), with each program's ``figures`` (what its build counted in the lowered program,
+kept in the build record or the cache's action result, joined with what the packed files say:
+:mod:`ptebuild.insight.program`) and ``checked`` (what its check proves), and names the manifest by its file name: what a build record
 says about the machine or the folder it was built in is left out, so two builds in two folders
 pack into the same bytes, and a bundle packed from the cache is byte-identical to one packed
 from the output folder. Archives are written by :mod:`.archive`.
@@ -34,7 +36,10 @@ it stands would build (:mod:`.consistency`: a changed ``seed`` or model file sin
 is named, nothing packed). :func:`pack_from_cache`
 restores the lock's outputs from a cache's CAS into a private staging folder, verifies that
 folder the same way, and packs it: nothing is built; a lock the manifest as it stands would not
-make is refused the same way.
+make is refused the same way. Either refuses a bundle with a program over its budget (``budget``
+in the manifest, judged on the figures of the files it would pack), and a bundle carries a
+program's ETRecord only where the bundle or the program asks for one
+(:attr:`~ptebuild.plan.BundlePlan.etrecords`).
 """
 
 from __future__ import annotations
@@ -159,10 +164,12 @@ def pack(
             more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
             fix = mismatches[0].fix(manifest_path)
             raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed" + (f"; {fix}" if fix else ""))
+    targets = _carried(targets, chosen)
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
     measured = {name: (entry.get("checked") or {}).get("max_abs_error") for name, entry in targets.items()}
+    counted = {name: (entry.get("insight"), entry.get("checked")) for name, entry in targets.items()}
     return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, wanted, chosen), chosen,
-                         _included(plan, chosen, files), bpte_tolerances(plan, measured))
+                         _included(plan, chosen, files), bpte_tolerances(plan, measured), plan, counted)
 
 
 def pack_from_cache(
@@ -261,10 +268,12 @@ def pack_from_cache(
             first = report.failed[0]
             raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed; "
                             "build it again into that cache")
+        targets = _carried(targets, chosen)
         files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
         extras = _included(plan, chosen, files)
+        counted = {name: _counted(cache, entry) for name, entry in entries.items() if entry.kind == "program"}
         return _write_bundle(dest, files, targets, manifest_path, _lock_bytes(lock, list(entries), chosen), chosen, extras,
-                             tolerances)
+                             tolerances, plan, counted)
 
 
 def _refuse_stale(plan: BuildPlan, manifest_path: Path, folder: Path, built: Mapping[str, LockEntry], lock: Lock | None) -> None:
@@ -304,7 +313,8 @@ def _destination(plan: BuildPlan | None, bundle: BundlePlan | None, dest: str | 
 
 
 def _lock_bytes(lock: Lock | None, wanted: list[str], bundle: BundlePlan | None) -> bytes | None:
-    """The lock a bundle carries: the file as it is for the whole manifest; a bundle's targets only."""
+    """The lock a bundle carries: the file as it is for the whole manifest; a bundle's targets only
+    (without the ETRecords it does not carry)."""
     if lock is None:
         return None
     if bundle is None and lock.path is not None:
@@ -313,7 +323,89 @@ def _lock_bytes(lock: Lock | None, wanted: list[str], bundle: BundlePlan | None)
         except OSError as exc:
             raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}; give a lock you can read (--lock)") from None
     subset = {name: lock.entries[name] for name in sorted(wanted) if name in lock.entries}
+    if bundle is not None:
+        subset = {name: replace(entry, outputs=tuple(o for o in entry.outputs if _carries(bundle, o.name)))
+                  if entry.outputs is not None else entry for name, entry in subset.items()}
     return dumps_lock(Lock(subset, lock.manifest)).encode("utf-8")
+
+
+def _carries(bundle: BundlePlan | None, name: str) -> bool:
+    """Whether a bundle packs an output of one of its programs: all but the ETRecords it does not ask for."""
+    return bundle is None or not name.endswith(".etrecord") or name in bundle.etrecords
+
+
+def _carried(targets: Mapping[str, dict[str, Any]], bundle: BundlePlan | None) -> dict[str, dict[str, Any]]:
+    """The record targets with the outputs the bundle carries."""
+    return {name: {**entry, "outputs": {f: info for f, info in entry["outputs"].items() if _carries(bundle, f)}}
+            for name, entry in targets.items()}
+
+
+Counted = tuple[Any, Any]
+"""A program's figures as its build counted them (``ProgramInsight`` JSON, or None) and what its
+check proves (``CheckSummary.to_json()``, the record's ``checked``, or None)."""
+
+
+def _counted(cache: Cache, entry: LockEntry) -> Counted:
+    """What the cache's action result for the entry's key says it counted, without its blobs."""
+    try:
+        hit = cache.lookup(entry.key, fetch=False).hit
+    except StoreError:
+        hit = None
+    if hit is None:
+        return None, None
+    from ptebuild.figures import CheckSummary
+
+    summary = CheckSummary.of(hit.result.figures)
+    return hit.result.insight, summary.to_json() if summary is not None else None
+
+
+def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, Path],
+                    counted: Mapping[str, Counted]) -> dict[str, Any]:
+    """Each program's figures as the bundle's record keeps them: what its build counted (the
+    worker's half) joined with what the packed files say, a ``.ptd`` shared with the bundle's
+    other programs that load it."""
+    from ptebuild.insight.program import ProgramInsight
+    from ptebuild.insight.sizes import WeightsFile
+    from ptebuild.runtime.pte_insight import planned_buffers, pte_split
+
+    users: dict[str, list[str]] = {}
+    for name, entry in targets.items():
+        for file in entry["outputs"]:
+            if file.endswith(".ptd"):
+                users.setdefault(file, []).append(name)
+    found = {}
+    for name, entry in targets.items():
+        if entry.get("kind", "program") != "program":
+            continue
+        worker, _checked = counted.get(name, (None, None))
+        try:
+            base = ProgramInsight.from_json(worker).worker_part()
+        except (KeyError, TypeError, ValueError):
+            base = ProgramInsight()
+        pte = next((f for f in entry["outputs"] if f.endswith(".pte")), None)
+        if pte is None:
+            continue
+        weights = [WeightsFile(f, int(info["bytes"]), tuple(sorted(u for u in users[f] if u != name)))
+                   for f, info in sorted(entry["outputs"].items()) if f.endswith(".ptd")]
+        found[name] = base.with_files(pte_split(files[pte]).with_weights(weights), planned_buffers(files[pte]))
+    return found
+
+
+def _over_budget(plan: BuildPlan | None, figures: Mapping[str, Any]) -> None:
+    """PackError, located at the first limit broken, for a program over its budget."""
+    if plan is None:
+        return
+    from ptebuild.insight.budget import judge
+
+    for program in plan.programs:
+        if program.budget is None or program.name not in figures:
+            continue
+        overruns = judge(figures[program.name], program.budget, program.pte_name)
+        if overruns:
+            first = overruns[0]
+            more = f" (and {len(overruns) - 1} more limits)" if len(overruns) > 1 else ""
+            raise PackError(f"{plan.manifest}: {first.limit.location}: {first.message}{more}; nothing packed; "
+                             "bring the program within its budget or raise the budget, then build and pack again")
 
 
 def _included(plan: BuildPlan | None, bundle: BundlePlan | None, outputs: Mapping[str, Path]) -> dict[str, Path]:
@@ -419,8 +511,13 @@ def _write_bundle(
     bundle: BundlePlan | None = None,
     extras: Mapping[str, Path] | None = None,
     tolerances: Mapping[str, dict[str, float]] | None = None,
+    plan: BuildPlan | None = None,
+    counted: Mapping[str, Counted] | None = None,
 ) -> PackResult:
     extras = dict(extras or {})
+    counted = counted or {}
+    figures = _bundle_figures(targets, files, counted)
+    _over_budget(plan, figures)
     manifest_name = manifest_path.name
     try:
         manifest_bytes = manifest_path.read_bytes()
@@ -437,11 +534,17 @@ def _write_bundle(
     ptes = sorted(o.name for entry in entries.values() if entry.kind == "program"
                   for o in entry.outputs or () if o.name.endswith(".pte"))
     operators = merge(program_operators(files[pte]) for pte in ptes)
+    record_targets = _record_targets(entries, manifest_name, tolerances)
+    for name, found in figures.items():
+        record_targets[name]["insight"] = found.to_json()
+        checked = counted.get(name, (None, None))[1]
+        if isinstance(checked, dict):
+            record_targets[name]["checked"] = dict(checked)
     record = {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "manifest": manifest_name,
-        "targets": _record_targets(entries, manifest_name, tolerances),
+        "targets": record_targets,
     }
     in_memory = {
         RECORD_NAME: (json.dumps(record, sort_keys=True, indent=1) + "\n").encode("utf-8"),

@@ -3,8 +3,8 @@
 Pure Python, like the readers it builds on (:mod:`.pte_file`, :mod:`.ptd_file`); imports
 neither torch nor executorch. :func:`inspect` tells the two kinds apart by their file
 identifier (bytes 4..8: ``ET12`` for a ``.pte``, ``FT01`` for a ``.ptd``) and hands the file
-to :func:`inspect_pte` (:mod:`.pte_inspection`, which says what a program is described as) or
-:func:`inspect_ptd` (:mod:`.ptd_inspection`). The values they return are in
+to :func:`inspect_pte` (:mod:`.pte_inspection`, which says what a program is described as; and
+its figures, :mod:`.pte_insight`) or :func:`inspect_ptd` (:mod:`.ptd_inspection`). The values they return are in
 :mod:`.inspection` (with their JSON); :func:`describe` (:mod:`.inspection_text`) writes them
 as text.
 """
@@ -56,7 +56,12 @@ def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
     with open(path, "rb") as f:
         identifier = f.read(8)[4:8]
     if identifier == PTE_ID:
-        return inspect_pte(path)
+        from dataclasses import replace
+
+        from ptebuild.runtime.pte_insight import read_file_insight
+
+        found = inspect_pte(path)
+        return replace(found, insight=read_file_insight(path))
     if identifier == PTD_ID:
         return inspect_ptd(path)
     raise FormatError(

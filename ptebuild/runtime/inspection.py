@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptebuild.insight.file_insight import FileInsight
+
 
 @dataclass(frozen=True)
 class ValueSpec:
@@ -126,12 +128,19 @@ class PteInspection:
     kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The operators a selective runtime build must register, with the kernel keys of their calls
     (:mod:`.oplist`, as ExecuTorch's ``gen_oplist`` lists them); delegated calls are not among them."""
+    insight: FileInsight | None = None
+    """What is inside it (:mod:`.pte_insight`): calls, size split, planned memory, and what a build
+    record beside it recorded."""
 
     def method(self, name: str) -> MethodInfo | None:
         return next((m for m in self.methods if m.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(self)
+        from dataclasses import replace
+
+        document = _jsonable(replace(self, insight=None))
+        document["insight"] = self.insight.to_json() if self.insight is not None else None
+        return document
 
 
 @dataclass(frozen=True)

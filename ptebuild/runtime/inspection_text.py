@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ptebuild.runtime.declared import DeclaredInput, DeclaredProgram
 from ptebuild.runtime.inspection import MethodInfo, PtdInspection, PteInspection, ValueSpec
-from ptebuild.store.sizes import format_size
+from ptebuild.sizes import format_size
 
 Section = Callable[[PteInspection, DeclaredProgram | None], list[str]]
 """One part of a ``.pte``'s summary: its lines (none to leave it out)."""
@@ -102,7 +102,16 @@ def _weights(result: PteInspection, declared: DeclaredProgram | None) -> list[st
     return [f"weights: {len(result.needs)} keys needed from {where}; {inside} tensors or blobs inside the .pte"]
 
 
-PTE_SECTIONS: list[Section] = [_headline, _methods, _sizes, _weights]
+def _memory(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    """Each method's planned memory (its memory-planned buffers; a delegate's own workspace is not
+    in it), from the figures :mod:`.pte_insight` read."""
+    if result.insight is None or not result.insight.insight.memory:
+        return []
+    planned = ", ".join(f"{m.method} {format_size(m.planned_bytes)}" for m in result.insight.insight.memory)
+    return [f"planned memory: {planned}"]
+
+
+PTE_SECTIONS: list[Section] = [_headline, _methods, _sizes, _memory, _weights]
 """The summary of a ``.pte``, section by section, in order."""
 
 
@@ -174,6 +183,8 @@ def describe(result: PteInspection | PtdInspection) -> list[str]:
     lines.append(f"operators for a selective runtime build: {len(result.kernels)} (delegated calls not listed)")
     for op, kernels in result.kernels.items():
         lines.append(f"  {op}  {' '.join(kernels) or '(not called)'}")
+    if result.insight is not None:
+        lines += result.insight.describe()
     for note in result.notes:
         lines.append(f"note: {note}")
     return lines

@@ -17,6 +17,9 @@ that ``ptebuild verify`` can check the folder later and the loader can say which
                                         "requires": {"external-data": "0.7.0", ...}, "backends": ["<delegate id>", ...]}},
                  "shims_lib": {"kind": "shims", "key": "...", "outputs": {...}}}}
 
+A program's ``insight`` is what is inside it (:mod:`ptebuild.insight.program`: its delegation
+per method and operator, its size split with its ``.ptd`` files, each method's planned memory,
+mutable buffers and inputs' and outputs' bytes), for ``inspect``, ``pack`` (budgets) and ``diff``.
 A program's ``runtime`` (:class:`~ptebuild.runtime.compat.RuntimeSupport`) names each of its
 files' format and schema version and the ExecuTorch runtimes that load it; a ``.bpte``
 (``bundle_io``) is one more output, and the program's ``bundled_io`` says how a device verifies
@@ -116,6 +119,8 @@ class RecordEntry:
     verdict, the tolerances by dtype, the data it ran on, the largest error; None: no error figures."""
     workarounds: dict[str, str] | None = None
     """Fixes of known toolchain faults applied to the program: name -> what and why."""
+    insight: dict[str, Any] | None = None
+    """What is inside the program (``ProgramInsight.to_json()``), None if unknown."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -140,6 +145,8 @@ class RecordEntry:
             data["checked"] = dict(self.checked)
         if self.workarounds:
             data["workarounds"] = dict(self.workarounds)
+        if self.insight is not None:
+            data["insight"] = dict(self.insight)
         return data
 
     @classmethod
@@ -161,6 +168,7 @@ class RecordEntry:
             weights_in_pte=tuple(w for w in data.get("weights_in_pte") or () if isinstance(w, dict)),
             checked=data.get("checked") if isinstance(data.get("checked"), dict) else None,
             workarounds=data.get("workarounds") if isinstance(data.get("workarounds"), dict) else None,
+            insight=data.get("insight") if isinstance(data.get("insight"), dict) else None,
         )
 
 

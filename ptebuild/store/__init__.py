@@ -18,7 +18,7 @@ on a read-only or missing folder; writing there raises :class:`~ptebuild.errors.
 Every file is written to a temporary file in the same folder, fsynced and renamed into place
 with ``os.replace``: a reader (or a process killed with SIGKILL at any moment) sees whole entries
 or none. Details of each part live in its module: :mod:`.cas`, :mod:`.actions`,
-:mod:`.statcache`, :mod:`.locks`, :mod:`.maintenance`, :mod:`.sizes`, :mod:`.hashing`.
+:mod:`.statcache`, :mod:`.locks`, :mod:`.maintenance`, :mod:`ptebuild.sizes`, :mod:`.hashing`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptebuild.cache_dir import default_cache_dir
+from ptebuild.sizes import format_size, parse_size
 from ptebuild.store.actions import ActionCache
 from ptebuild.store.cas import CAS
-from ptebuild.store.sizes import format_size, parse_size
 from ptebuild.store.statcache import StatCache
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ptebuild.errors import REPORT, BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
-from ptebuild.worker.tasks import Task, TaskFailure, TaskResult
+from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult
 
 if TYPE_CHECKING:
     from ptebuild.results import Dependencies
@@ -112,7 +112,8 @@ def fresh_state(seed: int = 0, keep: frozenset[str] = frozenset()) -> None:
 
 def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     """Lower and check one program in this process; its outputs go into the task's store, and
-    come back as digests. Nothing is read whole into memory here (the lowering's own buffers
+    come back as digests, with what the worker counted in the lowered program and the stages it
+    went through (timed here). Nothing is read whole into memory here (the lowering's own buffers
     are ExecuTorch's)."""
     import socket
     import tempfile
@@ -120,6 +121,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     from ptebuild.backends import bind_program, bound_backend
     from ptebuild.deps import STARTUP_PATH
     from ptebuild.distributions import installed_dists
+    from ptebuild.insight.stages import Stage, StageClock
     from ptebuild.lowering.check import WrongProgram
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.lowering.samples import load_program_samples
@@ -139,6 +141,13 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
         kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
     fresh_state(keep=model_memo.kept_modules())
     started = time.monotonic()
+
+    def entered(stage: Stage) -> None:  # progress lines from here on name this stage
+        if isinstance(progress, StagedProgress):
+            progress.stage = stage.value
+
+    stages = StageClock(on_begin=entered)
+
     # Bound here, after the fresh module cache: its options validated once, by the backend's
     # modules as this task imports them (a task's model may be anything; ptebuild's own is too),
     # or by its model kind's options model (an LLM program's).
@@ -150,11 +159,21 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
     try:
         with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
             if model_kind.lowers_itself:  # a kind with its own pipeline (an LLM through ExecuTorch's LLM export)
+                # Its stages as the pipeline runs them: lowering (its model, export, lowering and
+                # emitting, in one), then its check, which begins with its first "checking" line.
+                stages.begin(Stage.LOWER)
+
+                def kind_progress(text: str) -> None:
+                    if text.startswith("checking") and stages.current is not Stage.CHECK:
+                        stages.begin(Stage.CHECK)
+                    progress(text)
+
                 outputs = StoredOutputs(store, Path(folder))  # streamed into the store, as lower() stores
                 try:
-                    built = model_kind.build(program, manifest_dir, task.manifest, outputs, progress)
+                    built = model_kind.build(program, manifest_dir, task.manifest, outputs, kind_progress)
                 except BuildError as error:  # a known limit of the toolchain, said so
                     _raise_explained(error, program.backend)
+                stages.begin(Stage.STORE)
                 unstored = sorted(set(built.files) - set(outputs.program.outputs))
                 if unstored:
                     raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs; {REPORT}",
@@ -168,7 +187,11 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                     lower_seconds=built.lower_seconds,
                     check_seconds=built.check_seconds,
                     node=socket.gethostname(),
+                    warnings=tuple(built.warnings),
+                    insight=built.insight,
+                    stages=tuple(span.to_json() for span in stages.spans()),
                 )
+            stages.begin(Stage.IMPORT)
             if kept is None:
                 progress("building the model")
                 kept = model_memo.keep(task, build_model(program, manifest_dir, task.manifest))
@@ -177,12 +200,13 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             model = kept.model
             samples = load_program_samples(program, manifest_dir, task.manifest)
             inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-            lowered = lower(model, program, inputs, Path(folder), progress, store, samples, exports=kept.exports)
+            lowered = lower(model, program, inputs, Path(folder), progress, store, samples, exports=kept.exports, stages=stages)
             lowered_at = time.monotonic()
             figures, check_name = [], ""
             if program.check_enabled:
                 backend = bound.backend
                 kind = backend.check_kind(program.options)
+                stages.begin(Stage.CHECK)
                 progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
                 ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
                 try:
@@ -197,11 +221,13 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
             if program.bpte_name:
                 from ptebuild.lowering.bundled_io import write_bpte
 
+                stages.begin(Stage.BUNDLE)
                 progress("bundling the test cases")
                 reference = bound.backend.reference_model(model, program)  # what the check holds it to
                 pte = lowered.files[program.pte_name]
                 bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out, samples))
                 lowered.add(bpte, store, Path(folder))
+            stages.begin(Stage.STORE)
             deps = _dependencies(manifest_dir, installed_at_start, program.name)
             model_memo.note_modules(frozenset(_user_modules()))
             return TaskResult(
@@ -214,6 +240,8 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 check_seconds=time.monotonic() - lowered_at,
                 node=socket.gethostname(),
                 warnings=tuple(lowered.warnings),
+                insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
+                stages=tuple(span.to_json() for span in stages.spans()),
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

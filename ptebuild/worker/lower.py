@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ptebuild.backends import bound_backend
 from ptebuild.causes import describe
 from ptebuild.errors import TOOLCHAIN, BuildError, ManifestError
+from ptebuild.insight.program import ProgramInsight
+from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.lowering.binding import Binding, bind
 from ptebuild.lowering.fit import explain_misfit
 from ptebuild.lowering.known_limits import explain, operators_of
@@ -42,7 +44,11 @@ class LoweredProgram:
     delegated: dict[str, int] = field(default_factory=dict)
     """Method -> number of delegate calls (0 for portable)."""
     warnings: list[str] = field(default_factory=list)
-    """For the build's report: weights a program with a data name keeps inside its ``.pte``."""
+    """For the build's report: weights a program with a data name keeps inside its ``.pte``, figures
+    that could not be counted."""
+    insight: ProgramInsight | None = None
+    """What the lowered graphs say (:func:`ptebuild.lowering.insight.lowered_insight`); None if
+    they could not be counted (``warnings`` says why)."""
 
     def add(self, output: OutputFile, store: CAS, folder: Path) -> Path:
         """Note an output stored in ``store``; return its path by name in ``folder``."""
@@ -280,9 +286,11 @@ def calibration_inputs(program: ProgramPlan, method: MethodPlan, samples: list[t
 def lower(
     model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
     store: CAS | None = None, samples: dict[str, list[tuple[Any, ...]]] | None = None, exports: dict[Any, Any] | None = None,
+    stages: StageClock | None = None,
 ) -> LoweredProgram:
-    """Lower ``program``: its ``.pte`` (and ``.ptd``) stream into ``store`` (default: a store in
-    ``folder/.objects``), named in ``folder``. ``samples`` (method name -> its samples) calibrate
+    """Lower ``program``: its ``.pte`` (and ``.ptd``, and with ``etrecord`` its ETRecord) stream
+    into ``store`` (default: a store in ``folder/.objects``), named in ``folder``; ``stages``
+    hears when the export, lowering and emitting begin. ``samples`` (method name -> its samples) calibrate
     static quantization. ``exports``: the model's first exports, shared with other programs of it
     (:func:`export_method`; not when the backend transforms the model).
 
@@ -294,14 +302,17 @@ def lower(
     import torch
 
     with torch.no_grad():
-        return _lower(model, program, inputs_by_method, folder, progress, store, samples, exports)
+        return _lower(model, program, inputs_by_method, folder, progress, store, samples, exports, stages or StageClock())
 
 
 def _lower(
     model: Any, program: ProgramPlan, inputs_by_method: dict[str, tuple[Any, ...]], folder: Path, progress: Progress,
     store: CAS | None, samples: dict[str, list[tuple[Any, ...]]] | None, exports: dict[Any, Any] | None,
+    stages: StageClock,
 ) -> LoweredProgram:
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    from ptebuild.lowering.insight import counted
 
     bound = bound_backend(program)
     backend, options = bound.backend, bound.options
@@ -317,21 +328,27 @@ def _lower(
         ) from exc
     if model is not original:
         exports = None  # a transformed copy (torchao's 8da4w): its exports are its own
+    stages.begin(Stage.EXPORT)
     exported = {
         method.name: export_method(model, program, method, inputs_by_method[method.name], progress,
                                    (samples or {}).get(method.name), exports)
         for method in program.methods
     }
+    stages.begin(Stage.LOWER)
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
+    problems: list[str] = []
     try:
         with backend.lowering_context(options):
             edge = to_edge_transform_and_lower(
                 exported,
                 partitioner=backend.partitioners(options, program),
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                generate_etrecord=program.etrecord,
             )
+            figures = counted(edge, program, problems)
             config = backend.emit_config(data_name, options)
+            stages.begin(Stage.EMIT)
             progress("emitting the program")
             executorch_program = edge.to_executorch(config)
         if data_name:
@@ -352,10 +369,17 @@ def _lower(
     delegated = {
         name: sum(1 for _ in plan.delegates) for name, plan in _plans(executorch_program)
     }
-    lowered = LoweredProgram(files={}, outputs={}, methods=[m.name for m in program.methods], delegated=delegated)
+    lowered = LoweredProgram(files={}, outputs={}, methods=[m.name for m in program.methods], delegated=delegated,
+                             insight=figures, warnings=problems)
     lowered.add(store_stream(store, program.pte_name, executorch_program.write_to_file), store, folder)
     for stem, cord in backend.data_files(executorch_program, data_name, program.name).items():
         lowered.add(store_stream(store, f"{stem}.ptd", cord.write_to_file), store, folder)
+    if program.etrecord_name:
+        try:
+            etrecord = store_stream(store, program.etrecord_name, executorch_program.get_etrecord().save)
+        except Exception as exc:
+            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}; {TOOLCHAIN}", location=f"programs.{program.name}.etrecord") from exc
+        lowered.add(etrecord, store, folder)
     if data_name:
         from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
 

@@ -174,14 +174,19 @@ class TaskResult:
     cached: bool = False
     """The node found ``action`` in the shared cache: nothing was lowered."""
     warnings: tuple[str, ...] = ()
-    """What the lowering (weights a backend kept inside the ``.pte``) or the node's cache tiers
-    warned about (one line each), for the builder to report."""
+    """What the lowering (weights a backend kept inside the ``.pte``, figures that could not be
+    counted) or the node's cache tiers warned about (one line each), for the builder to report."""
+    insight: dict[str, Any] | None = None
+    """What the worker counted in the lowered program (:attr:`ActionResult.insight`)."""
+    stages: tuple[dict[str, Any], ...] = ()
+    """The worker's stage spans, relative to the task's start (:attr:`ActionResult.stages`)."""
 
     def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
         """The action result of this lowering of ``target`` (the program) under ``key``."""
         return ActionResult(key=key, target=target, kind="program", outputs=self.outputs, inputs=inputs,
                             deps=self.deps, backend=backend, figures=self.figures, check=self.check,
-                            delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node)
+                            delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node,
+                            insight=self.insight, stages=self.stages)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -196,6 +201,8 @@ class TaskResult:
             "action": self.action,
             "cached": self.cached,
             "warnings": list(self.warnings),
+            "insight": self.insight,
+            "stages": list(self.stages),
         }
 
     @classmethod
@@ -214,6 +221,8 @@ class TaskResult:
             action=dict(action) if isinstance(action, dict) else None,
             cached=bool(data.get("cached")),
             warnings=tuple(str(w) for w in data.get("warnings") or ()),
+            insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
+            stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)),
         )
 
 
@@ -282,6 +291,20 @@ class TaskFailure:
         return cls(FailureKind.BUILD, message, "", where, cause.text)
 
 
+class StagedProgress:
+    """A worker's progress lines with the stage each belongs to: called with a line of text, it
+    sends ``(text, stage)`` (the :class:`ptebuild.insight.stages.Stage` value the task is in;
+    empty: none yet), which executors carry as events to the builder. A task run with a plain
+    ``progress(text)`` callable works the same, without stages."""
+
+    def __init__(self, send: Callable[[str, str], None]) -> None:
+        self.send = send
+        self.stage = ""
+
+    def __call__(self, text: str) -> None:
+        self.send(text, self.stage)
+
+
 class EventKind(str, enum.Enum):
     STARTED = "started"
     """The task reached a worker that is ready to run it."""
@@ -299,6 +322,8 @@ class Event:
     result: TaskResult | None = None
     failure: TaskFailure | None = None
     """Why a FAILED task failed."""
+    stage: str = ""
+    """With progress: the stage the worker is in (a :class:`ptebuild.insight.stages.Stage` value), if it said."""
 
     @classmethod
     def failed(cls, task_id: str, failure: TaskFailure | str) -> Event:

@@ -155,6 +155,26 @@ def test_a_glob_matching_nothing_is_an_error(tiny_project):
         breakdown(tiny_project, "tiny_portable")
 
 
+def test_a_budget_is_not_keyed_and_an_etrecord_is(tiny_project):
+    from ptebuild.plan import BuildPlan
+
+    before = program_keys(tiny_project)
+    text = tiny_project.read_text()
+    tiny_project.write_text(text.replace('[defaults]', '[defaults]\nbudget = { max_pte = "1 MiB", min_delegated = 0.5 }', 1)
+                            .replace('backend = "portable"', 'backend = "portable"\nbudget = { max_pte = 10 }', 1))
+    plan = load_manifest(tiny_project)
+    assert program_keys(tiny_project) == before  # a new budget judges the cached program again, it does not lower it
+    portable = next(p for p in plan.programs if p.backend == "portable")
+    assert [(limit.location, limit.value) for limit in portable.budget.limits] == [
+        ("programs.tiny_portable.budget.max_pte", 10), ("defaults.budget.min_delegated", 0.5)]
+    again = BuildPlan.from_json(plan.to_json(), manifest=plan.manifest, manifest_dir=plan.manifest_dir)
+    assert again == plan
+    tiny_project.write_text(tiny_project.read_text().replace('backend = "portable"', 'backend = "portable"\netrecord = true', 1))
+    changed = program_keys(tiny_project)
+    assert changed["tiny_portable"] != before["tiny_portable"] and changed["tiny_xnnpack"] == before["tiny_xnnpack"]
+    assert next(p for p in load_manifest(tiny_project).programs if p.backend == "portable").output_names[-1] == "tiny_portable.etrecord"
+
+
 def test_samples_files_are_inputs_of_the_key(tiny_project):
     import torch
 

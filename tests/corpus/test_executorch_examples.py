@@ -65,3 +65,28 @@ def test_the_whole_corpus(tmp_path):
         outcomes[program["name"]] = error.split(": ", 2)[-1]
     print(json.dumps(outcomes, indent=1))  # which build and which do not, and why (-s shows it)
     assert code == (0 if all(v == "built" for v in outcomes.values()) else 1)
+
+
+CNNS = [(model, variant) for model in ("mobilenet_v1_025", "resnet8", "ds_cnn") for variant in ("xnnpack", "xnnpack_int8")]
+
+
+@pytest.mark.slow
+def test_the_delegation_of_cnns_is_get_delegation_infos(tmp_path, monkeypatch):
+    """ExecuTorch's own CNNs on XNNPACK, float and static int8, and an LSTM: each program's recorded
+    delegation is what ``get_delegation_info`` counts on the same program, node for node."""
+    from delegation_check import compare, lowered_again
+
+    from ptebuild.insight.delegation import Delegation
+
+    programs = [*CNNS, ("lstm", "xnnpack")]
+    _code, document, stderr = _build(tmp_path, programs)
+    record = json.loads((tmp_path / "corpus" / "out" / "ptebuild.json").read_text())["targets"]
+    compared = {}
+    for program in document["programs"]:
+        if program["status"] != "built":
+            continue
+        recorded = Delegation.from_json(record[program["name"]]["insight"]["delegation"])
+        infos, _ = lowered_again(tmp_path / "corpus" / "corpus.toml", program["name"], monkeypatch, tmp_path / "again")
+        compared[program["name"]] = compare(recorded, infos)
+    print(json.dumps(compared, indent=1))
+    assert {f"{m}_{v}" for m, v in CNNS} <= set(compared), stderr

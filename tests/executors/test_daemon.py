@@ -126,6 +126,23 @@ def test_concurrent_builds_start_one_server_and_the_next_build_starts_warm(warm,
     assert first_progress is not None and first_progress < 1.5, f"first progress after {first_progress:.2f}s"
 
 
+def test_progress_names_the_stage_and_the_result_keeps_the_stages(warm, tmp_path):
+    manifest = copy_project(tmp_path / "project")
+    task = make_tasks(manifest, tmp_path / "staging")["tiny_xnnpack"]
+    executor = DaemonExecutor(jobs=1, cache_dir=warm)
+    lines = []
+    final = run_all(executor, {task.task_id: task},
+                    on_event=lambda e: lines.append((e.stage, e.text)) if e.kind is EventKind.PROGRESS else None)[task.task_id]
+    executor.close()
+    assert final.kind is EventKind.DONE, final.text
+    assert ("export", "exporting forward") in lines and ("lowering", "lowering for xnnpack") in lines
+    assert ("emitting", "emitting the program") in lines
+    assert ("checking", "checking against eager PyTorch") in lines
+    spans = [s["stage"] for s in final.result.stages]
+    assert spans == ["model-import", "export", "lowering", "emitting", "checking", "storing"]
+    assert final.result.insight["delegation"]["methods"]["forward"]["delegated"]["XnnpackBackend"]["subgraphs"] >= 1
+
+
 FRESH_BUILD = """
 import json, sys
 from ptebuild.worker.tasks import Task

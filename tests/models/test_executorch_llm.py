@@ -321,3 +321,61 @@ def test_portable_and_vulkan_programs(tmp_path):
     vulkan = api.inspect(tmp_path / "out" / "chat" / "chat_vulkan.pte")
     assert {d.backend for d in vulkan.method("forward").delegates} == {"VulkanBackend"}
     assert len(vulkan.method("forward").mutable_buffers) == 4
+
+
+def test_each_program_says_what_is_inside_it(chat_build):
+    """What is inside an LLM program (issue 29), in the report and the record: the delegation
+    counted on the edge program upstream's LLM export lowered (before it is emitted), the KV
+    cache as mutable buffers, the planned memory and the size split with its .ptd."""
+    _, out, _, code, document, stderr = chat_build
+    assert code == 0, stderr
+    record = json.loads((out / "ptebuild.json").read_text())["targets"]
+    for name in PROGRAMS:
+        program = _programs(document)[name]
+        forward = program["delegation"]["methods"]["forward"]
+        # Upstream's XNNPACK partitioner takes the linear layers; the attention (custom SDPA, the
+        # KV cache update) and the dynamic shape's scalar arithmetic stay with the kernels.
+        assert forward["delegated"]["XnnpackBackend"]["operators"].get("aten_linear_default", 0) >= 14, forward
+        assert "aten_linear_default" not in forward["non_delegated"] and 0 < forward["fraction"] < 0.5, forward
+        memory = program["memory"]["forward"]
+        assert [(t["name"], t["shape"]) for t in memory["mutable"]] == [
+            (f"layers.{layer}.attention.kv_cache.{cache}", [1, 64, 2, 16]) for layer in (0, 1) for cache in ("k_cache", "v_cache")]
+        assert memory["planned_bytes"] > 0
+        assert [p["name"] for p in program["size"]["ptd"]] == [f"{name}_weights.ptd"]
+        assert record[name]["insight"]["delegation"] == program["delegation"]
+
+
+@pytest.mark.slow
+def test_the_recorded_delegation_is_get_delegation_infos(chat_build, monkeypatch, tmp_path):
+    """The chat program built again in this process, ExecuTorch's own ``get_delegation_info`` run
+    on the edge program upstream's LLM export lowered (as it hands it to ``to_executorch``),
+    compared node for node with what the build recorded (the fast sibling is above)."""
+    from delegation_check import compare
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.extension.llm.export.builder import LLMEdgeManager
+
+    from ptebuild.backends import bind_program
+    from ptebuild.insight.delegation import Delegation
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models import get_model_kind, options_model_of
+    from ptebuild.store.cas import CAS
+    from ptebuild.worker.lower import StoredOutputs
+
+    manifest, out, *_ = chat_build
+    infos = []
+    original = LLMEdgeManager.to_executorch
+
+    def recording(self, *args, **kwargs):
+        infos.append({m: get_delegation_info(self.edge_manager.exported_program(m).graph_module) for m in self.edge_manager.methods})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LLMEdgeManager, "to_executorch", recording)
+    plan = load_manifest(manifest)
+    program = bind_program(next(p for p in plan.programs if p.name == "chat_xnnpack"), options_model_of)
+    outputs = StoredOutputs(CAS(tmp_path / "store"), tmp_path / "files")
+    built = get_model_kind(program.kind).build(program, manifest.parent, str(manifest), outputs, lambda _text: None)
+    recorded = json.loads((out / "ptebuild.json").read_text())["targets"]["chat_xnnpack"]["insight"]["delegation"]
+    (found,) = infos
+    rows = compare(Delegation.from_json(recorded), found)
+    assert rows[0][1][0] >= 14  # the linear layers, delegated
+    assert Delegation.from_json(built.insight["delegation"]) == Delegation.from_json(recorded)

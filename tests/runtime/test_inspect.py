@@ -16,7 +16,7 @@ from ptebuild.errors import FormatError
 from ptebuild.runtime import read_ptd, read_pte
 from ptebuild.runtime.declared import declared_program
 from ptebuild.runtime.inspect import PtdInspection, PteInspection, describe, inspect
-from ptebuild.store.sizes import format_size
+from ptebuild.sizes import format_size
 
 
 @pytest.fixture(scope="session")

@@ -264,7 +264,7 @@ class DaemonExecutor:
         if op == "started":
             return Event(task_id, EventKind.STARTED)
         if op == "progress":
-            return Event(task_id, EventKind.PROGRESS, str(message.get("text", "")))
+            return Event(task_id, EventKind.PROGRESS, str(message.get("text", "")), stage=str(message.get("stage") or ""))
         if op == "done":
             del self._sent[task_id]
             try:

@@ -8,7 +8,7 @@ Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
 
 - parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.worker.tasks.Task` as
   JSON, or ``("stop",)``;
-- worker -> parent: ``("ready",)`` once imports are done; ``("progress", text)`` while working;
+- worker -> parent: ``("ready",)`` once imports are done; ``("progress", text, stage)`` while working;
   ``("done", TaskResult)`` or ``("failed", TaskFailure.to_json())`` at the end of each task.
 
 A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
@@ -28,7 +28,7 @@ from typing import Any
 
 from ptebuild.processes import describe_exit, die_with_parent, last_words, redirect_output, worker_environment
 from ptebuild.results import FailureKind
-from ptebuild.worker.tasks import Event, EventKind, Task, TaskFailure
+from ptebuild.worker.tasks import Event, EventKind, StagedProgress, Task, TaskFailure
 
 
 @dataclass
@@ -134,7 +134,7 @@ class LocalExecutor:
                 elif task_id is None:
                     continue  # never: a worker reports only on the task it was sent, whose id it holds
                 elif kind == "progress":
-                    events.append(Event(task_id, EventKind.PROGRESS, str(message[1])))
+                    events.append(Event(task_id, EventKind.PROGRESS, str(message[1]), stage=str(message[2]) if len(message) > 2 else ""))
                 elif kind == "done":
                     events.append(Event(task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
@@ -230,7 +230,7 @@ def worker_main(conn: Connection, log_path: str | None = None, cwd: str | None =
             return
         if message[0] == "stop":
             return
-        outcome = execute(Task.from_json(message[1]), lambda text: conn.send(("progress", text)))
+        outcome = execute(Task.from_json(message[1]), StagedProgress(lambda text, stage: conn.send(("progress", text, stage))))
         if isinstance(outcome, TaskFailure):
             conn.send(("failed", outcome.to_json()))
         else:

@@ -66,7 +66,7 @@ Linux all of 127/8 is loopback, so the instance stays off the network."""
 def _memory_bytes(value: Any) -> int:
     if isinstance(value, (int, float)):
         return int(value)
-    from ptebuild.store.sizes import parse_size
+    from ptebuild.sizes import parse_size
 
     return parse_size(str(value))
 

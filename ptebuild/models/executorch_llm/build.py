@@ -182,6 +182,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
     return BuiltProgram(
         files=files, delegated=exported.delegated, figures=figures, check=check,
         lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
+        insight=exported.insight, warnings=tuple(exported.warnings),
     )
 
 

@@ -50,6 +50,11 @@ class ExportedLlm:
     delegated: dict[str, int] = field(default_factory=dict)
     mutable_buffers: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    insight: dict[str, Any] | None = None
+    """The lowered program's figures (delegation, mutable buffers, inputs' and outputs' bytes),
+    counted on the edge program before it is emitted (:func:`ptebuild.lowering.insight.counted`)."""
+    warnings: tuple[str, ...] = ()
+    """Figures that could not be counted (one line each)."""
 
 
 def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, manifest_dir: Path,
@@ -133,6 +138,32 @@ def _saves_through(write: Callable[[Any], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _counts_before_emitting(program: ProgramPlan, found: dict[str, Any]) -> Iterator[None]:
+    """While the block runs, ``LLMEdgeManager.to_executorch`` first counts the lowered edge
+    program's figures into ``found`` (``insight``, ``warnings``): on the graphs as upstream's
+    ``to_edge_transform_and_lower`` (or ``to_backend``) left them, as ``get_delegation_info``
+    counts them, before emitting adds its memory-planning nodes to them."""
+    from executorch.extension.llm.export.builder import LLMEdgeManager
+
+    from ptebuild.lowering.insight import counted
+
+    original = LLMEdgeManager.to_executorch
+
+    def to_executorch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        problems: list[str] = []
+        figures = counted(self.edge_manager, program, problems)
+        found["insight"] = figures.worker_part().to_json() if figures is not None else None
+        found["warnings"] = tuple(problems)
+        return original(self, *args, **kwargs)
+
+    LLMEdgeManager.to_executorch = to_executorch
+    try:
+        yield
+    finally:
+        LLMEdgeManager.to_executorch = original
+
+
+@contextlib.contextmanager
 def _quiet_stdout() -> Iterator[None]:
     """Upstream prints progress ("Checkpoint not provided...") on stdout, which may be an
     executor's channel: send it to stderr (the program's log)."""
@@ -148,12 +179,13 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     backend = None if program.backend == "portable" else program.backend
     config = llm_config(spec, options, program, manifest_dir, metadata, backend)
     written: dict[str, Any] = {}
+    found: dict[str, Any] = {}
 
     def write(manager: Any) -> None:
         written.update(write_program(manager.export_program, program, outputs, options.lora_data_name))
 
     try:
-        with _saves_through(write), _quiet_stdout():
+        with _saves_through(write), _counts_before_emitting(program, found), _quiet_stdout():
             builder = export_llama_lib._export_llama(config)
     except BuildError:
         raise
@@ -170,7 +202,8 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     # the check needs only the eager model and the files.
     builder.export_program = builder.edge_manager = builder.pre_autograd_graph_module = None
     return ExportedLlm(files=written["files"], model=model, delegated=written["delegated"],
-                       mutable_buffers=written["mutable_buffers"], metadata=metadata_written)
+                       mutable_buffers=written["mutable_buffers"], metadata=metadata_written,
+                       insight=found.get("insight"), warnings=found.get("warnings", ()))
 
 
 def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, manifest_dir: Path,
@@ -181,11 +214,13 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     from executorch.examples.models.llama import export_llama_lib
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
+    from ptebuild.lowering.insight import counted
     from ptebuild.models.executorch_llm.spec import backend_options as own_options
 
     backend = get_backend(program.backend)
     backend_options = backend.options_model.model_validate(own_options(program.backend, options))
     config = llm_config(spec, options, program, manifest_dir, metadata, None)
+    problems: list[str] = []
     try:
         with _quiet_stdout():
             manager = export_llama_lib._prepare_for_llama_export(config)
@@ -202,6 +237,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
                 compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
                 constant_methods=manager.metadata,
             )
+            figures = counted(edge, program, problems)
             emit = backend.emit_config(program.data_name, backend_options)
             executorch_program = edge.to_executorch(emit)
         backend.rewrite_keys(executorch_program, emit)
@@ -218,7 +254,8 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     del executorch_program, edge, exported
     manager.pre_autograd_graph_module = None
     return ExportedLlm(files=written["files"], model=model, delegated=written["delegated"],
-                       mutable_buffers=written["mutable_buffers"], metadata=metadata_written)
+                       mutable_buffers=written["mutable_buffers"], metadata=metadata_written,
+                       insight=figures.worker_part().to_json() if figures is not None else None, warnings=tuple(problems))
 
 
 def write_program(executorch_program: Any, program: ProgramPlan, outputs: Outputs, lora_data_name: str | None = None) -> dict[str, Any]:

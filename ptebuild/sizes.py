@@ -1,4 +1,5 @@
-"""Byte sizes for ``--max-size``: parse ``500M``, ``2G``, ``1.5GiB``, ``1000`` and format them back.
+"""Byte sizes: parse ``500M``, ``2G``, ``1.5GiB``, ``1000`` and format them back (``--max-size``,
+the manifest's budgets, the reports).
 
 Units follow ccache and the SI/IEC standards: ``K``/``KB``, ``M``/``MB``, ``G``/``GB``,
 ``T``/``TB`` are powers of 1000; ``Ki``/``KiB``, ``Mi``/``MiB``, ``Gi``/``GiB``, ``Ti``/``TiB``

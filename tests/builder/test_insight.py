@@ -1,0 +1,69 @@
+"""A program's figures joined from its action result and its published files, the files' half
+kept in the cache's memo (a no-op build reads no flatbuffer)."""
+
+from __future__ import annotations
+
+import shutil
+
+from ptebuild.builder.insight import InsightReader
+from ptebuild.hashing import hash_file
+from ptebuild.insight.program import ProgramInsight
+from ptebuild.insight.sizes import WeightsFile
+from ptebuild.results import OutputFile
+from ptebuild.runtime.pte_insight import pte_split
+
+
+class Memo(dict):
+    def memo_get(self, key):
+        return self.get(key)
+
+    def memo_put(self, key, document):
+        self[key] = document
+
+
+def _outputs(*paths):
+    return tuple(OutputFile(p.name, *hash_file(p)) for p in paths)
+
+
+def test_the_files_half_is_read_once_and_joined_with_the_workers(programs, tmp_path):
+    for path in (programs.xa.pte, programs.xa.ptd):
+        shutil.copy(path, tmp_path / path.name)
+    outputs = _outputs(tmp_path / programs.xa.pte.name, tmp_path / programs.xa.ptd.name)
+    memo = Memo()
+    reader = InsightReader(tmp_path, memo, hash_file)
+    worker = {"delegation": {"methods": {"forward": {"delegated": {"XnnpackBackend": {"subgraphs": 1, "operators": {"aten_linear_default": 2}}},
+                                                     "non_delegated": {"getitem": 1}}}}, "size": None, "memory": {}}
+    figures = reader.of(worker, outputs, {programs.xa.ptd.name: ("other",)})
+    assert figures.delegation.fraction == 1.0
+    assert figures.size.pte == programs.xa.pte.stat().st_size
+    assert figures.size.ptd == (WeightsFile(programs.xa.ptd.name, programs.xa.ptd.stat().st_size, ("other",)),)
+    assert figures.planned_bytes and figures.planned_bytes > 0 and len(memo) == 1
+    (tmp_path / programs.xa.pte.name).write_bytes(b"gone")  # the memo answers: the bytes in place are these (the caller checked)
+    assert InsightReader(tmp_path, memo, hash_file).of(worker, outputs).size == figures.size.with_weights(
+        [WeightsFile(programs.xa.ptd.name, programs.xa.ptd.stat().st_size)])
+
+
+def test_no_worker_half_and_an_unreadable_file(programs, tmp_path):
+    shutil.copy(programs.a.pte, tmp_path / "a.pte")
+    reader = InsightReader(tmp_path, None, hash_file)
+    figures = reader.of(None, _outputs(tmp_path / "a.pte"))
+    assert figures.delegation is None and figures.size == pte_split(programs.a.pte)
+    (tmp_path / "bad.pte").write_bytes(b"not a program")
+    assert reader.of({"delegation": "nonsense"}, _outputs(tmp_path / "bad.pte")) == ProgramInsight()
+
+
+def test_the_memo_is_keyed_over_the_code_that_reads_the_files():
+    """An edit to any module that reads a ``.pte``'s figures must not leave old figures in the memo."""
+    import inspect
+    import sys
+    from pathlib import Path
+
+    from ptebuild import own_code
+    from ptebuild.builder.insight import READERS
+    from ptebuild.runtime import pte_insight
+
+    keyed = set(own_code.files(*READERS))
+    reading = {Path(inspect.getfile(pte_insight))}
+    reading |= {Path(inspect.getfile(m)) for name, m in list(sys.modules.items())
+                if name.startswith(("ptebuild.runtime.pte_file", "ptebuild.insight.")) and getattr(m, "__file__", None)}
+    assert reading <= keyed, sorted(str(p) for p in reading - keyed)

@@ -84,7 +84,7 @@ def test_what_each_program_is_made_of(built):
 def test_inspect_shows_the_files_figures_and_the_records(built):
     manifest, _, _ = built
     pte = manifest.parent / "out" / "mixed_xnnpack.pte"
-    done = ptebuild("inspect", pte)
+    done = ptebuild("inspect", pte, "--full")  # every part (the default is a summary: issue 30)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert any(line.startswith("calls forward: 1 delegate calls (XnnpackBackend ×1), 2 operator calls") for line in lines)
@@ -93,6 +93,15 @@ def test_inspect_shows_the_files_figures_and_the_records(built):
     document = json.loads(ptebuild("inspect", pte, "--json").stdout)
     assert document["insight"]["recorded"] and document["insight"]["delegation"] == _record(manifest)["mixed_xnnpack"]["insight"]["delegation"]
     assert document["insight"]["size"]["pte"] == pte.stat().st_size
+
+
+def test_inspects_summary_names_the_operators_left_to_kernels_and_the_planned_memory(built):
+    """The default summary (issue 30) keeps what issue 29 asks to see at a glance: the operators the
+    delegates left to kernels, as the build counted them, and each method's planned memory."""
+    manifest, _, _ = built
+    lines = ptebuild("inspect", manifest.parent / "out" / "mixed_xnnpack.pte").stdout.splitlines()
+    assert "left to kernels in forward: aten_argmax_default ×1" in lines
+    assert any(line.startswith("planned memory: forward ") for line in lines)
 
 
 def test_budgets_judge_a_cached_program_again_without_lowering(built, tmp_path):

@@ -111,7 +111,21 @@ def _memory(result: PteInspection, declared: DeclaredProgram | None) -> list[str
     return [f"planned memory: {planned}"]
 
 
-PTE_SECTIONS: list[Section] = [_headline, _methods, _sizes, _memory, _weights]
+def _left_to_kernels(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    """The operators its delegates did not take, by method, as its build counted them (a build
+    record beside the file that names it); nothing when every node was delegated or none is known."""
+    delegation = result.insight.insight.delegation if result.insight is not None else None
+    if delegation is None:
+        return []
+    lines = []
+    for d in delegation.methods:
+        left = [f"{op} ×{n}" for op, n in d.non_delegated if "getitem" not in op]  # a tuple access runs no kernel
+        if left:
+            lines.append(f"left to kernels in {d.method}: {', '.join(left)}")
+    return lines
+
+
+PTE_SECTIONS: list[Section] = [_headline, _methods, _left_to_kernels, _sizes, _memory, _weights]
 """The summary of a ``.pte``, section by section, in order."""
 
 

@@ -443,7 +443,7 @@ CLI_ONLY_CHECKS = (
     "names that differ only in case (one file on macOS and Windows)",
     "files the manifest names exist (weights, sources, shim lists, include globs, a language model's params, tokenizer and checkpoint)",
     "what a program takes that depends on the kind of the model it names "
-    "(a language model's options, backend, data_name and bundle_io; check.min_token_agreement)",
+    "(a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "a language model's max_context_length >= max_seq_length",
     "the factory's module can be imported",
     "a key given in both options and compile_specs",

@@ -123,9 +123,11 @@ def test_the_default_is_a_summary_with_named_inputs_and_dims_as_ranges(out, run,
         "  score(x: float32[batch, 6], tokens: int64[batch], mask: bool[batch]) -> float32 up to [4, 3]",
         "    batch 1..4; delegated: 1 of 5 calls (XnnpackBackend)",
     ]
-    assert lines[5].startswith("size: ") and " delegate payloads" in lines[5]
+    rest = lines[5:]  # the figures: operators left to kernels (score's), size, planned memory, weights
+    assert [line.split(":")[0] for line in rest[:-1]] == ["left to kernels in score", "size", "planned memory", "weights"]
+    assert " delegate payloads" in rest[1] and rest[2].startswith("planned memory: forward ")
     ptd = (out / "tiny_xnnpack_weights.ptd").stat().st_size
-    assert lines[6] == f"weights: 7 keys needed from tiny_xnnpack_weights.ptd ({format_size(ptd)}); 0 tensors or blobs inside the .pte"
+    assert rest[3] == f"weights: 7 keys needed from tiny_xnnpack_weights.ptd ({format_size(ptd)}); 0 tensors or blobs inside the .pte"
     assert "dynamic-bound" not in text and "segment" not in text.replace("every segment", "")
     # A copy away from its record is described by what the .pte alone knows: upper bounds.
     (tmp_path / "alone.pte").write_bytes((out / "tiny_xnnpack.pte").read_bytes())

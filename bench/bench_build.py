@@ -77,7 +77,7 @@ def build(manifest: Path, cache: Path, out: Path, jobs: int, *extra: str) -> tup
 
 
 def statuses(done: subprocess.CompletedProcess) -> dict[str, str]:
-    return {p["name"]: p["status"] for p in json.loads(done.stdout)["programs"]}
+    return {p["name"]: p["status"] for p in json.loads(done.stdout)["targets"]}
 
 
 def code_fingerprint() -> str:

@@ -105,7 +105,7 @@ def edit_rebuild(name: str, runs: int, work: Path) -> None:
             with open(manifest.parent / model, "a") as source:
                 source.write(f"\n# bench edit {run}\n")
             seconds, report = build(manifest, folder / "out", env, *common)
-            [entry] = [p for p in report["programs"] if p["name"] == program]
+            [entry] = [p for p in report["targets"] if p["name"] == program]
             if entry["status"] != "built":
                 sys.exit(f"{executor}: {program} was {entry['status']} after an edit, not built")
             walls.append(seconds)

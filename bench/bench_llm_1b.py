@@ -228,12 +228,12 @@ def main() -> int:
                 [PTEBUILD, "build", project / "llama1b.toml", "--executor", "local", "--cache", tmp / f"cache{pair}",
                  "--out", tmp / f"out{pair}", "--json", "-j1"], cwd=tmp, env=env)
             ours.append((seconds, tree, single))
-            program = json.loads(done.stdout)["programs"][0]
+            program = json.loads(done.stdout)["targets"][0]
             if program["status"] != "built":
                 sys.exit(f"bench: ptebuild's program was {program['status']}, not built")
             sizes = {Path(o["path"]).name: o["bytes"] for o in program["outputs"] if o["path"].endswith((".pte", ".ptd"))}
             print(f"pair {pair + 1}: ptebuild {seconds:.1f} s (the program's own {program['seconds']:.1f} s), peak memory {gib(tree)} (largest process RSS {gib(single)}); "
-                  f"files {sizes}; check {json.dumps(program['check'])}", flush=True)
+                  f"files {sizes}; check {json.dumps(program['figures'])}", flush=True)
             if args.keep and pair == 0:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 for path in list(folder.glob("*.pt[ed]")) + list((tmp / "out0").glob("*.pt[ed]")):
@@ -244,10 +244,10 @@ def main() -> int:
         last = args.pairs - 1
         noop, _, _, done = measured([PTEBUILD, "build", project / "llama1b.toml", "--executor", "local", "--cache",
                                      tmp / f"cache{last}", "--out", tmp / f"out{last}", "--json"], cwd=tmp, env=env)
-        statuses = [p["status"] for p in json.loads(done.stdout)["programs"]]
+        statuses = [p["status"] for p in json.loads(done.stdout)["targets"]]
         restore, _, _, done = measured([PTEBUILD, "build", project / "llama1b.toml", "--executor", "local", "--cache",
                                         tmp / f"cache{last}", "--out", tmp / "restored", "--json"], cwd=tmp, env=env)
-        restored = [p["status"] for p in json.loads(done.stdout)["programs"]]
+        restored = [p["status"] for p in json.loads(done.stdout)["targets"]]
         subprocess.run([str(PTEBUILD), "workers", "stop"], env={**os.environ, **env}, capture_output=True)
 
     print()

@@ -169,7 +169,7 @@ def main() -> int:
                 shutil.copytree(probed / "capabilities", cache / "capabilities")
             seconds, done = timed([PTEBUILD, "build", manifest, "--only", name, "--cache", cache,
                                    "--out", tmp / f"out{run}", "--json", *extra], env=workers)
-            program = json.loads(done.stdout)["programs"][0]
+            program = json.loads(done.stdout)["targets"][0]
             if program["status"] != "built":
                 sys.exit(f"bench: {name} was {program['status']}, not built")
             return seconds

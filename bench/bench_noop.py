@@ -101,7 +101,7 @@ def run(command: list) -> tuple[float, subprocess.CompletedProcess]:
 
 def rebuilt(done: subprocess.CompletedProcess) -> bool:
     """True if the run reported any program other than ``cached``."""
-    return any(p["status"] != "cached" for p in json.loads(done.stdout)["programs"])
+    return any(p["status"] != "cached" for p in json.loads(done.stdout)["targets"])
 
 
 def heavy_imports(done: subprocess.CompletedProcess) -> list[str]:
@@ -121,7 +121,7 @@ def measure(name: str, manifest: Path, sources: list[Path], tmp: Path, runs: int
     cache, out = tmp / f"cache-{name}", tmp / f"out-{name}"
     build = [PTEBUILD, "build", manifest, "--cache", cache, "--out", out, "--json"]
     cold, done = run(build)
-    programs = len(json.loads(done.stdout)["programs"])
+    programs = len(json.loads(done.stdout)["targets"])
     print(f"{name}: cold build of {programs} programs in {cold:.1f} s", flush=True)
     time.sleep(RACY_S)  # outputs written just now are not trusted by the stamp
     run(build)  # the first no-op writes state (plan cache, stat cache, the no-op stamp)

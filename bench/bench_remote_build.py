@@ -86,7 +86,7 @@ def main() -> int:
                     seconds, done = run(command)
                     {"b": b_ms, "python": python_ms, "curl": curl_ms}[name].append(seconds * 1000)
                     if name == "b":
-                        programs = json.loads(done.stdout)["programs"]
+                        programs = json.loads(done.stdout)["targets"]
                         if any((p["status"], p.get("source")) != ("cached", "remote") for p in programs):
                             sys.exit(f"bench: runner B did not restore everything from the remote: {programs}")
                         if files(out) != expected:

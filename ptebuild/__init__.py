@@ -9,7 +9,7 @@ loads its module when first used)::
     for target in report.targets:
         print(target.name, target.status, [o.name for o in target.outputs])
     ptebuild.lock("manifests/robot.toml")
-    ptebuild.pack("manifests/robot.toml", "robot-1.0.tar.gz")
+    ptebuild.pack("manifests/robot.toml", "robot-1.0.tar.gz")   # its bundle, as `ptebuild pack ... -o`
     ptebuild.pack_release("manifests/robot_mobile.toml")   # every [bundles.NAME] into defaults.dist
     assert ptebuild.verify("out/robot", verify_bytes=True).ok
 

@@ -123,7 +123,7 @@ def describe(exc: BaseException, limit: int = MAX_LINE) -> Cause:
     from ptebuild.errors import PtebuildError
 
     if isinstance(exc, PtebuildError):
-        line = exc.message
+        line = exc.said
     else:
         said = summary(str(exc), limit)
         line = f"{type(exc).__name__}: {said}" if said else type(exc).__name__

@@ -25,23 +25,54 @@ class PtebuildError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str = "", *, manifest: str | None = None, location: str | None = None) -> None:
+    def __init__(self, message: str = "", *, manifest: str | None = None, location: str | None = None,
+                 fix: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.manifest = manifest
         self.location = location
+        self.fix = fix
+        """What to do, when ``message`` does not end with it: ``str`` adds it as the last clause.
+        Set where the fix is known only above the raise (an API entry point knows that a file that
+        does not parse must be rebuilt; the reader that found the bad byte does not)."""
 
     def __str__(self) -> str:
-        return ": ".join([part for part in (self.manifest, self.location) if part] + [self.message])
+        return ": ".join([part for part in (self.manifest, self.location) if part] + [self.said])
 
-    def __reduce__(self) -> tuple[Callable[..., PtebuildError], tuple[type[PtebuildError], str, str | None, str | None]]:
-        return (_rebuild, (type(self), self.message, self.manifest, self.location))
+    @property
+    def said(self) -> str:
+        """The message with its fix, without the manifest and location (what a worker sends back)."""
+        return f"{self.message}; {self.fix}" if self.fix and not self.message.endswith(self.fix) else self.message
+
+    def with_fix(self: _E, fix: str) -> _E:
+        """This error, saying ``fix`` as its last clause unless it says what to do already."""
+        if not self.fix:
+            self.fix = fix
+        return self
+
+    def __reduce__(self) -> tuple[Callable[..., PtebuildError], tuple[type[PtebuildError], str, str | None, str | None, str]]:
+        return (_rebuild, (type(self), self.message, self.manifest, self.location, self.fix))
 
 
-def _rebuild(cls: type[_E], message: str, manifest: str | None, location: str | None) -> _E:
+def _rebuild(cls: type[_E], message: str, manifest: str | None, location: str | None, fix: str = "") -> _E:
     error = cls.__new__(cls)
-    PtebuildError.__init__(error, message, manifest=manifest, location=location)
+    PtebuildError.__init__(error, message, manifest=manifest, location=location, fix=fix)
     return error
+
+
+TOOLCHAIN = ("change the model where the cause points (the log has the whole output), or report it to ExecuTorch "
+             "or PyTorch if the model is right")
+"""The last clause of a failure of the toolchain (export, quantization, lowering) that is no known limit
+(:mod:`ptebuild.lowering.known_limits`): the model is the user's, the cause the toolchain's words."""
+
+REPORT = "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug"
+"""The last clause of an error that no input can cause (an invariant of ptebuild's or of the pinned
+ExecuTorch's that did not hold): what a user can do is report it."""
+
+
+DAMAGED = "it is damaged or not a file ExecuTorch wrote: build it again, or give the file the build wrote"
+"""The last clause of a ``.pte``, ``.ptd`` or ``.bpte`` whose bytes do not parse, added where such a file is
+read for a caller (inspect, diff, verify, load); the readers say only what is wrong and where."""
 
 
 class UsageError(PtebuildError):

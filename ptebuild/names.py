@@ -46,6 +46,30 @@ def name_problem(name: str, *, extension: str) -> str | None:
     return None
 
 
+def name_json_schema(extension: str) -> dict[str, object]:
+    """The rules of :func:`name_problem` as JSON Schema (for ``ptebuild schema``; editors check
+    them as a manifest is typed). Every rule is expressible: the characters, the length, the
+    first and last character, the extension and the Windows device names (ECMA-262 patterns,
+    no flags, so case is spelt out as ``[Cc][Oo][Nn]``)."""
+
+    def any_case(text: str) -> str:
+        return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else ("\\." if c == "." else c) for c in text)
+
+    devices = "|".join(f"{any_case(d)}[0-9]" if d in ("COM", "LPT") else any_case(d)
+                       for d in sorted({d.rstrip("0123456789") for d in _WINDOWS_DEVICES}))
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_NAME_LENGTH,
+        "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.\\-]*$",
+        "allOf": [
+            {"not": {"pattern": "\\.$"}, "description": "does not end with '.'"},
+            {"not": {"pattern": f"{any_case(extension)}$"}, "description": f"leave out the extension {extension}"},
+            {"not": {"pattern": f"^({devices})(\\.|$)"}, "description": "not a Windows device name (CON, NUL, COM1...)"},
+        ],
+    }
+
+
 def case_key(file_name: str) -> str:
     """The key under which two file names are the same file on a case-insensitive filesystem."""
     return file_name.casefold()

@@ -128,6 +128,8 @@ class ProgramPlan:
     bundle_io: bool = False
     """Also write ``<name>.bpte``: ExecuTorch's BundledProgram, the program with its test cases
     (the check's inputs and eager PyTorch's outputs for each method)."""
+    weights_key: str | None = None
+    """The checkpoint entry holding the state dict (a key or a dotted path); None: the file is one."""
     etrecord: bool = False
     """Also write ``<name>.etrecord``: ExecuTorch's ETRecord of the lowering (what the devtools
     Inspector needs to map an on-device ETDump back to the graph)."""

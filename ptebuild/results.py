@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ptebuild.figures import CheckSummary
+
 ACTION_FORMAT = "ptebuild-action"
 ACTION_VERSION = 2
 
@@ -248,6 +250,32 @@ class TargetResult:
     """Each budget limit it breaks: ``{"limit": "programs.X.budget.max_pte", "message": ...}``."""
     cache_hit: bool = False
     """Its result came from a cache: nothing was lowered for it in this build."""
+    brought_along: str = ""
+    """Why a target that the request did not name was built too (``only=``): it shares a weights
+    file with one it named, and a shared ``.ptd`` is built whole. Empty: it was asked for."""
+
+    @property
+    def checked(self) -> CheckSummary | None:
+        """What the check held the outputs to and measured (tolerances by dtype, the data, the
+        worst figures, the verdict): ``--json``'s ``checked``; None when it compared no numbers."""
+        from ptebuild.figures import CheckSummary
+
+        return CheckSummary.of(self.figures)
+
+    @property
+    def delegation(self) -> Any:
+        """``insight``'s delegation (``--json``'s ``delegation``); None when unknown."""
+        return (self.insight or {}).get("delegation")
+
+    @property
+    def size(self) -> Any:
+        """``insight``'s size (``--json``'s ``size``); None when unknown."""
+        return (self.insight or {}).get("size")
+
+    @property
+    def memory(self) -> Any:
+        """``insight``'s memory (``--json``'s ``memory``); None when unknown."""
+        return (self.insight or {}).get("memory")
 
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
@@ -256,6 +284,8 @@ class TargetResult:
         self.check = result.check
 
     def to_json(self) -> dict[str, Any]:
+        """The entry of ``ptebuild build --json``'s ``targets``: the fields of this class by their
+        names (``figures``, ``check``, ``message``...), outputs as paths."""
         data: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
@@ -267,13 +297,11 @@ class TargetResult:
                 {"path": str(_join(self.out_dir, o.name)), "sha256": o.sha256, "bytes": o.size}
                 for o in self.outputs
             ],
-            "check": list(self.figures),
-            "check_kind": self.check,
+            "figures": list(self.figures),
+            "check": self.check,
             "key": self.key,
         }
-        from ptebuild.figures import CheckSummary
-
-        summary = CheckSummary.of(self.figures)
+        summary = self.checked
         if summary is not None:
             data["checked"] = summary.to_json()
         if self.source is not None:
@@ -281,9 +309,11 @@ class TargetResult:
         if self.node:
             data["node"] = self.node
         if self.rebuild:
-            data["rebuild_check"] = self.rebuild
+            data["rebuild"] = self.rebuild
+        if self.brought_along:
+            data["brought_along"] = self.brought_along
         if self.message:
-            data["error"] = self.message
+            data["message"] = self.message
         if self.explain:
             data["explain"] = list(self.explain)
         if self.insight is not None:
@@ -308,15 +338,16 @@ class TargetResult:
             status=Status(data["status"]),
             seconds=float(data.get("seconds") or 0.0),
             outputs=outputs,
-            figures=tuple(data.get("check") or ()),
-            check=str(data.get("check_kind") or ""),
+            figures=tuple(data.get("figures") or ()),
+            check=str(data.get("check") or ""),
             methods=tuple(data.get("methods") or ()),
-            message=str(data.get("error") or ""),
+            message=str(data.get("message") or ""),
             explain=list(data.get("explain") or ()),
             key=str(data.get("key") or ""),
             source=Source(data["source"]) if data.get("source") else None,
             node=str(data.get("node") or ""),
-            rebuild=str(data.get("rebuild_check") or ""),
+            rebuild=str(data.get("rebuild") or ""),
+            brought_along=str(data.get("brought_along") or ""),
             insight={part: data.get(part) for part in ("delegation", "size", "memory")} if "size" in data else None,
             budget=tuple(dict(b) for b in data.get("budget") or ()),
         )

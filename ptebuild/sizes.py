@@ -33,8 +33,8 @@ def parse_size(text: str) -> int:
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _UNITS:
         raise UsageError(
-            f"invalid size {text!r}: expected a number with an optional unit "
-            "(K, M, G, T powers of 1000; KiB, MiB, GiB, TiB powers of 1024), e.g. 500M, 2G, 1.5GiB"
+            f"invalid size {text!r}: give a number with an optional unit, e.g. 500M, 2G, 1.5GiB "
+            "(K, M, G, T: powers of 1000, KiB, MiB, GiB, TiB: powers of 1024)"
         )
     number = m.group(1)
     if "." in number:

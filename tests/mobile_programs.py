@@ -70,7 +70,7 @@ class MobileBuild:
     report: dict
 
     def program(self, name: str) -> dict:
-        return next(p for p in self.report["programs"] if p["name"] == name)
+        return next(p for p in self.report["targets"] if p["name"] == name)
 
     def digests(self, name: str) -> dict[str, str]:
         return {Path(o["path"]).name: o["sha256"] for o in self.program(name)["outputs"]}

@@ -36,7 +36,7 @@ class Built:
         self.code, self.document = build_json(str(self.manifest), "--cache", str(self.cache))
 
     def program(self, name: str) -> dict:
-        return next(p for p in self.document["programs"] if p["name"] == name)
+        return next(p for p in self.document["targets"] if p["name"] == name)
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +70,9 @@ def test_cold_build_writes_checked_artifacts(built):
 
             assert hashlib.sha256(data).hexdigest() == output["sha256"]
         # Every method at the example size and the dynamic dim's extremes.
-        checked = {(f["method"], f["sizes"]["batch"]) for f in program["check"]}
+        checked = {(f["method"], f["sizes"]["batch"]) for f in program["figures"]}
         assert checked == {(m, b) for m in ("forward", "score") for b in (1, 2, 4)}
-        assert all(f["max_abs_error"] < 1e-4 and f["cosine"] > 0.9999 for f in program["check"])
+        assert all(f["max_abs_error"] < 1e-4 and f["cosine"] > 0.9999 for f in program["figures"])
     assert sorted(p.name for p in built.out.iterdir()) == [
         "ptebuild.json",
         "tiny_portable.pte",
@@ -134,7 +134,7 @@ def test_deleted_output_is_restored_as_an_independent_copy(built, tmp_path):
     out = tmp_path / "out"
     code, document = build_json(str(built.manifest), "--cache", str(built.cache), "--out", str(out))
     assert code == 0
-    assert {p["status"] for p in document["programs"]} == {"cached"}
+    assert {p["status"] for p in document["targets"]} == {"cached"}
     ptd = out / "tiny_portable_weights.ptd"
     assert ptd.read_bytes() == (built.out / "tiny_portable_weights.ptd").read_bytes()
     assert ptd.stat().st_nlink == 1, "a restored output must never be a hardlink into the cache"
@@ -148,12 +148,13 @@ def test_only_and_unknown_only(built, tmp_path):
     result = ptebuild("build", str(built.manifest), "--cache", str(built.cache), "--only", "tiny_portble")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: --only: {built.manifest} has no program 'tiny_portble' (did you mean 'tiny_portable'?)"
+        f"error: --only: {built.manifest} has no program 'tiny_portble' (did you mean 'tiny_portable'?); "
+        "name one of tiny_portable, tiny_xnnpack"
     ]
     code, document = build_json(
         str(built.manifest), "--cache", str(built.cache), "--only", "tiny_xnnpack", "--out", str(tmp_path)
     )
-    assert code == 0 and [p["name"] for p in document["programs"]] == ["tiny_xnnpack"]
+    assert code == 0 and [p["name"] for p in document["targets"]] == ["tiny_xnnpack"]
 
 
 def test_corrupt_blob_and_garbled_record_rebuild_identical_bytes(built, tmp_path):
@@ -174,7 +175,7 @@ def test_corrupt_blob_and_garbled_record_rebuild_identical_bytes(built, tmp_path
     result = ptebuild("build", str(built.manifest), "--cache", str(cache), "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert [p["status"] for p in document["programs"]] == ["built", "built"]
+    assert [p["status"] for p in document["targets"]] == ["built", "built"]
     assert "is corrupt" in result.stderr and "rebuilding" in result.stderr
     assert not blob.exists() or blob.read_bytes() != bytes(data)
     for name in ("tiny_portable.pte", "tiny_portable_weights.ptd", "tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"):
@@ -251,7 +252,7 @@ def test_concurrent_builders_lower_each_program_once(tmp_path):
         documents.append(json.loads(stdout))
     statuses = {}
     for document in documents:
-        for program in document["programs"]:
+        for program in document["targets"]:
             statuses.setdefault(program["name"], []).append(program["status"])
     assert {name: sorted(s) for name, s in statuses.items()} == {
         "tiny_portable": ["built", "cached", "cached"],
@@ -295,10 +296,10 @@ backend = "portable"
                       "--only", "crash_portable", "tiny_portable")
     assert result.returncode == 1
     document = json.loads(result.stdout)
-    statuses = {p["name"]: p["status"] for p in document["programs"]}
+    statuses = {p["name"]: p["status"] for p in document["targets"]}
     assert statuses == {"tiny_portable": "built", "crash_portable": "failed"}
-    crash = next(p for p in document["programs"] if p["name"] == "crash_portable")
-    assert crash["error"].startswith(
+    crash = next(p for p in document["targets"] if p["name"] == "crash_portable")
+    assert crash["message"].startswith(
         f"{tiny_project}: programs.crash_portable: the worker process crashed: killed by SIGSEGV"
     )
     assert (tiny_project.parent / "out" / "tiny_portable.pte").is_file()
@@ -352,13 +353,13 @@ backend = "portable"
     result = ptebuild("build", str(tiny_project), "--no-cache", "--jobs", "1", "--keep-going", "--json",
                       "--only", "weighted", "misfit", "broken")
     assert result.returncode == 2, result.stderr  # a manifest problem (the factory) wins over a failed build
-    programs = {p["name"]: p for p in json.loads(result.stdout)["programs"]}
+    programs = {p["name"]: p for p in json.loads(result.stdout)["targets"]}
     assert programs["weighted"]["status"] == "built"
     assert programs["misfit"]["status"] == "failed"
-    assert programs["misfit"]["error"].startswith(
+    assert programs["misfit"]["message"].startswith(
         f"{tiny_project}: models.misfit.weights: 'bad.pt' does not fit the model: Error(s) in loading state_dict"
     )
-    assert programs["broken"]["error"] == (
+    assert programs["broken"]["message"] == (
         f"{tiny_project}: programs.broken: cannot import factory 'tinymodels.broken:make' of model 'broken': "
         "ModuleNotFoundError: No module named 'not_a_real_dependency'"
         f" (full output: {project / 'out' / '.ptebuild' / 'logs' / 'broken.log'})"
@@ -433,7 +434,7 @@ def test_kill_9_mid_build_leaves_a_consistent_cache_and_no_orphans(tmp_path):
 
     code, document = build_json(str(manifest), "--cache", str(cache), "--jobs", "1")
     assert code == 0
-    assert sorted(p["status"] for p in document["programs"]) == ["built", "cached"]
+    assert sorted(p["status"] for p in document["targets"]) == ["built", "cached"]
     assert not (out / ".ptebuild-staging").exists()
     assert ptebuild("verify", str(out)).returncode == 0
 
@@ -509,10 +510,10 @@ def test_quantized_xnnpack_programs(tiny_project):
     tiny_project.write_text(QUANTIZED)
     code, document = build_json(str(tiny_project), "--no-cache")
     assert code == 0, document
-    programs = {p["name"]: p for p in document["programs"]}
+    programs = {p["name"]: p for p in document["targets"]}
     size = {name: next(o["bytes"] for o in p["outputs"] if o["path"].endswith(".ptd")) for name, p in programs.items()}
     assert size["int8_dynamic"] < size["float"] / 2 and size["int8_static"] < size["float"] / 2
-    assert all(f["cosine"] >= 0.995 for f in programs["int8_dynamic"]["check"])
+    assert all(f["cosine"] >= 0.995 for f in programs["int8_dynamic"]["figures"])
     out = tiny_project.parent / "out"
     keys = read_ptd(out / "int8_static_weights.ptd").keys
     assert any(k.startswith("scale_") for k in keys)

@@ -25,7 +25,7 @@ from ptebuild.results import Dependencies
 def build(manifest: Path, cache: Path, env: dict | None = None) -> dict:
     result = ptebuild("build", str(manifest), "--cache", str(cache), "--only", "tiny_portable", "--json", "--explain", env=env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["programs"][0]
+    return json.loads(result.stdout)["targets"][0]
 
 
 def use_in_forward(manifest: Path, import_line: str, call: str) -> None:

@@ -53,7 +53,7 @@ def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatc
     assert lowered.insight.delegation == recorded  # the same program, counted the same way
     for method, ours, theirs in compare(recorded, infos):
         print(f"{name} {method}: (delegated, non-delegated, subgraphs) ours {ours}, get_delegation_info {theirs}")
-    program = next(p for p in report["programs"] if p["name"] == name)
+    program = next(p for p in report["targets"] if p["name"] == name)
     assert program["delegation"] == recorded.to_json()
 
 
@@ -76,7 +76,7 @@ def test_what_each_program_is_made_of(built):
     (example, at_max) = figures["cnn_xnnpack"].memory[0].io
     assert (example.sizes, at_max.sizes) == ((("batch", 2),), (("batch", 4),))
     assert (example.inputs, example.outputs, at_max.inputs, at_max.outputs) == (2 * 3 * 16 * 16 * 4, 2 * 4 * 4, 4 * 3 * 16 * 16 * 4, 4 * 4 * 4)
-    rows = {p["name"]: p for p in report["programs"]}
+    rows = {p["name"]: p for p in report["targets"]}
     assert rows["cnn_int8"]["size"] == figures["cnn_int8"].size.to_json()
     assert rows["mixed_xnnpack"]["memory"]["forward"]["planned_bytes"] == figures["mixed_xnnpack"].planned_bytes
 
@@ -84,7 +84,7 @@ def test_what_each_program_is_made_of(built):
 def test_inspect_shows_the_files_figures_and_the_records(built):
     manifest, _, _ = built
     pte = manifest.parent / "out" / "mixed_xnnpack.pte"
-    done = ptebuild("inspect", pte)
+    done = ptebuild("inspect", pte, "--full")  # every part (the default is a summary: issue 30)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert any(line.startswith("calls forward: 1 delegate calls (XnnpackBackend ×1), 2 operator calls") for line in lines)
@@ -93,6 +93,15 @@ def test_inspect_shows_the_files_figures_and_the_records(built):
     document = json.loads(ptebuild("inspect", pte, "--json").stdout)
     assert document["insight"]["recorded"] and document["insight"]["delegation"] == _record(manifest)["mixed_xnnpack"]["insight"]["delegation"]
     assert document["insight"]["size"]["pte"] == pte.stat().st_size
+
+
+def test_inspects_summary_names_the_operators_left_to_kernels_and_the_planned_memory(built):
+    """The default summary (issue 30) keeps what issue 29 asks to see at a glance: the operators the
+    delegates left to kernels, as the build counted them, and each method's planned memory."""
+    manifest, _, _ = built
+    lines = ptebuild("inspect", manifest.parent / "out" / "mixed_xnnpack.pte").stdout.splitlines()
+    assert "left to kernels in forward: aten_argmax_default ×1, aten_cumsum_default ×1" in lines
+    assert any(line.startswith("planned memory: forward ") for line in lines)
 
 
 def test_budgets_judge_a_cached_program_again_without_lowering(built, tmp_path):
@@ -104,7 +113,7 @@ def test_budgets_judge_a_cached_program_again_without_lowering(built, tmp_path):
     manifest.write_text(over)
     done = ptebuild("build", manifest, "--cache", cache, "--json")
     assert done.returncode == 1, done.stderr
-    report = {p["name"]: p for p in json.loads(done.stdout)["programs"]}
+    report = {p["name"]: p for p in json.loads(done.stdout)["targets"]}
     assert "lowering for" not in done.stderr  # judged after the restore: nothing lowered
     assert [name for name, p in report.items() if p["status"] == "over-budget"] == ["cnn_portable", "mixed_xnnpack"]
     assert [b["limit"] for b in report["mixed_xnnpack"]["budget"]] == [
@@ -124,7 +133,7 @@ def test_budgets_judge_a_cached_program_again_without_lowering(built, tmp_path):
     refused = ptebuild("pack", manifest, "--bundle", "debug", "-o", tmp_path / "debug.tar.gz")
     assert refused.returncode == 1 and not (tmp_path / "debug.tar.gz").exists()
     assert refused.stderr.startswith(f"error: {manifest}: programs.mixed_xnnpack.budget.max_ptd: mixed_weights.ptd is ")
-    assert refused.stderr.rstrip().endswith("; nothing packed")
+    assert refused.stderr.rstrip().endswith("; nothing packed; bring the program within its budget or raise the budget, then build and pack again")
 
 
 def test_the_timings_page_opens_in_a_browser(built):
@@ -155,7 +164,7 @@ def test_etrecords_are_written_cached_and_carried_by_the_bundles_that_ask(built,
     (out / "cnn_xnnpack.etrecord").unlink()
     code, report = build_json(manifest, "--cache", cache)
     assert code == 0 and (out / "cnn_xnnpack.etrecord").is_file()
-    assert {p["name"]: p["status"] for p in report["programs"]}["cnn_xnnpack"] == "cached"
+    assert {p["name"]: p["status"] for p in report["targets"]}["cnn_xnnpack"] == "cached"
     import tarfile
 
     phone = ptebuild("pack", manifest, "--bundle", "phone", "-o", tmp_path / "phone.tar.gz")

@@ -67,18 +67,20 @@ class BuildReport:
         return any(t.status is Status.SKIPPED for t in self.targets)
 
     def to_json(self) -> dict[str, Any]:
-        """The document ``ptebuild build --json`` prints."""
+        """The document ``ptebuild build --json`` prints: this report's fields by their names
+        (``targets``, each a :meth:`TargetResult.to_json`), so the library and the command line
+        speak one vocabulary."""
         document: dict[str, Any] = {
             "manifest": self.manifest,
-            "out": str(self.out_dir),
+            "out_dir": str(self.out_dir),
             "seconds": round(self.seconds, 3),
             "ok": self.ok,
-            "programs": [t.to_json() for t in self.targets],
+            "targets": [t.to_json() for t in self.targets],
         }
         if self.shard:
             document["shard"] = f"{self.shard[0]}/{self.shard[1]}"
         if self.locked:
-            document["lock"] = list(self.lock_problems)
+            document["lock_problems"] = list(self.lock_problems)
         if self.timings is not None:
             document["timings"] = {"html": str(self.timings[0]), "trace": str(self.timings[1])}
         return document
@@ -88,11 +90,11 @@ class BuildReport:
         shard = document.get("shard")
         return cls(
             manifest=document["manifest"],
-            out_dir=Path(document["out"]),
+            out_dir=Path(document["out_dir"]),
             seconds=float(document.get("seconds") or 0.0),
-            targets=[TargetResult.from_json(p) for p in document.get("programs", ())],
-            lock_problems=list(document.get("lock") or ()),
-            locked="lock" in document,
+            targets=[TargetResult.from_json(p) for p in document["targets"]],
+            lock_problems=list(document.get("lock_problems") or ()),
+            locked="lock_problems" in document,
             shard=_shard(shard) if shard else None,
             replayed=replayed,
         )
@@ -209,6 +211,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
                 done.seconds = time.monotonic() - started
                 return done, builder
         done.targets = builder.run()
+        brought_along(done.targets, plan, request)
         done.timings = builder.timings_files
         if request.locked:
             done.lock_problems = lock_problems(manifest, built_lock_entries(builder.folder, done.targets),
@@ -243,16 +246,32 @@ def select(plan: BuildPlan, request: BuildRequest, manifest: str) -> BuildPlan:
     if request.only:
         for name in request.only:
             if name not in known:
-                raise UsageError(f"--only: {manifest} has no program {name!r}{did_you_mean(name, known)}")
+                raise UsageError(f"--only: {manifest} has no program {name!r}{did_you_mean(name, known)}; "
+                                 f"name one of {', '.join(known)}")
         plan = plan.select(list(request.only))
     if request.skip_backends:
         for name in request.skip_backends:
             if name not in backend_names():
-                raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, backend_names())}")
+                raise UsageError(f"--skip-backend: no backend {name!r}{did_you_mean(name, backend_names())}; "
+                                 f"name one of {', '.join(backend_names())}")
         plan = plan.select(
             [p.name for p in plan.programs if p.backend not in request.skip_backends] + [s.name for s in plan.shims]
         )
     return plan
+
+
+def brought_along(targets: list[TargetResult], plan: BuildPlan, request: BuildRequest) -> None:
+    """Say why each target that ``request.only`` did not name is in the build: it shares a data
+    name with one that it named, and a shared ``.ptd`` is lowered, checked and published whole."""
+    if not request.only:
+        return
+    asked = set(request.only)
+    for name, users in plan.shared_data().items():
+        named = [user for user in users if user in asked]
+        for target in targets:
+            if target.name in users and target.name not in asked and named:
+                target.brought_along = (f"shares {name}.ptd with {', '.join(named)}; a shared weights file is "
+                                        "built whole (give the programs other data names to build one alone)")
 
 
 def _executor_options(request: BuildRequest, cache: Cache | None) -> dict[str, Any]:
@@ -295,4 +314,5 @@ def lock_problems(manifest: str, entries: dict[str, LockEntry], partial: bool) -
     """How ``entries`` differ from ``ptebuild.lock`` beside ``manifest`` (one line each)."""
     from ptebuild.release.lock import LOCK_NAME, check_locked
 
-    return [str(m) for m in check_locked(Path(manifest).parent / LOCK_NAME, entries, subset=partial)]
+    return [f"{m}; {m.fix(manifest)}" if m.fix(manifest) else str(m)
+            for m in check_locked(Path(manifest).parent / LOCK_NAME, entries, subset=partial)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ptebuild.errors import UsageError
+from ptebuild.errors import DAMAGED, FormatError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +23,9 @@ def inspect(path: str | os.PathLike[str]) -> PteInspection | PtdInspection:
     try:
         return read(path)
     except OSError as exc:
-        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}; give the path of a .pte or .ptd") from None
+    except FormatError as exc:
+        raise exc.with_fix(DAMAGED) from None
 
 
 def operator_list(path: str | os.PathLike[str]) -> bytes:
@@ -35,7 +37,9 @@ def operator_list(path: str | os.PathLike[str]) -> bytes:
     try:
         return selected_operators_yaml(program_operators(path))
     except OSError as exc:
-        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{os.fspath(path)}: cannot read: {exc.strerror}; give the path of a .pte") from None
+    except FormatError as exc:
+        raise exc.with_fix(DAMAGED) from None
 
 
 def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport | BundleDiff:
@@ -61,4 +65,6 @@ def diff(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> DiffReport | B
     try:
         return compare(a, b)
     except OSError as exc:
-        raise UsageError(f"{exc.filename or a}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{exc.filename or a}: cannot read: {exc.strerror}; give the paths of two .pte or .ptd files") from None
+    except FormatError as exc:
+        raise exc.with_fix(DAMAGED) from None

@@ -30,7 +30,8 @@ def lock(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
     """Build ``manifest`` (restoring what the cache has) and write ``ptebuild.lock`` beside it.
 
     A lock covers the whole manifest: UsageError for a request with ``only``, ``skip_backends`` or
-    ``shard``. Nothing is written unless every target was built or restored.
+    ``shard``; and it is written from a plain build: UsageError for ``locked`` or ``check``.
+    Nothing is written unless every target was built or restored.
     """
     from ptebuild.release.lock import LOCK_NAME, write_lock
 
@@ -38,7 +39,10 @@ def lock(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
     request = request or BuildRequest()
     if request.partial:
         raise UsageError("lock: a lock covers the whole manifest; drop --only, --skip-backend and --shard")
-    report = build(manifest, request.replace(locked=False), progress)
+    if request.locked or request.check:
+        raise UsageError("lock: a lock is written from a plain build; drop --locked and --check "
+                         "(run `ptebuild build --check` first to see that the build is reproducible)")
+    report = build(manifest, request, progress)
     result = LockReport(report, None)
     if result.not_built:
         return result

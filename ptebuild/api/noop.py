@@ -49,7 +49,8 @@ def replay(stamp: Path) -> tuple[dict[str, Any], list[Event]] | None:
     """The stamped build's report (as JSON) and events, if nothing it looked at moved."""
     kept = noop.replay(stamp)
     try:
-        if isinstance(kept, dict) and isinstance(kept["report"], dict):
+        # A report of an older ptebuild (its targets under "programs") is not replayed: built anew.
+        if isinstance(kept, dict) and isinstance(kept["report"], dict) and isinstance(kept["report"].get("targets"), list):
             return kept["report"], [(str(a), str(b), str(c)) for a, b, c in kept["events"]]
     except (KeyError, TypeError, ValueError):
         pass

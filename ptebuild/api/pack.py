@@ -1,7 +1,14 @@
 """``ptebuild.pack(manifest, dest)``: a verified build, or the cache's copy of a locked one, packed
-into a reproducible release bundle (:mod:`ptebuild.release.pack`); ``ptebuild.pack_release``:
-what ``ptebuild pack`` does, every bundle the manifest declares. Imports neither torch nor
-executorch."""
+into one reproducible release archive (:mod:`ptebuild.release.pack`); ``ptebuild.pack_release``:
+every bundle the manifest declares, each into its archive. Imports neither torch nor executorch.
+
+What a release holds is the manifest's to say, whichever client asks: a manifest that declares
+bundles (``[bundles.NAME]``) is released as those bundles, and only a manifest without bundles
+packs its whole build into one archive. So ``ptebuild.pack("robot.toml", "robot-1.0.tar.gz")``
+and ``ptebuild pack robot.toml -o robot-1.0.tar.gz`` write the same archive (the robot's one
+bundle, ``robot-xnnpack``); a manifest with several bundles names the one to pack (``bundle=``,
+``--bundle``), or packs them all (``pack_release``, ``ptebuild pack MANIFEST``).
+"""
 
 from __future__ import annotations
 
@@ -19,23 +26,26 @@ from ptebuild.release.pack import PackResult
 def pack(manifest: str | os.PathLike[str], dest: str | os.PathLike[str] | None = None, *, bundle: str | None = None,
          out: str | os.PathLike[str] | None = None, lock: str | os.PathLike[str] | None = None,
          from_cache: bool = False, cache: str | os.PathLike[str] | None = None) -> PackResult:
-    """Write the bundle ``dest`` (``.tar.gz``, ``.tgz`` or ``.zip``) of ``manifest``'s build: all of
-    it, or only the programs of its bundle ``bundle`` (``dest`` then defaults to
-    ``<defaults.dist>/<the bundle's output>``).
+    """Write one archive ``dest`` (``.tar.gz``, ``.tgz`` or ``.zip``) of ``manifest``'s build: its
+    bundle ``bundle``, or, left out, the one bundle it declares, or the whole build when it
+    declares none (see the module docstring). ``dest`` defaults, for a bundle, to
+    ``<defaults.dist>/<the bundle's output>``.
 
     ``out``: the build's output folder (default: the manifest's). ``lock``: the lockfile to pack and
     check against (default: ``ptebuild.lock`` beside the manifest, if there is one). ``from_cache``:
     assemble it from the cache (``cache``, default ``$PTEBUILD_CACHE`` or ``~/.cache/ptebuild``) by
     the lock's digests instead of an output folder.
 
-    Raises UsageError for options that exclude each other or an unknown bundle, PackError when the
-    build cannot be packed.
+    Raises UsageError for options that exclude each other, an unknown bundle, or no bundle named
+    where the manifest declares several; PackError when the build cannot be packed.
     """
     from ptebuild.release.lock import LOCK_NAME
     from ptebuild.release.pack import pack as pack_folder
     from ptebuild.release.pack import pack_from_cache
 
     manifest = Path(manifest)
+    if bundle is None:
+        bundle = _the_bundle(manifest, dest)
     lock_path = Path(lock) if lock else manifest.parent / LOCK_NAME
     if from_cache:
         if out:
@@ -88,11 +98,10 @@ def pack_release(manifest: str | os.PathLike[str], output: str | os.PathLike[str
 
             declared = [b.name for b in plan.bundles]
             raise UsageError(f"--bundle: {manifest} has no bundle {name!r}{did_you_mean(name, declared)}; "
-                             f"it declares {', '.join(declared)}")
+                             f"name one of {', '.join(declared)}")
     if output is not None and _names_an_archive(output):
         if len(names) != 1:
-            raise UsageError(f"-o {output}: names one archive, but {len(names)} bundles are packed; "
-                             "give a folder, or one --bundle")
+            raise _one_archive_many_bundles(output, len(names))
         archive_format(Path(output))
         return (one(output, names[0]),)
     folder = Path(output) if output is not None else plan.dist_dir()
@@ -115,6 +124,21 @@ def pack_release(manifest: str | os.PathLike[str], output: str | os.PathLike[str
             results.append(replace(result, archive=replace(result.archive, path=final)))
         shutil.rmtree(staging, ignore_errors=True)
     return tuple(results)
+
+
+def _the_bundle(manifest: Path, dest: str | os.PathLike[str] | None) -> str | None:
+    """The bundle one archive of ``manifest`` holds when none is named: its only one, or None
+    (the whole build) when it declares none; UsageError when it declares several."""
+    from ptebuild.manifest import load_manifest
+
+    declared = [b.name for b in load_manifest(manifest).bundles]
+    if len(declared) > 1:
+        raise _one_archive_many_bundles(dest, len(declared))
+    return declared[0] if declared else None
+
+
+def _one_archive_many_bundles(dest: str | os.PathLike[str] | None, count: int) -> UsageError:
+    return UsageError(f"-o {dest}: names one archive, but {count} bundles are packed; give a folder, or one --bundle")
 
 
 def _names_an_archive(path: str | os.PathLike[str]) -> bool:

@@ -164,18 +164,18 @@ class BuildRequest(_Value):
     def validate(self) -> None:
         """Raise UsageError for values no build can use."""
         if self.jobs is not None and self.jobs < 1:
-            raise UsageError("--jobs must be at least 1")
+            raise UsageError(f"--jobs {self.jobs}: give at least 1")
         if self.no_cache and self.cache is not None:
-            raise UsageError("--cache and --no-cache exclude each other")
+            raise UsageError("--cache and --no-cache exclude each other; give one")
         if self.shard is not None and not 1 <= self.shard[0] <= self.shard[1]:
-            raise UsageError(f"--shard {self.shard[0]}/{self.shard[1]}: expected I/N with 1 <= I <= N, e.g. 1/2")
+            raise UsageError(f"--shard {self.shard[0]}/{self.shard[1]}: give I/N with 1 <= I <= N, e.g. 1/2")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` -> ``(I, N)``; UsageError if it is not a shard of N."""
     index, sep, count = text.partition("/")
     if not sep or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
-        raise UsageError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 1/2")
+        raise UsageError(f"--shard {text!r}: give I/N with 1 <= I <= N, e.g. 1/2")
     return int(index), int(count)
 
 
@@ -205,7 +205,7 @@ def remote_secret(remote: RemoteCache, environ: Mapping[str, str] | None = None)
         return None
     value = (os.environ if environ is None else environ).get(remote.secret_env)
     if not value:
-        raise UsageError(f"--remote-secret-env: ${remote.secret_env} is not set")
+        raise UsageError(f"--remote-secret-env: ${remote.secret_env} is not set; set it to the cache's signing secret")
     return value.encode()
 
 
@@ -223,7 +223,8 @@ def executor_name(request: BuildRequest, local_cache: bool, environ: Mapping[str
         linux = sys.platform.startswith("linux")
         name = "local" if no_daemon or on_ci or not local_cache or not linux else "daemon"
     if name not in EXECUTOR_MODULES:
-        raise UsageError(f"--executor: no executor {name!r}{did_you_mean(name, list(EXECUTOR_MODULES))}")
+        raise UsageError(f"--executor: no executor {name!r}{did_you_mean(name, list(EXECUTOR_MODULES))}; "
+                         f"use one of {', '.join(EXECUTOR_MODULES)}")
     if name == "daemon" and not local_cache:
         raise UsageError("--executor daemon: the warm server lives in the local cache folder; drop --no-cache")
     return name

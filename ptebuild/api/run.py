@@ -40,9 +40,9 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
     out_dir = Path(out) if out else None
     if prompt is not None or kind.generates_text:
         if max_new_tokens < 1:
-            raise UsageError(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
+            raise UsageError(f"--max-new-tokens must be at least 1, not {max_new_tokens}; give 1 or more")
         if method is not None:
-            raise UsageError(f"--method is for programs run on their example inputs; {program!r} generates text")
+            raise UsageError(f"--method is for programs run on their example inputs; {program!r} generates text: drop --method")
         return kind.generate(plan, target, DEFAULT_PROMPT if prompt is None else prompt, max_new_tokens=max_new_tokens,
                              out_dir=out_dir)
     return run_program(plan, program, method=method, iters=iters, out_dir=out_dir)

@@ -31,7 +31,7 @@ def verify(path: str | os.PathLike[str], *, verify_bytes: bool = False, runtime:
     if runtime is not None:
         version = parse_version(runtime)
         if version is None:
-            raise UsageError(f"--runtime: {runtime!r} is not an ExecuTorch version (e.g. 1.5.1)")
+            raise UsageError(f"--runtime: {runtime!r} is not an ExecuTorch version; give one such as 1.5.1")
     if is_bundle_path(path) and not Path(path).is_dir():
         from ptebuild.release.bundle import verify_bundle
 

@@ -228,22 +228,22 @@ class Backend:
         ``manager._tensor_data`` maps file stems to Cords; by default every weight went into
         ``data_name`` (or nowhere). Backends whose delegate names its own file rename it here.
         """
-        from ptebuild.errors import BuildError
+        from ptebuild.errors import REPORT, BuildError
 
         data = dict(manager._tensor_data or {})
         if data_name is None:
             if data:
                 raise BuildError(
-                    f"lowering wrote data files {sorted(data)} with no data_name", location=f"programs.{program_name}"
+                    f"lowering wrote data files {sorted(data)} with no data_name; set data_name", location=f"programs.{program_name}"
                 )
             return {}
         unexpected = sorted(set(data) - {data_name})
         if unexpected:
             raise BuildError(
-                f"lowering wrote data files {unexpected} besides {data_name!r}", location=f"programs.{program_name}"
+                f"lowering wrote data files {unexpected} besides {data_name!r}; {REPORT}", location=f"programs.{program_name}"
             )
         if data_name not in data:
-            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'; {REPORT}", location=f"programs.{program_name}")
         return {data_name: data[data_name]}
 
     def place_weights(self, manager: Any, config: Any, data_name: str) -> None:

@@ -116,7 +116,8 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
     for pattern in program.sources:
         matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
         if not matches:
-            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file")
+            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file; "
+                                "give globs relative to the manifest")
         for path in matches:
             sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources
@@ -127,7 +128,7 @@ def module_sources(module: str, manifest_dir: Path, where: str) -> dict[str, Pat
     alone); ManifestError at ``where`` if there is no such module."""
     module_file = find_module_file(module, module_search_path(manifest_dir))
     if module_file is None:
-        raise ManifestError(f"{where}: no module named {module!r}")
+        raise ManifestError(f"{where}: no module named {module!r}; put it beside the manifest or install it")
     sources: dict[str, Path] = {}
     found = _top_level(module, manifest_dir, module_file)
     if found is not None:

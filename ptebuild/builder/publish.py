@@ -45,7 +45,7 @@ class StoreBlobs:
         for name, dest in into.items():
             output = result.output(name)
             if output is None:
-                raise CorruptObject(f"the result of {result.target} has no {name}")
+                raise CorruptObject(f"the result of {result.target} has no {name}; build again to store it anew")
             self.store.restore(output.sha256, dest)
 
     def path(self, output: OutputFile) -> Path | None:

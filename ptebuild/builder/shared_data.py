@@ -50,7 +50,8 @@ def _output(result: ActionResult, name: str) -> OutputFile:
     """The output ``name`` of a member's result (each member writes its weights into the group's file)."""
     output = result.output(name)
     if output is None:
-        raise CorruptObject(f"the result of {result.target} has no {name}")
+        raise CorruptObject(f"the result of {result.target} has no {name}; build again (ptebuild cache verify removes "
+                            "broken entries)")
     return output
 
 

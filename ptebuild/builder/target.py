@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ptebuild import keyinputs
 from ptebuild.builder import keys
 from ptebuild.builder.publish import Blobs, CacheBlobs, Publisher, StoreBlobs
-from ptebuild.errors import CorruptObject, StoreError
+from ptebuild.errors import REPORT, CorruptObject, StoreError
 from ptebuild.results import ActionResult, Source, Status, TargetResult
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class Target:
         it is, or restored into ``folder``. Raises StoreError if it has none there."""
         output = self.action.output(name) if self.action is not None else None
         if output is None or self.action is None or self.blobs is None:
-            raise StoreError(f"{self.name}: no {name} of its own")
+            raise StoreError(f"{self.name}: no {name} of its own; {REPORT}")
         path = self.blobs.path(output)
         if path is None:
             path = folder / name

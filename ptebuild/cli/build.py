@@ -28,8 +28,9 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=build_command)
 
 
-def add_build_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``build`` (``lock`` builds too, and takes the same)."""
+def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> None:
+    """The options of ``build`` (``lock`` builds too, and takes the same but ``--locked`` and
+    ``--check``: a lock is written from a plain build)."""
     parser.add_argument("manifest", help="the TOML manifest")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: the manifest's defaults.out)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these programs or shim libraries")
@@ -47,14 +48,15 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
         "each program's stages per worker, its delegation, size and memory, the check, cache hits) and "
         "timings.trace.json (a Chrome trace, for Perfetto)",
     )
-    parser.add_argument(
-        "--locked", action="store_true",
-        help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
-    )
-    parser.add_argument(
-        "--check", action="store_true",
-        help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
-    )
+    if not lock:
+        parser.add_argument(
+            "--locked", action="store_true",
+            help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
+        )
+        parser.add_argument(
+            "--check", action="store_true",
+            help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
+        )
     parser.add_argument(
         "--shard", type=parse_shard, metavar="I/N",
         help="build only shard I of N (a stable split by action key, for CI matrices)",
@@ -140,35 +142,53 @@ def _figures(p: dict[str, Any]) -> tuple[str, str]:
 
 
 def summary(document: dict[str, Any]) -> str:
-    """The table a build prints, from its report's JSON (the same for a replayed no-op)."""
-    rows = [("target", "backend", "status", "seconds", "check", "delegated", "planned", "outputs")]
-    programs = document["programs"]
-    for p in programs:
+    """The table a build prints, from its report's JSON (the same for a replayed no-op).
+
+    With ``--check`` (targets with a ``rebuild`` verdict) a ``reproducible`` column says whether
+    lowering again gave the same bytes; a target built only because it shares a weights file
+    with one that ``--only`` named gets a line below the table saying so.
+    """
+    targets = document["targets"]
+    rechecked = any(t.get("rebuild") for t in targets)
+    header = ["target", "backend", "status", "seconds", "check", "delegated", "planned",
+              *(["reproducible"] if rechecked else []), "outputs"]
+    rows = [header]
+    for p in targets:
         checked = p.get("checked")
         if checked:
-            decoded = [f for f in p.get("check") or [] if "tokens" in f]  # a language model's generation check
+            decoded = [f for f in p.get("figures") or [] if "tokens" in f]  # a language model's generation check
             if decoded:
-                prompts = [f["sizes"].get("prompt_tokens", 0) for f in p["check"] if f.get("stage") == "prefill"]
+                prompts = [f["sizes"].get("prompt_tokens", 0) for f in p["figures"] if f.get("stage") == "prefill"]
                 steps = sum(f["tokens"] for f in decoded)
                 check = check_words(checked, data=f"prompt {sum(prompts)} + {steps} steps")
                 check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{steps}"
             else:
                 check = check_words(checked)
         else:  # a check without numbers (a Windows program's imports): its name
-            check = p.get("check_kind") or "-"
+            check = p.get("check") or "-"
         outputs = ", ".join(f"{o['path'].replace(chr(92), '/').rsplit('/', 1)[-1]} ({_size(o['bytes'])})"
                             for o in p["outputs"]) or "-"
         status = p["status"] + (" (remote)" if p.get("source") == "remote" else "")
+        reproducible = [_REPRODUCIBLE.get(p.get("rebuild", ""), "-")] if rechecked else []
         delegated, planned = _figures(p) if p["backend"] else ("-", "-")
-        rows.append((p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, delegated, planned, outputs))
-    widths = [max(len(row[i]) for row in rows) for i in range(7)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:7])) + "  " + row[7] for row in rows]
+        rows.append([p["name"], p["backend"] or "shims", status, f"{p['seconds']:.1f}", check, delegated, planned,
+                     *reproducible, outputs])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in rows]
+    lines += [f"{p['name']}: brought along: {p['brought_along']}" for p in targets if p.get("brought_along")]
     counts: dict[str, int] = {}
-    for p in programs:
+    for p in targets:
         counts[p["status"]] = counts.get(p["status"], 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-    lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out']}")
+    if rechecked:
+        same = sum(1 for p in targets if p.get("rebuild") == "same")
+        tally += f"; {same} of {sum(1 for p in targets if p.get('rebuild'))} reproducible"
+    lines.append(f"{tally} in {document['seconds']:.1f}s -> {document['out_dir']}")
     return "\n".join(lines)
+
+
+_REPRODUCIBLE = {"same": "yes", "differs": "NO"}
+"""``--check``'s verdict (a target's ``rebuild``) as the table's ``reproducible`` column says it."""
 
 
 def check_words(checked: dict[str, Any], data: str = "") -> str:
@@ -188,7 +208,7 @@ def check_words(checked: dict[str, Any], data: str = "") -> str:
 def check_notes(document: dict[str, Any]) -> list[str]:
     """A note for each program whose check proves nothing: why, and the way out."""
     notes = []
-    for p in document.get("programs", ()):
+    for p in document.get("targets", ()):
         checked = p.get("checked") or {}
         if checked.get("verdict") == "proves-nothing":
             notes.append(f"note: {p['name']}: its check proves nothing: {'; '.join(checked.get('reasons', ()))}; "
@@ -200,9 +220,9 @@ def render(args: argparse.Namespace, document: dict[str, Any]) -> None:
     """Print a build's report: JSON, or the --explain lines and the table."""
     if args.json:
         print(json.dumps(document, indent=2))
-    elif document["programs"]:
+    elif document["targets"]:
         if args.explain:
-            for p in document["programs"]:
+            for p in document["targets"]:
                 for line in p.get("explain", ()):
                     print(f"{p['name']}: {line}")
         print(summary(document))

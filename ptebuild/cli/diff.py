@@ -22,12 +22,14 @@ def register(subparsers: Subparsers) -> None:
         description=(
             "Compare A and B part by part and print one line per part that differs. Given two bundles "
             "(.tar.gz, .tgz, .zip written by `ptebuild pack`), read without unpacking, or two output "
-            "folders of `ptebuild build`: one line per program (same bytes, new weights only, changed, "
-            "new program, removed) with its size before and after; then, for the programs in both, the "
-            "change of their figures (.pte and .ptd bytes, delegated fraction, planned memory, the "
-            "check's worst error and lowest cosine), marked where it grew or fell back to kernels; then "
-            "the operators added or dropped and the other files that differ. Exit 0 if they are the "
-            "same, 1 if they differ, 2 if either cannot be read."
+            "folders of `ptebuild build`: one line per program (same bytes; new weights only: its .pte is "
+            "byte-identical; new program and weights: the same plan with other weights, whose SHA-256 keys "
+            "change the .pte too; changed; new program; removed) with its size before and after and, where "
+            "it changed, the files a device must replace and why; then, for the programs in both, the "
+            "change of their figures (.pte and .ptd bytes, delegated fraction, planned memory, the check's "
+            "worst error and lowest cosine), marked where it grew or fell back to kernels; then the "
+            "operators added or dropped and the other files that differ. Exit 0 if they are the same, 1 if "
+            "they differ, 2 if either cannot be read."
         ),
     )
     parser.add_argument("a", metavar="A", help="a .pte or .ptd file, a bundle or an output folder (the old release)")
@@ -59,8 +61,10 @@ def _print_bundles(report: BundleDiff) -> None:
     words = max((len(p.change.words) for p in report.programs), default=0)
     for program in report.programs:
         sizes = f"{_size(program.size_before)} -> {_size(program.size_after)}"
-        detail = f"  ({program.detail})" if program.detail and program.change.value == "changed" else ""
-        print(f"{program.name.ljust(width)}  {program.change.words.ljust(words)}  {sizes}{detail}")
+        ship = ""
+        if program.change.value not in ("same", "added", "removed"):
+            ship = f"  ship {', '.join(program.ship) or 'nothing'}" + (f"  ({program.why})" if program.why else "")
+        print(f"{program.name.ljust(width)}  {program.change.words.ljust(words)}  {sizes}{ship}")
     changed = [(p.name, p.figures.lines(), p.figures.worse()) for p in report.programs if p.figures is not None and p.figures.lines()]
     if changed:
         print("figures:")

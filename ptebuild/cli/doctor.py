@@ -27,6 +27,11 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument("--no-probe", action="store_true", help="report only what is known without probing")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true",
+        help="also print the digests the verdicts are kept under (ptebuild's code, the probe's, torch's and "
+        "executorch's version.py) and the verdict file",
+    )
     add_cache_options(parser)
     parser.set_defaults(handler=doctor_command)
 
@@ -57,7 +62,14 @@ def doctor_command(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"plug-in left out: {problem}")
     for key, value in sorted(report.facts.items()):
-        print(f"{key}: {value}")
-    if report.verdicts:
+        if args.verbose or not _is_digest(value):
+            print(f"{key}: {value}")
+    if report.verdicts and args.verbose:
         print(f"verdicts: {report.verdicts}")
     return 0
+
+
+def _is_digest(value: object) -> bool:
+    """A fact that is a hex digest (what the verdicts are kept under): for --verbose only."""
+    text = str(value)
+    return len(text) >= 32 and all(c in "0123456789abcdef" for c in text)

@@ -24,7 +24,7 @@ def register(subparsers: Subparsers) -> None:
             "each output's SHA-256 and size. Commit it; `ptebuild build --locked` fails when it is stale."
         ),
     )
-    add_build_arguments(parser)
+    add_build_arguments(parser, lock=True)
     parser.set_defaults(handler=lock_command)
 
 
@@ -32,7 +32,7 @@ def lock_command(args: argparse.Namespace) -> int:
     from ptebuild.api.lock import lock
     from ptebuild.cli.build import TerminalReport, request_from
 
-    result = lock(args.manifest, request_from(args).replace(check=False), TerminalReport(sys.stderr, quiet=args.json))
+    result = lock(args.manifest, request_from(args), TerminalReport(sys.stderr, quiet=args.json))
     for target in result.not_built:
         print(f"error: {target.message or target.name + ': ' + str(target.status)}", file=sys.stderr)
     if result.path is None:

@@ -71,7 +71,7 @@ def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{path}: cannot read: {exc.strerror}; give the path of a .lib, .def or shim list") from None
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
@@ -88,7 +88,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
             Path(temporary).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise UsageError(f"{path}: cannot write: {exc.strerror}; give a path in a folder you can write to") from None
 
 
 def _load_any(path: Path) -> tuple[ShimList, str | None]:

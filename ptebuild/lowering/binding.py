@@ -100,7 +100,8 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
     where = _where(model, method)
     twice = next((i for i, name in enumerate(names) if name in names[:i]), None)
     if twice is not None:
-        raise ManifestError(f"{names[twice]!r} is declared twice; {shown} takes each parameter once", location=f"{where}[{twice}].name")
+        raise ManifestError(f"{names[twice]!r} is declared twice; {shown} takes each parameter once: remove one of them",
+                            location=f"{where}[{twice}].name")
     if inspect.Parameter.VAR_POSITIONAL in kinds.values():
         keyword_only = {n for n, k in kinds.items() if k is inspect.Parameter.KEYWORD_ONLY}
         binding = Binding(

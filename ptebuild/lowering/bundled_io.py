@@ -91,7 +91,8 @@ def write_bpte(model: Any, program: ProgramPlan, pte: Path, out: BinaryIO,
     try:
         data = serialize_from_bundled_program_to_flatbuffer(BundledProgram(None, suites, pte_file_path=str(pte)))
     except Exception as exc:
-        raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}",
+        raise BuildError(f"bundle_io: executorch could not bundle the test cases: {type(exc).__name__}: {exc}; "
+                         "set bundle_io = false for this program",
                          location=location) from exc
     out.write(data)
 

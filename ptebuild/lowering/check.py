@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import BuildError, CheckError
+from ptebuild.errors import REPORT, BuildError, CheckError
 from ptebuild.figures import OutputFigures, Verdict
 from ptebuild.lowering.binding import call_method
 from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
@@ -184,13 +184,14 @@ def compare_outputs(program_name: str, where: str, expected: list[Any], actual: 
 def _same_layout(program_name: str, where: str, expected: list[Any], actual: list[Any], names: list[str] | None) -> None:
     if len(expected) != len(actual):
         raise CheckError(
-            f"{where} returned {len(actual)} outputs, eager PyTorch {len(expected)}",
+            f"{where} returned {len(actual)} outputs, eager PyTorch {len(expected)}; {REPORT}",
             location=f"programs.{program_name}",
         )
     for index, (e, a) in enumerate(zip(expected, actual)):
         if tuple(e.shape) != tuple(a.shape):
             raise CheckError(
-                f"{where} output {_slot(index, names)}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}",
+                f"{where} output {_slot(index, names)}: shape {tuple(a.shape)}, eager PyTorch {tuple(e.shape)}; "
+                "the program computes something else than the model: check the model for this backend",
                 location=f"programs.{program_name}",
             )
 

@@ -59,8 +59,10 @@ class KnownLimit:
         return bool(self.pattern.search(text))
 
     def advice(self) -> str:
-        """One clause for the failure's line: ``known limit of X: what to do (fixed by ...)``."""
-        fixed = f"; fixed upstream by {self.fixed_by}" if self.fixed_by else ""
+        """One clause for the failure's line: ``known limit of X: what to do (fixed upstream by ...)``,
+        what to do last (the fix ends an error's line); a limit no upstream change fixes yet ends
+        ``; not fixed upstream yet (what upstream's code does)``."""
+        fixed = f" (fixed upstream by {self.fixed_by})" if self.fixed_by else ""
         if self.unfixed:
             fixed = f"; not fixed upstream yet ({self.unfixed})"
         return f"known limit of {self.toolchain}: {self.what_to_do}{fixed}"
@@ -91,7 +93,7 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
             "so this one has dilation or 3 spatial dims: give it dilation 1 and at most 2 spatial dims"
         ),
         operators=("conv_transpose", "convolution"),
-        fixed_by="pytorch/executorch#24222 (transposed convolutions, 1-D and 2-D, no dilation; for 1.6)",
+        fixed_by="pytorch/executorch#24222 (transposed convolutions, 1-D and 2-D, no dilation, for 1.6)",
         applied_by_ptebuild="backends/cuda/conv_transpose.py",
     ),
     KnownLimit(
@@ -105,7 +107,7 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
             "itself: F.interpolate without antialias, an nn.LSTM unrolled into matmuls (nn.LSTMCell calls "
             "_thnn_fused_lstm_cell), masks with torch.where instead of x[mask] = v"
         ),
-        fixed_by="pytorch/executorch#24222 and #24299 (scatter, index_put and mask indexing; for 1.6)",
+        fixed_by="pytorch/executorch#24222 and #24299 (scatter, index_put and mask indexing, for 1.6)",
     ),
     KnownLimit(
         name="xnnpack-static-int8-batch-order",

@@ -44,7 +44,7 @@ def move_named_data(manager: Any, config: Any, data_name: str, keep: Callable[[s
     if missing:
         raise BuildError(
             f"cannot move weights into '{data_name}.ptd': ExecutorchProgramManager has no {', '.join(missing)}"
-            " (ptebuild supports executorch 1.5.1)"
+            "; install the executorch that constraints.txt pins (1.5.1), which ptebuild supports"
         )
     named = manager._named_data
     if named is None:

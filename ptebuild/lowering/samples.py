@@ -89,8 +89,8 @@ def load_samples(model: str, method: MethodPlan, manifest_dir: Path, display: st
         try:
             value = factory()
         except Exception as exc:  # the user's code may raise anything
-            raise ManifestError(f"samples factory {spec!r} failed: {type(exc).__name__}: {exc}",
-                                manifest=display, location=at) from exc
+            raise ManifestError(f"samples factory {spec!r} failed: {type(exc).__name__}: {exc}; fix the factory "
+                                "(it is called without arguments)", manifest=display, location=at) from exc
         samples = _as_samples(value, f"samples factory {spec!r}", display, at)
     else:
         files = sample_files(spec, manifest_dir)
@@ -102,7 +102,8 @@ def load_samples(model: str, method: MethodPlan, manifest_dir: Path, display: st
                 value = torch.load(path, map_location="cpu", weights_only=True)
             except Exception as exc:
                 raise ManifestError(
-                    f"cannot read {name!r} as samples (torch.load, weights_only): {type(exc).__name__}: {exc}",
+                    f"cannot read {name!r} as samples (torch.load, weights_only): {type(exc).__name__}: {exc}; "
+                    "save tuples of tensors with torch.save, or give a factory 'package.module:callable'",
                     manifest=display, location=at,
                 ) from exc
             samples += _as_samples(value, f"file {name!r}", display, at)
@@ -128,8 +129,8 @@ def _import_factory(spec: str, manifest_dir: Path, display: str, at: str) -> Any
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # the user's code may raise anything while importing
-        raise ManifestError(f"cannot import samples factory {spec!r}: {type(exc).__name__}: {exc}",
-                            manifest=display, location=at) from exc
+        raise ManifestError(f"cannot import samples factory {spec!r}: {type(exc).__name__}: {exc}; fix the module, "
+                            "or put it beside the manifest", manifest=display, location=at) from exc
     for part in attribute.split("."):
         if not hasattr(target, part):
             import difflib
@@ -137,10 +138,12 @@ def _import_factory(spec: str, manifest_dir: Path, display: str, at: str) -> Any
             names = sorted(n for n in dir(target) if not n.startswith("_") and callable(getattr(target, n, None)))
             hint = difflib.get_close_matches(part, names, n=1)
             raise ManifestError(f"module {module_name!r} has no attribute {attribute!r}"
-                                f"{f' (did you mean {hint[0]!r}?)' if hint else ''}", manifest=display, location=at) from None
+                                f"{f' (did you mean {hint[0]!r}?)' if hint else ''}; name a callable that returns the "
+                                f"samples ({module_name}:NAME)", manifest=display, location=at) from None
         target = getattr(target, part)
     if not callable(target):
-        raise ManifestError(f"samples factory {spec!r} is not callable", manifest=display, location=at)
+        raise ManifestError(f"samples factory {spec!r} is not callable; name a function that returns the samples",
+                            manifest=display, location=at)
     return target
 
 
@@ -155,7 +158,8 @@ def _as_samples(value: Any, what: str, display: str, at: str) -> list[Sample]:
     if isinstance(value, list) and all(isinstance(item, (tuple, torch.Tensor)) for item in value):
         return [item if isinstance(item, tuple) else (item,) for item in value]
     raise ManifestError(
-        f"{what} holds a {type(value).__name__}, not a tuple of inputs or a list of such tuples",
+        f"{what} holds a {type(value).__name__}, not a tuple of inputs or a list of such tuples; give a tuple of "
+        "the method's inputs, or a list of such tuples",
         manifest=display, location=at,
     )
 
@@ -170,7 +174,8 @@ def check_samples(samples: list[Sample], method: MethodPlan, display: str, at: s
     for index, sample in enumerate(samples):
         problem = _sample_problem(sample, method)
         if problem:
-            raise ManifestError(f"sample {index}: {problem}", manifest=display, location=at)
+            raise ManifestError(f"sample {index}: {problem}; give samples that fit the method's declared inputs",
+                                manifest=display, location=at)
 
 
 def _sample_problem(sample: Sample, method: MethodPlan) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import CheckError
+from ptebuild.errors import REPORT, CheckError
 from ptebuild.plan import MethodPlan, ProgramPlan
 from ptebuild.runtime.payloads import DelegatePayload, PayloadReader
 from ptebuild.runtime.pte_file import Delegate, ExecutionPlan, PteReader, Value
@@ -133,7 +133,7 @@ def check_parses(pte: Path, ptd: Path | None, location: str) -> None:
     try:
         check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     except FormatError as exc:
-        raise CheckError(f"the program does not parse: {exc}", location=location) from None
+        raise CheckError(f"the program does not parse: {exc}; {REPORT}", location=location) from None
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,8 @@ def delegated(plan: ExecutionPlan, backend_id: str, backend: str, method: str, l
     if not ours:
         raise CheckError(
             f"method {method!r} has no {backend} delegate: the partitioner took none of its operators "
-            f"({kernels} run on ExecuTorch's portable kernels)",
+            f"({kernels} run on ExecuTorch's portable kernels): build it for the portable backend, or change the "
+            "model to operators this backend takes",
             location=location,
         )
     return Delegated(calls, kernels, delegates, ours)
@@ -192,7 +193,8 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
         if len(found) != len(tensors):
             raise CheckError(
                 f"{where} takes {len(found)} tensor {kind}s in the .pte, "
-                f"{'the manifest declares' if kind == 'input' else 'eager PyTorch returns'} {len(tensors)}",
+                f"{'the manifest declares' if kind == 'input' else 'eager PyTorch returns'} {len(tensors)}; "
+                + (REPORT if kind == "input" else "make the method return the same outputs at every size"),
                 location=f"programs.{program.name}",
             )
         for i, (arg, tensor) in enumerate(zip(found, tensors)):
@@ -200,7 +202,7 @@ def check_method_io(model: Any, program: ProgramPlan, method: MethodPlan, plan: 
             if arg.dtype != want or arg.sizes != tuple(tensor.shape):
                 raise CheckError(
                     f"{where} {kind} {i} is {arg.describe()} in the .pte, expected {want}{list(tensor.shape)} "
-                    f"(at {sizes or 'the example sizes'})",
+                    f"(at {sizes or 'the example sizes'}); {REPORT}",
                     location=f"programs.{program.name}",
                 )
 
@@ -211,7 +213,7 @@ def method_plans(pte_reader: PteReader, program: ProgramPlan) -> dict[str, Execu
     for method in program.methods:
         if method.name not in plans:
             raise CheckError(
-                f"the .pte has no method {method.name!r} (it has {', '.join(sorted(plans)) or 'none'})",
+                f"the .pte has no method {method.name!r} (it has {', '.join(sorted(plans)) or 'none'}); {REPORT}",
                 location=f"programs.{program.name}",
             )
     return plans

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ptebuild.errors import BuildError
+from ptebuild.errors import REPORT, BuildError
 from ptebuild.runtime.keys import SHA256_MARKER, sha256_in_key, weight_key
 
 # Private ExecutorchProgramManager fields (executorch 1.5.1) this pass reads and replaces.
@@ -76,7 +76,7 @@ def key_constants_by_sha256(et_program_manager: Any, config: Any) -> dict[str, s
     if missing:
         raise BuildError(
             f"cannot key weights by sha256: ExecutorchProgramManager has no {', '.join(missing)}"
-            " (ptebuild supports executorch 1.5.1)"
+            "; install executorch 1.5.1, the version ptebuild supports (constraints.txt)"
         )
     emitted = et_program_manager._emitter_output
     if not emitted.external_constant_map:
@@ -118,13 +118,13 @@ def _rename_external_tensors(
             if not 0 <= index < len(digests):
                 raise BuildError(
                     f"method {plan.name}: external tensor {info.fully_qualified_name!r} points "
-                    f"at buffer {index}, the program has {len(digests)}"
+                    f"at buffer {index}, the program has {len(digests)}; {REPORT}"
                 )
             key, fqn = _rename(info, digests[index], renamed, done)
             tags = [tag for tag, by_name in old_map.items() if fqn in by_name or key in by_name]
             if not tags:
                 raise BuildError(
-                    f"method {plan.name}: external tensor {fqn!r} is in no external data file"
+                    f"method {plan.name}: external tensor {fqn!r} is in no external data file; {REPORT}"
                 )
             for tag in tags:
                 new_map[tag][key] = index

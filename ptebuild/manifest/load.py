@@ -22,22 +22,22 @@ def read_toml(path: Path, display: str) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise ManifestError(f"{display}: no such file") from None
+        raise ManifestError(f"{display}: no such file; give the path of a .toml manifest") from None
     except IsADirectoryError:
         raise ManifestError(f"{display}: is a folder; give the path of a .toml manifest") from None
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{display}: not UTF-8 text (byte {exc.start}); save the manifest as UTF-8") from None
     except OSError as exc:
-        raise ManifestError(f"{display}: cannot read: {exc.strerror}") from None
+        raise ManifestError(f"{display}: cannot read: {exc.strerror}; give a manifest you can read") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_POSITION.match(str(exc))
         if match:
             raise ManifestError(
-                f"{display}:{match['line']}:{match['col']}: TOML syntax error: {match['msg']}"
+                f"{display}:{match['line']}:{match['col']}: TOML syntax error: {match['msg']}; correct the TOML there"
             ) from None
-        raise ManifestError(f"{display}: TOML syntax error: {exc}") from None
+        raise ManifestError(f"{display}: TOML syntax error: {exc}; correct the TOML there") from None
 
 
 def load_manifest(path: str | Path) -> BuildPlan:
@@ -75,7 +75,7 @@ def load_manifest_text(text: str, display: str) -> BuildPlan:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{display}: TOML syntax error: {exc}") from None
+        raise ManifestError(f"{display}: TOML syntax error: {exc}; correct the TOML there") from None
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:

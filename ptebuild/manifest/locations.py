@@ -116,17 +116,17 @@ def describe_validation_error(exc: ValidationError, display: str, model: type, p
         else:  # a list, a table, a number where a name belongs
             message = f"{display}: expected one of {', '.join(map(repr, expected))}, not {_toml_type(given)} {given!r}"
     elif kind == "missing":
-        message = f"{display}: missing required key {loc[-1]!r}"
+        message = f"{display}: missing required key {loc[-1]!r}; add it"
     elif kind in ("dict_type", "model_type", "model_attributes_type"):
-        message = f"{display}: expected a table (got {first.get('input')!r})"
+        message = f"{display}: expected a table (got {first.get('input')!r}); write a table {{ key = value, ... }}"
     elif kind == "list_type":
-        message = f"{display}: expected an array (got {first.get('input')!r})"
+        message = f"{display}: expected an array (got {first.get('input')!r}); write an array [ ... ]"
     elif kind == "value_error":
         message = f"{display}: {first['msg'].removeprefix('Value error, ')}"
     else:
         given = first.get("input")
         shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
-        message = f"{display}: {first['msg'].lower()}{shown}"
+        message = f"{display}: {first['msg'].lower()}{shown}; correct the value"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message

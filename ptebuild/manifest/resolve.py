@@ -79,7 +79,8 @@ def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str
                 if isinstance(dim, str):
                     if dim not in dims:
                         hint = did_you_mean(dim, dims) or (
-                            f"; declare it under models.{model_name}.dims" if not dims else ""
+                            f"; declare it under models.{model_name}.dims" if not dims
+                            else f"; use one of {', '.join(dims)}, or declare it under models.{model_name}.dims"
                         )
                         raise ManifestError(f"{display}: {where}.shape: unknown dynamic dim {dim!r}{hint}")
                     used.add(dim)
@@ -127,10 +128,10 @@ def _resolve_program(
         if method not in methods:
             raise ManifestError(
                 f"{display}: {where}.methods: model {program.model!r} has no method {method!r}"
-                f"{did_you_mean(method, methods)}"
+                f"{did_you_mean(method, methods)}; name one of {', '.join(methods)}"
             )
     if len(set(chosen)) != len(chosen):
-        raise ManifestError(f"{display}: {where}.methods: lists a method twice")
+        raise ManifestError(f"{display}: {where}.methods: lists a method twice; list each once")
     options = _resolve_options(display, manifest, name, program, backend_name, backend, kind.program_options_model(backend_name))
     problem = kind.program_problem(model, backend_name, backend, options, program.data_name)
     if problem is not None:
@@ -225,7 +226,8 @@ def _resolve_program(
         check_set=tuple(part for part, value in given.items() if value is not None),
         calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
-        model_entry=model.model_dump(mode="json"),
+        weights_key=getattr(model, "weights_key", None),  # a factory's model; a language model names its checkpoint
+        model_entry=_model_entry(model),
         program_entry=program_entry,
         bundle_io=bundle_io,
         etrecord=etrecord,
@@ -236,6 +238,15 @@ def _resolve_program(
         min_token_agreement=min_token_agreement,
         bound=BoundBackend(backend_name, options_json, options),  # validated here, and nowhere again
     )
+
+
+def _model_entry(model: BaseModel) -> dict[str, Any]:
+    """The model's entry as its programs' keys hash it; ``weights_key`` only where it is set, so that
+    models without one keep their keys."""
+    entry = model.model_dump(mode="json")
+    if entry.get("weights_key") is None:
+        entry.pop("weights_key", None)
+    return entry
 
 
 def _resolve_options(
@@ -311,7 +322,7 @@ def check_collisions(display: str, plan: BuildPlan) -> None:
                 if other_name == file_name and file_name in shared and other_owner.startswith("program "):
                     continue  # a shared weights file
                 if other_name == file_name:
-                    what = f"both write {file_name!r}"
+                    what = f"both write {file_name!r}; give one of them another name"
                 else:
                     what = (
                         f"write {other_name!r} and {file_name!r}, one file on macOS and Windows; "
@@ -336,7 +347,7 @@ def resolve(manifest: Manifest, *, display: str, manifest_dir: Path, offline: bo
             for_whom = f" (used by program {users[0]!r})" if users else ""
             raise ManifestError(
                 f"{display}: models.{model_name}.factory: cannot import {module!r}{for_whom}: "
-                f"no module named {module!r} in {manifest_dir} or the environment"
+                f"no module named {module!r} in {manifest_dir} or the environment; put it beside the manifest or install it"
             )
     members = {name: _bundle_programs(display, name, spec, list(manifest.programs)) for name, spec in manifest.bundles.items()}
     with_io = {p for p, spec in manifest.programs.items() if spec.bundle_io}
@@ -385,7 +396,7 @@ def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list
             matches = [p for p in programs if fnmatch.fnmatchcase(p, pattern)]
             if not matches:
                 raise ManifestError(
-                    f"{display}: {where}: {pattern!r} matches no program; the programs are {', '.join(sorted(programs))}"
+                    f"{display}: {where}: {pattern!r} matches no program; name one of {', '.join(sorted(programs))}"
                 )
             found.update(matches)
         elif pattern in programs:

@@ -33,6 +33,7 @@ DType = Literal["float32", "float16", "bfloat16", "int32", "int64", "int8", "uin
 DTYPES = get_args(DType)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WEIGHTS_KEY = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 _FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*")
 
 
@@ -51,9 +52,9 @@ class DynamicDim(_Strict):
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         if self.min > self.max:
-            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max}); give min <= max")
         if self.example is not None and not self.min <= self.example <= self.max:
-            raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]")
+            raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]; give one inside")
         return self
 
     def example_size(self) -> int:
@@ -87,7 +88,7 @@ class InputSpec(_Strict):
     @classmethod
     def _identifier(cls, value: str) -> str:
         if not _IDENTIFIER.fullmatch(value):
-            raise ValueError(f"input name {value!r} is not a Python identifier")
+            raise ValueError(f"input name {value!r} is not a Python identifier; use the name of the forward's parameter")
         return value
 
     @model_validator(mode="after")
@@ -99,16 +100,16 @@ class InputSpec(_Strict):
                 f"or value (a scalar){', not ' + ' and '.join(given) if given else ''}"
             )
         if self.items is None and self.container is not None:
-            raise ValueError(f"input {self.name!r}: container needs items")
+            raise ValueError(f"input {self.name!r}: container needs items; add items = [...]")
         if self.shape is None:
             extra = sorted({"dtype", "low", "high"} & self.model_fields_set)
             if extra:
-                raise ValueError(f"input {self.name!r}: {', '.join(extra)} apply to a tensor (an input with a shape)")
+                raise ValueError(f"input {self.name!r}: {', '.join(extra)} apply to a tensor (an input with a shape); remove them")
         if self.items is not None:
             names = [item.name for item in self.items]
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
-                raise ValueError(f"input {self.name!r}: items name {twice[0]!r} twice")
+                raise ValueError(f"input {self.name!r}: items name {twice[0]!r} twice; give each item its own name")
         return self
 
     @model_serializer(mode="wrap")
@@ -171,7 +172,12 @@ class ModelSpec(_Strict):
     """``"package.module:callable"``, importable from the manifest's folder or the environment."""
     kwargs: dict[str, Any] = {}
     weights: str | None = None
-    """A state dict (``torch.save``), path relative to the manifest; loaded with weights_only=True."""
+    """The model's weights, path relative to the manifest: a state dict saved with ``torch.save``
+    (loaded with weights_only=True), a checkpoint holding one (see ``weights_key``), or a
+    ``.safetensors`` file."""
+    weights_key: Annotated[str, Field(pattern=_WEIGHTS_KEY.pattern)] | None = None
+    """The entry of a checkpoint that holds the state dict: ``"model"`` for ``{"model": state_dict,
+    "epoch": 3}``, ``"state_dict"`` for Lightning's, or a dotted path (``"state.model"``)."""
     seed: int = 0
     sources: list[str] = []
     """Extra files (globs relative to the manifest) whose content the build depends on."""
@@ -186,7 +192,7 @@ class ModelSpec(_Strict):
                 if candidate is None:
                     continue
                 if not _IDENTIFIER.fullmatch(candidate):
-                    raise ValueError(f"{what} {candidate!r} is not a Python identifier")
+                    raise ValueError(f"{what} {candidate!r} is not a Python identifier; name a method of the model")
                 if candidate.startswith("__"):
                     raise ValueError(f"{what} {candidate!r} is a special method; name a method of the model")
         return value
@@ -195,8 +201,14 @@ class ModelSpec(_Strict):
     @classmethod
     def _factory_form(cls, value: str) -> str:
         if not _FACTORY.fullmatch(value):
-            raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'")
+            raise ValueError(f"factory {value!r} is not of the form 'package.module:callable'; separate the module and the callable with a colon")
         return value
+
+    @model_validator(mode="after")
+    def _key_needs_weights(self) -> Self:
+        if self.weights_key is not None and self.weights is None:
+            raise ValueError("weights_key names an entry of the weights file: set weights too, or drop weights_key")
+        return self
 
 
 def _size(value: object) -> int:
@@ -415,6 +427,73 @@ def json_schema() -> dict[str, Any]:
         }
         for name, ref in program_refs.items()
     ]
+    _refine(schema, defs)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ptebuild manifest"
     return schema
+
+
+CLI_ONLY_CHECKS = (
+    "dims: min <= max, and example within [min, max]",
+    "programs.NAME.model names a declared model",
+    "a shape names a declared dynamic dim",
+    "programs.NAME.methods name methods of the model",
+    "bundles.NAME.programs match declared programs",
+    "what the backend needs when only [defaults] names it (data_name, fixed shapes)",
+    "names that differ only in case (one file on macOS and Windows)",
+    "files the manifest names exist (weights, sources, shim lists, include globs, a language model's params, tokenizer and checkpoint)",
+    "what a program takes that depends on the kind of the model it names "
+    "(a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "a language model's max_context_length >= max_seq_length",
+    "the factory's module can be imported",
+    "a key given in both options and compile_specs",
+)
+"""What ``ptebuild`` checks that the JSON Schema cannot (the docs list them: docs/manifest.md).
+
+JSON Schema (2020-12) validates each value against fixed rules: it cannot compare two values of
+the document (``min <= max``: the ``$data`` proposal was never adopted), nor check that a value
+names a key declared elsewhere in it (an enum built from the manifest's own ``models`` is not a
+static schema), nor look at files or the Python environment."""
+
+
+def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
+    """Add what pydantic's validators check but its schema does not say, where JSON Schema can say it."""
+    from ptebuild.backends import backend_names, get_backend
+    from ptebuild.names import name_json_schema
+
+    identifier = {"type": "string", "pattern": f"^{_IDENTIFIER.pattern}$"}
+    method_name = {**identifier, "not": {"pattern": "^__"}}
+    schema["properties"]["programs"]["propertyNames"] = name_json_schema(".pte")
+    schema["properties"]["shims"]["propertyNames"] = name_json_schema(".lib")
+    schema["properties"]["bundles"]["propertyNames"] = name_json_schema(".tar.gz")
+    schema["anyOf"] = [
+        {"required": ["programs"], "properties": {"programs": {"minProperties": 1}}},
+        {"required": ["shims"], "properties": {"shims": {"minProperties": 1}}},
+    ]
+    # Without a default backend, every program names its own.
+    schema["if"] = {"required": ["defaults"], "properties": {"defaults": {"required": ["backend"]}}}
+    schema["else"] = {"properties": {"programs": {"additionalProperties": {"required": ["backend"]}}}}
+    model = defs["ModelSpec"]
+    model["properties"]["factory"]["pattern"] = f"^{_FACTORY.pattern}$"
+    model["properties"]["methods"]["propertyNames"] = method_name
+    model["dependentRequired"] = {"weights_key": ["weights"]}
+    defs["MethodSpec"]["properties"]["function"]["anyOf"][0].update(method_name)
+    spec = defs["InputSpec"]
+    spec["properties"]["name"].update(identifier)
+    spec["oneOf"] = [{"required": [kind]} for kind in ("shape", "items", "value")]
+    spec["dependentRequired"] = {"container": ["items"], "dtype": ["shape"], "low": ["shape"], "high": ["shape"]}
+    program = defs["ProgramSpec"]
+    program["properties"]["data_name"]["anyOf"][0] = name_json_schema(".ptd")
+    program["properties"]["methods"]["anyOf"][0].update(minItems=1, uniqueItems=True)
+    bundle = defs["BundleSpec"]["properties"]
+    bundle["output"]["anyOf"][0]["pattern"] = "(\\.[Tt][Aa][Rr]\\.[Gg][Zz]|\\.[Tt][Gg][Zz]|\\.[Zz][Ii][Pp])$"
+    bundle["include"]["items"]["not"] = {"pattern": "^/|(^|/)\\.\\.(/|$)"}  # inside the manifest's folder
+    for name in backend_names():  # what a backend needs of a program that names it
+        backend = get_backend(name)
+        needs: dict[str, Any] = {}
+        if backend.requires_data_name:
+            needs = {"required": ["data_name"]}
+        elif backend.keeps_data_in_pte:
+            needs = {"not": {"required": ["data_name"]}}
+        if needs:
+            program["allOf"].append({"if": {"properties": {"backend": {"const": name}}, "required": ["backend"]}, "then": needs})

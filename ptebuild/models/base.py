@@ -186,4 +186,4 @@ class ModelKind:
         from ptebuild.errors import UsageError
 
         raise UsageError(f"{plan.manifest}: program {program.name!r} is not a language model ({self.name} model); "
-                         "--prompt is for programs of executorch-llm models")
+                         "--prompt is for programs of executorch-llm models: drop --prompt")

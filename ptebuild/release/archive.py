@@ -93,7 +93,7 @@ def archive_format(path: str | os.PathLike[str]) -> ArchiveFormat:
         if name.endswith(suffix) and len(name) > len(suffix):
             return fmt
     raise UsageError(
-        f"{path}: unknown archive type (name it NAME.tar.gz, NAME.tgz or NAME.zip)"
+        f"{path}: unknown archive type; name it NAME.tar.gz, NAME.tgz or NAME.zip"
     )
 
 
@@ -119,7 +119,7 @@ def reproducible_timestamp(environ: Mapping[str, str] | None = None) -> int:
         stamp = int(value)
     except ValueError:
         raise UsageError(
-            f"SOURCE_DATE_EPOCH={value!r}: not an integer (seconds since 1970-01-01 UTC)"
+            f"SOURCE_DATE_EPOCH={value!r}: not an integer; set it to seconds since 1970-01-01 UTC, or unset it"
         ) from None
     return min(max(stamp, DEFAULT_TIMESTAMP), _ZIP_MAX_TIMESTAMP)
 
@@ -143,18 +143,18 @@ def write_archive(
     names = [e.name for e in files]
     if len(set(names)) != len(names):
         duplicate = next(n for n in names if names.count(n) > 1)
-        raise UsageError(f"{dest}: two files would be packed as {duplicate!r}")
+        raise UsageError(f"{dest}: two files would be packed as {duplicate!r}; rename one of them")
     dirs = sorted({f.rstrip("/") + "/" for f in folders})
     if dest.is_dir():
-        raise UsageError(f"{dest}: is a folder (give the archive's file name, e.g. {dest}/bundle.tar.gz)")
+        raise UsageError(f"{dest}: is a folder; give the archive's file name, e.g. {dest}/bundle.tar.gz")
     if dest.parent.exists() and not dest.parent.is_dir():
-        raise UsageError(f"{dest}: cannot write there: {dest.parent} is not a folder")
+        raise UsageError(f"{dest}: cannot write there: {dest.parent} is not a folder; give a path in a folder")
     with contextlib.ExitStack() as stack:
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             out = stack.enter_context(atomic_output(dest, mode=FILE_MODE, readable=True))
         except OSError as exc:
-            raise UsageError(f"{dest}: cannot write there: {exc.strerror}") from None
+            raise UsageError(f"{dest}: cannot write there: {exc.strerror}; give a path in a folder you can write to") from None
         if fmt == "zip":
             _write_zip(out, dirs, files, stamp)
         else:

@@ -178,14 +178,14 @@ def _open_archive(path: Path) -> Iterator[tuple[list[_Member], Opener]]:
                 def extract(m: _Member) -> IO[bytes]:
                     f = tar.extractfile(m.handle)
                     if f is None:  # a tar opens files only; only the bundle's files are opened
-                        raise FormatError(f"{path}: {m.name}: not a file")
+                        raise FormatError(f"{path}: {m.name}: not a file; give a bundle written by `ptebuild pack`")
                     return f
 
                 yield members, extract
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         if isinstance(exc, OSError) and exc.filename is not None:
-            raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-        raise FormatError(f"{path}: not a readable {fmt} archive: {exc} (cut short or corrupt?)") from None
+            raise UsageError(f"{path}: cannot read: {exc.strerror}; give a bundle you can read") from None
+        raise FormatError(f"{path}: not a readable {fmt} archive: {exc} (cut short or corrupt?); pack it again") from None
 
 
 def _tar_member(info: tarfile.TarInfo) -> _Member:

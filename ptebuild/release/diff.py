@@ -7,11 +7,18 @@ files of programs whose bytes differ are copied, into a private temporary folder
 compared part by part. Each program of either bundle's build record is one of:
 
 - **same**: every file of it has the same bytes;
-- **new weights**: its ``.ptd`` files differ, and its ``.pte`` is equal or equal but for its
-  weight keys and the weights it holds itself (:func:`~ptebuild.runtime.diff.weights_only`);
+- **new weights only**: its ``.ptd`` files differ and its ``.pte`` is byte-identical (a weights
+  file it shares with a program whose weights moved): the new ``.ptd`` alone updates a device;
+- **new program and weights**: its ``.pte`` differs only in its weight keys and the weights it
+  holds itself (:func:`~ptebuild.runtime.diff.weights_only`). ptebuild keys weights by their
+  SHA-256, so new weights always change the ``.pte`` that names them: a device needs both files
+  (a new ``.ptd`` beside the old ``.pte`` fails at load);
 - **changed**: its ``.pte`` differs otherwise (the most telling part that differs is named), or its
   test cases (``.bpte``) alone;
 - **added** / **removed**: in one bundle only.
+
+Each program that changed names what a device must replace (``ship``: its files whose bytes
+differ, the new release's names) and why.
 
 Sizes are the sum of a program's files (a weights file that programs share counts for each).
 Each program in both also gets the change of its figures (:mod:`ptebuild.insight.compare`): its
@@ -58,6 +65,9 @@ _TELLING = (Part.METHOD, Part.PLAN, Part.DELEGATE, Part.VERSION, Part.NEEDS, Par
 class Change(str, enum.Enum):
     SAME = "same"
     WEIGHTS = "new-weights"
+    """Only weights files differ; the ``.pte`` is byte-identical."""
+    PROGRAM_AND_WEIGHTS = "program-and-weights"
+    """The same plan with other weights: the ``.pte`` differs in its weight keys (and the weights it holds)."""
     CHANGED = "changed"
     ADDED = "added"
     REMOVED = "removed"
@@ -73,6 +83,7 @@ class Change(str, enum.Enum):
 _WORDS = {
     Change.SAME: "same bytes",
     Change.WEIGHTS: "new weights only",
+    Change.PROGRAM_AND_WEIGHTS: "new program and weights",
     Change.CHANGED: "changed",
     Change.ADDED: "new program",
     Change.REMOVED: "removed",
@@ -88,6 +99,10 @@ class ProgramChange:
     before: Mapping[str, int] | None
     after: Mapping[str, int] | None
     detail: str = ""
+    ship: tuple[str, ...] = ()
+    """What a device must replace: the program's files whose bytes differ (all of a new one's), sorted."""
+    why: str = ""
+    """Why those files, in a few words (a changed program: the most telling part that differs)."""
     figures: FiguresChange | None = None
     """The change of its figures (a program in both releases), else None."""
 
@@ -108,6 +123,8 @@ class ProgramChange:
             "files_before": dict(self.before) if self.before is not None else None,
             "files_after": dict(self.after) if self.after is not None else None,
             "detail": self.detail,
+            "ship": list(self.ship),
+            "why": self.why,
             "figures": self.figures.to_json() if self.figures is not None else None,
         }
 
@@ -196,7 +213,7 @@ def _read(path: Path) -> Iterator[_Side]:
     with bundle_files(path) as (folder, files, read), tempfile.TemporaryDirectory(prefix="ptebuild-diff-") as scratch:
         record = files.get(RECORD_NAME)
         if record is None or record.size > _METADATA_LIMIT:
-            raise FormatError(f"{path}: {folder}/{RECORD_NAME}: missing or too large (not a bundle written by `ptebuild pack`?)")
+            raise FormatError(f"{path}: {folder}/{RECORD_NAME}: missing or too large; give a bundle written by `ptebuild pack`")
         with read(record) as f:
             try:
                 document = json.loads(f.read())
@@ -204,7 +221,7 @@ def _read(path: Path) -> Iterator[_Side]:
                 programs = {name: tuple(sorted(entry["outputs"])) for name, entry in targets.items()
                             if entry.get("kind", "program") == "program"}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise FormatError(f"{path}: {folder}/{RECORD_NAME}: not a build record ({exc})") from None
+                raise FormatError(f"{path}: {folder}/{RECORD_NAME}: not a build record ({exc}); give a bundle written by `ptebuild pack`") from None
         digests = {}
         oplist = None
         for name, member in files.items():  # archive order: a .tar.gz is read front to back once
@@ -268,35 +285,47 @@ def _compare(name: str, a: _Side, b: _Side) -> ProgramChange:
 def _change(name: str, a: _Side, b: _Side) -> ProgramChange:
     before = _sizes(a, name)
     after = _sizes(b, name)
-    if before is None or after is None:
-        return ProgramChange(name, Change.ADDED if before is None else Change.REMOVED, before, after)
+    if before is None:
+        return ProgramChange(name, Change.ADDED, before, after, ship=tuple(sorted(b.programs[name])),
+                             why="not in the old release")
+    if after is None:
+        return ProgramChange(name, Change.REMOVED, before, after, why="not in the new release")
     files_a, files_b = set(a.programs[name]), set(b.programs[name])
-    differing = sorted(f for f in files_a | files_b if a.digests.get(f) != b.digests.get(f))
+    differing = tuple(sorted(f for f in files_a | files_b if a.digests.get(f) != b.digests.get(f)))
+    ship = tuple(f for f in differing if f in files_b)
+
+    def changed(detail: str, why: str | None = None) -> ProgramChange:
+        return ProgramChange(name, Change.CHANGED, before, after, detail, ship, why if why is not None else detail)
+
     if not differing:
         return ProgramChange(name, Change.SAME, before, after)
     ptes = sorted(f for f in files_a if f.endswith(".pte"))
     if not ptes or ptes != sorted(f for f in files_b if f.endswith(".pte")):
-        return ProgramChange(name, Change.CHANGED, before, after, "its program file was renamed")
+        return changed("its program file was renamed")
     pte = ptes[0]
     weights = [f for f in differing if f.endswith(".ptd")]
     if pte not in differing:
         if set(differing) - set(weights):
-            return ProgramChange(name, Change.CHANGED, before, after, "its test cases (.bpte) differ: " + ", ".join(differing))
-        return ProgramChange(name, Change.WEIGHTS, before, after, ", ".join(weights))
+            return changed("its test cases (.bpte) differ: " + ", ".join(differing))
+        return ProgramChange(name, Change.WEIGHTS, before, after, ", ".join(weights), ship,
+                             f"{pte} is byte-identical and names only keys the new .ptd holds")
     from ptebuild.runtime.diff import diff, weights_only
 
     left, right = a.scratch / pte, b.scratch / pte
     try:
         if weights_only(left, right):
-            return ProgramChange(name, Change.WEIGHTS, before, after, ", ".join(weights) or f"the weights inside {pte}")
+            why = ("same plan and operators; the .pte names its weights by SHA-256, so it changes with them: ship both"
+                   if weights else "same plan and operators; its weights are inside the .pte")
+            return ProgramChange(name, Change.PROGRAM_AND_WEIGHTS, before, after,
+                                 ", ".join(weights) or f"the weights inside {pte}", ship, why)
         report = diff(left, right)
     except (FormatError, OSError) as exc:
-        return ProgramChange(name, Change.CHANGED, before, after, f"{pte} cannot be compared: {exc}")
+        return changed(f"{pte} cannot be compared: {exc}")
     # What a reader of a release wants first: a method, its plan or payload; sizes and offsets follow from them.
     first = min(report.differences, key=lambda d: _TELLING.index(d.part) if d.part in _TELLING else len(_TELLING), default=None)
     detail = f"{pte}: {first}" if first is not None else ""
     more = len(report.differences) - 1
-    return ProgramChange(name, Change.CHANGED, before, after, detail + (f" (and {more} more parts)" if more > 0 else ""))
+    return changed(detail + (f" (and {more} more parts)" if more > 0 else ""))
 
 
 def _sizes(side: _Side, name: str) -> dict[str, int] | None:

@@ -221,6 +221,14 @@ class Mismatch:
     def __str__(self) -> str:
         return self.message
 
+    def fix(self, manifest: str | Path = "MANIFEST") -> str:
+        """What to do about it, when the message does not say it already."""
+        if self.kind is MismatchKind.STALE:
+            return f"run `ptebuild lock {manifest}` to build and lock what changed, or undo the change"
+        if self.kind is MismatchKind.OUTPUT:
+            return f"`ptebuild build --check {manifest}` names the part that is not reproducible"
+        return ""
+
     def to_json(self) -> dict[str, str]:
         return {"kind": str(self.kind), "target": self.target, "subject": self.subject, "message": self.message}
 
@@ -324,7 +332,7 @@ def read_lock(path: str | Path) -> Lock:
     except FileNotFoundError:
         raise UsageError(f"{path}: no lockfile (write it with `ptebuild lock MANIFEST`)") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise FormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise FormatError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc} ({_FIX})") from None
     lock = loads_lock(text, str(path))
     return Lock(lock.entries, lock.manifest, path)
 

@@ -139,12 +139,12 @@ def pack(
     folder = Path(out_dir) if out_dir is not None else plan.out_dir()
     record = read_build_record(folder) if folder.is_dir() else None
     if record is None:
-        raise UsageError(f"{folder}: no {RECORD_NAME} (build the manifest first: `ptebuild build {manifest_path}`)")
+        raise UsageError(f"{folder}: no {RECORD_NAME}; build the manifest first: `ptebuild build {manifest_path}`")
     wanted = list(chosen.programs) if chosen else [p.name for p in plan.programs] + [s.name for s in plan.shims]
     unbuilt = [name for name in wanted if name not in record.targets]
     if unbuilt:
         raise PackError(
-            f"{folder}: not built: {', '.join(unbuilt)} (run `ptebuild build {manifest_path}`); nothing packed"
+            f"{folder}: not built: {', '.join(unbuilt)}; nothing packed; run `ptebuild build {manifest_path}`"
         )
     report = verify_folder(folder, verify_bytes=True)
     failed = [t for t in report.failed if t.name in wanted]
@@ -152,8 +152,8 @@ def pack(
         first = failed[0]
         more = f" (and {len(failed) - 1} more targets)" if len(failed) > 1 else ""
         raise PackError(
-            f"{folder}: {first.name} fails verification: {first.problems[0]}{more}; "
-            f"rebuild it with `ptebuild build {manifest_path}`; nothing packed"
+            f"{folder}: {first.name} fails verification: {first.problems[0]}{more}; nothing packed; "
+            f"rebuild it with `ptebuild build {manifest_path}`"
         )
     targets = {name: record.targets[name] for name in sorted(wanted)}
     lock = read_lock(lock_path) if lock_path is not None else None
@@ -162,7 +162,8 @@ def pack(
         mismatches = compare_lock(lock, lock_entries_from_record(targets), subset=chosen is not None)
         if mismatches:
             more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-            raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed")
+            fix = mismatches[0].fix(manifest_path)
+            raise PackError(f"{lock.path}: {mismatches[0]}{more}; nothing packed" + (f"; {fix}" if fix else ""))
     targets = _carried(targets, chosen)
     files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
     measured = {name: (entry.get("checked") or {}).get("max_abs_error") for name, entry in targets.items()}
@@ -204,26 +205,27 @@ def pack_from_cache(
     dest = _destination(plan, chosen, dest)
     archive_format(dest)
     if not lock.entries:
-        raise PackError(f"{lock.path}: the lock names no targets; nothing packed")
+        raise PackError(f"{lock.path}: the lock names no targets; nothing packed; write it with `ptebuild lock MANIFEST`")
     entries = dict(lock.entries)
     if chosen is not None:
         absent = [name for name in chosen.programs if name not in entries]
         if absent:
             raise UsageError(
                 f"{lock.path}: no entry for {', '.join(absent)} of bundle {chosen.name!r} "
-                f"(the lock is stale: run `ptebuild lock {manifest_path}`)"
+                f"; the lock is stale: run `ptebuild lock {manifest_path}`"
             )
         entries = {name: entries[name] for name in chosen.programs}
     stale = stale_targets(plan, entries, hash_file)
     if stale:
         more = f" (and {len(stale) - 1} more targets)" if len(stale) > 1 else ""
         raise PackError(
-            f"{lock.path}: lock is stale: {stale[0].line()}{more}; build and lock it (`ptebuild build {manifest_path}`, "
-            f"`ptebuild lock {manifest_path}`), then pack; nothing packed"
+            f"{lock.path}: lock is stale: {stale[0].line()}{more}; nothing packed; build and lock it "
+            f"(`ptebuild build {manifest_path}`, `ptebuild lock {manifest_path}`), then pack"
         )
     unlisted = [name for name, entry in entries.items() if not entry.outputs]
     if unlisted:
-        raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed")
+        raise PackError(f"{lock.path}: no outputs listed for {', '.join(unlisted)} ({LOCK_NAME} is incomplete); nothing packed; "
+                        "write it again with `ptebuild lock MANIFEST`")
     if isinstance(cache, (str, os.PathLike)):
         from ptebuild.store.frontend import Cache
 
@@ -238,8 +240,8 @@ def pack_from_cache(
             missing.append(f"{name} ({', '.join(absent)})")
     if missing:
         raise PackError(
-            f"{where}: not in the cache: {'; '.join(missing)}; build them there or pack from a cache "
-            "that has them; nothing packed"
+            f"{where}: not in the cache: {'; '.join(missing)}; nothing packed; build them there or pack from a cache "
+            "that has them"
         )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -254,9 +256,9 @@ def pack_from_cache(
                 try:
                     cache.fetch_blob(output.sha256, folder / output.name, output.size)
                 except CorruptObject as exc:
-                    raise PackError(f"{where}: {name}: {exc}; nothing packed") from None
+                    raise PackError(f"{where}: {name}: {exc.message}; nothing packed; build it again into that cache") from None
                 except StoreError as exc:
-                    raise PackError(f"{name}: {exc}; nothing packed") from None
+                    raise PackError(f"{name}: {exc.message}; nothing packed; check the cache folder (`ptebuild cache verify`)") from None
         tolerances = bpte_tolerances(plan, {name: _measured_error(cache, entry.key) for name, entry in entries.items()})
         targets = _record_targets(entries, manifest_path.name, tolerances)
         record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "manifest": manifest_path.name, "targets": targets}
@@ -264,7 +266,8 @@ def pack_from_cache(
         report = verify_folder(folder, verify_bytes=True)
         if not report.ok:
             first = report.failed[0]
-            raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed")
+            raise PackError(f"{where}: {first.name} restored from the cache fails verification: {first.problems[0]}; nothing packed; "
+                            "build it again into that cache")
         targets = _carried(targets, chosen)
         files = {file: folder / file for entry in targets.values() for file in entry["outputs"]}
         extras = _included(plan, chosen, files)
@@ -286,7 +289,7 @@ def _refuse_stale(plan: BuildPlan, manifest_path: Path, folder: Path, built: Map
         plan, {name: lock.entries[name] for name in built}, hash_file
     ):
         way_out += f", or pack what {lock.path.name if lock.path else LOCK_NAME} names from the cache (`ptebuild pack {manifest_path} --from-cache`)"
-    raise PackError(f"{folder}: {first.line()}{more}; {way_out}; nothing packed")
+    raise PackError(f"{folder}: {first.line()}{more}; nothing packed; {way_out}")
 
 
 def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:
@@ -296,7 +299,7 @@ def _bundle_of(plan: BuildPlan, name: str | None) -> BundlePlan | None:
     found = plan.bundle(name)
     if found is None:
         names = [b.name for b in plan.bundles]
-        declared = f"; it declares {', '.join(names)}" if names else "; it declares none ([bundles.NAME] programs = [...])"
+        declared = f"; name one of {', '.join(names)}" if names else "; declare it as [bundles.NAME] programs = [...]"
         raise UsageError(f"--bundle: {plan.manifest} has no bundle {name!r}{did_you_mean(name, names)}{declared}")
     return found
 
@@ -318,7 +321,7 @@ def _lock_bytes(lock: Lock | None, wanted: list[str], bundle: BundlePlan | None)
         try:
             return lock.path.read_bytes()
         except OSError as exc:
-            raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}") from None
+            raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}; give a lock you can read (--lock)") from None
     subset = {name: lock.entries[name] for name in sorted(wanted) if name in lock.entries}
     if bundle is not None:
         subset = {name: replace(entry, outputs=tuple(o for o in entry.outputs if _carries(bundle, o.name)))
@@ -401,7 +404,8 @@ def _over_budget(plan: BuildPlan | None, figures: Mapping[str, Any]) -> None:
         if overruns:
             first = overruns[0]
             more = f" (and {len(overruns) - 1} more limits)" if len(overruns) > 1 else ""
-            raise PackError(f"{plan.manifest}: {first.limit.location}: {first.message}{more}; nothing packed")
+            raise PackError(f"{plan.manifest}: {first.limit.location}: {first.message}{more}; nothing packed; "
+                             "bring the program within its budget or raise the budget, then build and pack again")
 
 
 def _included(plan: BuildPlan | None, bundle: BundlePlan | None, outputs: Mapping[str, Path]) -> dict[str, Path]:
@@ -421,10 +425,10 @@ def _included(plan: BuildPlan | None, bundle: BundlePlan | None, outputs: Mappin
         where = f"{plan.manifest}: bundles.{bundle.name}.include[{index}]"
         matches = sorted(p for p in root.glob(pattern) if p.is_file())
         if not matches:
-            raise ManifestError(f"{where}: {pattern!r} matches no file in {root}")
+            raise ManifestError(f"{where}: {pattern!r} matches no file in {root}; give globs of files beside the manifest")
         for path in matches:
             if not path.resolve().is_relative_to(root):
-                raise ManifestError(f"{where}: {path} lies outside the manifest's folder (a link?); include files inside it")
+                raise ManifestError(f"{where}: {path} lies outside the manifest's folder (a link?); give files inside it")
             key = case_key(path.name)
             if found.get(path.name) == path:
                 continue
@@ -518,7 +522,7 @@ def _write_bundle(
     try:
         manifest_bytes = manifest_path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}; give files you can read") from None
     if manifest_name in _RESERVED or manifest_name in files:
         raise UsageError(f"{manifest_path}: a manifest named {manifest_name!r} collides with a file of the bundle (rename it)")
     # What the files say about the runtimes that load them, read now: a lock or record that

@@ -1,12 +1,146 @@
-"""``ptebuild inspect``'s text: an inspection (:mod:`.inspection`) as lines, one part per line."""
+"""``ptebuild inspect``'s text: an inspection (:mod:`.inspection`) as lines.
+
+:func:`summary` is what ``ptebuild inspect FILE`` prints: a few lines a person reads (each
+method's signature with its dynamic dims as ranges, where delegates took it, its mutable buffers
+(a KV cache) or the constant it returns (a language model's metadata), sizes, weights);
+:func:`describe` is ``--full``: one line per part (every segment, key and operator). The summary
+is built of sections (:data:`PTE_SECTIONS`), each a function of the inspection and what the build
+record declared: a new figure is one more section.
+"""
 
 from __future__ import annotations
 
-from ptebuild.runtime.inspection import PtdInspection, PteInspection
+from collections.abc import Callable
+
+from ptebuild.runtime.declared import DeclaredInput, DeclaredProgram
+from ptebuild.runtime.inspection import MethodInfo, PtdInspection, PteInspection, ValueSpec
+from ptebuild.sizes import format_size
+
+Section = Callable[[PteInspection, DeclaredProgram | None], list[str]]
+"""One part of a ``.pte``'s summary: its lines (none to leave it out)."""
+
+
+def summary(result: PteInspection | PtdInspection, declared: DeclaredProgram | None = None) -> list[str]:
+    """The short description ``ptebuild inspect`` prints by default. ``declared``: what the build
+    record beside the file says about it (:func:`ptebuild.runtime.declared.declared_program`);
+    with it, inputs are named and dynamic dims shown as ranges (``batch 1..8``)."""
+    if isinstance(result, PtdInspection):
+        return _ptd_summary(result, declared)
+    lines = []
+    for section in PTE_SECTIONS:
+        lines += section(result, declared)
+    lines.append(f"(every segment, key and operator: ptebuild inspect --full {result.path})")
+    return lines
+
+
+def _headline(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    built = f", program {declared.programs[0]} (per ptebuild.json)" if declared else ""
+    count = len(result.methods)
+    return [f"{result.path}: ExecuTorch program, {format_size(result.size)}, {count} method{'s' if count != 1 else ''}{built}"]
+
+
+def _methods(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    lines = []
+    for method in result.methods:
+        names = declared.inputs.get(method.name) if declared else None
+        if method.returns_constant:  # a language model's metadata method (get_max_seq_len...): its value
+            lines.append(f"  {method.name}({_signature(method, names)}) returns: {method.constant!r} (a constant: metadata)")
+            continue
+        outputs = ", ".join(_bounded(s) for s in method.outputs) or "nothing"
+        lines.append(f"  {method.name}({_signature(method, names)}) -> {outputs}")
+        notes = [f"{dim} {low}..{high}" for dim, (low, high) in (declared.dims.get(method.name, {}) if declared else {}).items()]
+        notes.append(_delegation(method))
+        lines.append(f"    {'; '.join(notes)}")
+        if method.mutable_buffers:  # a KV cache
+            lines.append(f"    mutable buffers: {len(method.mutable_buffers)} (kept between calls)")
+            lines.extend(f"      {buffer.describe()}" for buffer in method.mutable_buffers)
+    return lines
+
+
+def _signature(method: MethodInfo, names: tuple[DeclaredInput, ...] | None) -> str:
+    """The inputs by the manifest's names and dims where the record gave one per tensor, else as bounds."""
+    tensors = [s for s in method.inputs if s.type == "Tensor"]
+    if names is not None and len(names) == len(tensors):
+        named = iter(names)
+        return ", ".join(next(named).describe() if s.type == "Tensor" else s.type for s in method.inputs)
+    return ", ".join(_bounded(s) for s in method.inputs)
+
+
+def _bounded(spec: ValueSpec) -> str:
+    """A tensor as the ``.pte`` knows it: a dynamic one by its upper bounds."""
+    if spec.type != "Tensor":
+        return spec.type
+    sizes = ", ".join(map(str, spec.sizes or ()))
+    if spec.dynamism and spec.dynamism != "static":
+        return f"{spec.dtype} up to [{sizes}]"
+    return f"{spec.dtype}[{sizes}]"
+
+
+def _delegation(method: MethodInfo) -> str:
+    calls = method.delegate_calls + method.kernel_calls
+    if not method.delegates:
+        return f"no delegate: {calls} operator calls on the runtime's kernels"
+    backends = ", ".join(sorted({d.backend for d in method.delegates}))
+    return f"delegated: {method.delegate_calls} of {calls} calls ({backends})"
+
+
+def _sizes(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    payloads = sum(d.size for m in result.methods for d in m.delegates)
+    inside = sum(s.size for s in result.segments if any(u.startswith(("named data", "constant tensors")) for u in s.used_by))
+    parts = [f"{format_size(payloads)} delegate payloads"] if payloads else []
+    parts.append(f"{format_size(inside)} weights inside")
+    parts.append(f"{format_size(max(0, result.size - payloads - inside))} plan and the rest")
+    return [f"size: {format_size(result.size)}: {', '.join(parts)}"]
+
+
+def _weights(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    inside = len(result.named_data) + len(result.constant_buffers)
+    if not result.needs:
+        return [f"weights: all inside the .pte ({inside} tensors or blobs); it needs no .ptd"]
+    ptds = sorted(name for name in (declared.files if declared else {}) if name.endswith(".ptd"))
+    where = ", ".join(f"{name} ({format_size(declared.files[name])})" for name in ptds) if declared and ptds else "a .ptd"
+    return [f"weights: {len(result.needs)} keys needed from {where}; {inside} tensors or blobs inside the .pte"]
+
+
+def _memory(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    """Each method's planned memory (its memory-planned buffers; a delegate's own workspace is not
+    in it), from the figures :mod:`.pte_insight` read."""
+    if result.insight is None or not result.insight.insight.memory:
+        return []
+    planned = ", ".join(f"{m.method} {format_size(m.planned_bytes)}" for m in result.insight.insight.memory)
+    return [f"planned memory: {planned}"]
+
+
+def _left_to_kernels(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    """The operators its delegates did not take, by method, as its build counted them (a build
+    record beside the file that names it); nothing when every node was delegated or none is known."""
+    delegation = result.insight.insight.delegation if result.insight is not None else None
+    if delegation is None:
+        return []
+    lines = []
+    for d in delegation.methods:
+        left = [f"{op} ×{n}" for op, n in d.non_delegated if "getitem" not in op]  # a tuple access runs no kernel
+        if left:
+            lines.append(f"left to kernels in {d.method}: {', '.join(left)}")
+    return lines
+
+
+PTE_SECTIONS: list[Section] = [_headline, _methods, _left_to_kernels, _sizes, _memory, _weights]
+"""The summary of a ``.pte``, section by section, in order."""
+
+
+def _ptd_summary(result: PtdInspection, declared: DeclaredProgram | None) -> list[str]:
+    total = sum(k.size for k in result.keys)
+    users = f", weights of {', '.join(declared.programs)} (per ptebuild.json)" if declared else ""
+    return [
+        f"{result.path}: ExecuTorch data file, {format_size(result.size)}{users}",
+        f"weights: {len(result.keys)} keys, {format_size(total)}",
+        f"(every key: ptebuild inspect --full {result.path})",
+    ]
 
 
 def describe(result: PteInspection | PtdInspection) -> list[str]:
-    """The inspection as lines of text, for ``ptebuild inspect``."""
+    """The inspection as lines of text, one part per line, for ``ptebuild inspect --full``."""
     lines = []
     h = result.header
     if isinstance(result, PtdInspection):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import LoadError
+from ptebuild.errors import DAMAGED, FormatError, LoadError
 from ptebuild.runtime.keys import sha256_in_key
 from ptebuild.runtime.ptd_file import PtdFile, read_ptd
 from ptebuild.runtime.pte_file import PteFile, read_pte
@@ -63,12 +63,13 @@ class VerifiedProgram:
         """
         if method not in self.method_names:
             raise LoadError(
-                f"{self.pte_path}: no method {method!r} (methods: {', '.join(self.method_names)})"
+                f"{self.pte_path}: no method {method!r}; call one of {', '.join(self.method_names)}"
             )
         try:
             loaded = self._program.load_method(method)
         except RuntimeError as exc:
-            raise LoadError(f"{self.pte_path}: executorch cannot load method {method!r}: {exc}") from exc
+            raise LoadError(f"{self.pte_path}: executorch cannot load method {method!r}: {exc}; "
+                            "`ptebuild verify` the folder, or build the program again") from exc
         return list(loaded.execute(list(inputs)))
 
 
@@ -91,14 +92,18 @@ def load(
             split over several ``.ptd`` files, or executorch refuses the program.
         FormatError: a file is not a valid ``.pte``/``.ptd``.
     """
-    checked = check(pte, data, verify_bytes=verify_bytes, allow_split=allow_split)
+    try:
+        checked = check(pte, data, verify_bytes=verify_bytes, allow_split=allow_split)
+    except FormatError as exc:
+        raise exc.with_fix(DAMAGED) from None
     from executorch.runtime import Runtime
 
     merged = _merged(checked)
     try:
         program = Runtime.get().load_program(checked.pte.path, data_path=merged or checked.data_path)
     except RuntimeError as exc:
-        raise LoadError(f"{checked.pte.path}: executorch cannot load the program: {exc}") from exc
+        raise LoadError(f"{checked.pte.path}: executorch cannot load the program: {exc}; "
+                        "`ptebuild verify` the folder, or build the program again") from exc
     verified = VerifiedProgram(checked, program)
     if merged is not None:
         import shutil
@@ -165,7 +170,7 @@ def _require_keys(program: PteFile, ptds: list[PtdFile]) -> None:
     raise LoadError(
         f"{program.path}: needs key {missing[0]!r}"
         f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, "
-        f"not found in the .ptd files searched: {searched}{expected}"
+        f"not found in the .ptd files searched: {searched}{expected}; give the .ptd built with this .pte"
     )
 
 
@@ -196,15 +201,15 @@ def _verify_blobs(ptd: PtdFile, required: frozenset[str]) -> None:
         if promised is None:
             if key in required:
                 raise LoadError(
-                    f"{ptd.path}: cannot verify key {key!r}: it carries no sha256 "
-                    "(not built by ptebuild?)"
+                    f"{ptd.path}: cannot verify key {key!r}: it carries no sha256 (not built by ptebuild?); "
+                    "give the .ptd ptebuild built with the .pte"
                 )
             continue
         actual = digests[entry.segment_index]
         if actual != promised:
             raise LoadError(
                 f"{ptd.path}: blob of key {key!r} at offset {entry.offset} hashes to "
-                f"sha256:{actual}: the file is corrupt"
+                f"sha256:{actual}: the file is corrupt; build it again"
             )
 
 
@@ -217,5 +222,5 @@ def _single_data_file(program: PteFile, ptds: list[PtdFile]) -> Path | None:
             return ptd.path
     raise LoadError(
         f"{program.path}: its keys are split over {', '.join(str(p.path) for p in ptds)}; "
-        "executorch 1.5.1 loads one .ptd per program"
+        "executorch 1.5.1 loads one .ptd per program: give the program one data name"
     )

@@ -55,6 +55,7 @@ from ptebuild.atomic import write_atomically
 from ptebuild.errors import FormatError
 
 RECORD_NAME = "ptebuild.json"
+_REBUILD = "build the folder again with `ptebuild build MANIFEST` (it rewrites the record)"
 FORMAT = "ptebuild-record"
 VERSION = 1
 
@@ -231,16 +232,16 @@ def empty_record() -> dict[str, Any]:
 def validate_record(path: Path, document: object) -> dict[str, Any]:
     """``document`` as a build record read from ``path``; FormatError (naming ``path``) if it is not one."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\")")
+        raise FormatError(f"{path}: not a ptebuild build record (no \"format\": \"{FORMAT}\"); {_REBUILD}")
     if document.get("version") != VERSION:
-        raise FormatError(f"{path}: build record version {document.get('version')!r}; this ptebuild reads {VERSION}")
+        raise FormatError(f"{path}: build record version {document.get('version')!r}, this ptebuild reads {VERSION}; {_REBUILD}")
     targets = document.get("targets")
     if not isinstance(targets, dict):
-        raise FormatError(f"{path}: 'targets' must be an object of target name to entry")
+        raise FormatError(f"{path}: 'targets' must be an object of target name to entry; {_REBUILD}")
     for name, entry in targets.items():
         where = f"{path}: targets.{name}"
         if not isinstance(entry, dict) or not isinstance(entry.get("outputs"), dict):
-            raise FormatError(f"{where}.outputs must be an object of file name to digest")
+            raise FormatError(f"{where}.outputs must be an object of file name to digest; {_REBUILD}")
         for file, info in entry["outputs"].items():
             if (
                 not isinstance(info, dict)
@@ -248,7 +249,7 @@ def validate_record(path: Path, document: object) -> dict[str, Any]:
                 or not isinstance(info.get("bytes"), int)
                 or Path(file).name != file
             ):
-                raise FormatError(f"{where}.outputs.{file}: needs a plain file name with sha256 and bytes")
+                raise FormatError(f"{where}.outputs.{file}: needs a plain file name with sha256 and bytes; {_REBUILD}")
     return document
 
 
@@ -260,11 +261,11 @@ def read_record_document(folder: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise FormatError(f"{path}: cannot read: {exc.strerror}") from None
+        raise FormatError(f"{path}: cannot read: {exc.strerror}; {_REBUILD}") from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON: {exc}") from None
+        raise FormatError(f"{path}: not valid JSON: {exc}; {_REBUILD}") from None
     return validate_record(path, document)
 
 

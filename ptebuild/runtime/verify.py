@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import FormatError, LoadError, UsageError
+from ptebuild.errors import DAMAGED, FormatError, LoadError, UsageError
 from ptebuild.hashing import hash_file
 from ptebuild.runtime.compat import RuntimeSupport, Version, version_text
 from ptebuild.runtime.record import RECORD_NAME, ProgramFiles, read_build_record
@@ -106,10 +106,10 @@ def verify_folder(folder: str | os.PathLike[str], verify_bytes: bool = False, ru
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise UsageError(f"{folder}: no such folder (give the output folder of a build)")
+        raise UsageError(f"{folder}: no such folder; give the output folder of a build")
     record = read_build_record(folder)
     if record is None:
-        raise UsageError(f"{folder}: no {RECORD_NAME} (not the output folder of a ptebuild build?)")
+        raise UsageError(f"{folder}: no {RECORD_NAME}; give the output folder of a ptebuild build")
     programs = record.programs
     reports = []
     for name, entry in sorted(record.targets.items()):
@@ -139,7 +139,7 @@ def verify_folder(folder: str | os.PathLike[str], verify_bytes: bool = False, ru
                         problems += [problem] if problem else []
                         notes += (note,) if note else ()
                 except (LoadError, FormatError) as exc:
-                    problems.append(_relative(str(exc), folder))
+                    problems.append(_relative(str(exc.with_fix(DAMAGED) if isinstance(exc, FormatError) else exc), folder))
                 except OSError as exc:
                     problems.append(f"cannot read: {exc.filename}: {exc.strerror}")
         reports.append(

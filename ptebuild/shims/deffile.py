@@ -280,7 +280,7 @@ def parse_toml(text: str, source: str, dll: str | None = None) -> ShimList:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+        raise UsageError(f"{source}: not valid TOML: {exc}; correct the TOML there") from None
     unknown = set(document) - {"dll", "exports"}
     if unknown:
         raise UsageError(f"{source}: unknown key {sorted(unknown)[0]!r}; a shim list has only 'dll' and 'exports'")
@@ -289,7 +289,7 @@ def parse_toml(text: str, source: str, dll: str | None = None) -> ShimList:
         raise UsageError(f"{source}: dll: missing or not a string; write dll = \"aoti_cuda_shims.dll\"")
     entries = document.get("exports", [])
     if not isinstance(entries, list):
-        raise UsageError(f"{source}: exports: must be an array of names or tables")
+        raise UsageError(f"{source}: exports: not an array; write exports = [\"name\", {{ name = \"x\", type = \"data\" }}]")
     exports: list[Export] = []
     seen: dict[str, tuple[Export, int]] = {}
     for index, entry in enumerate(entries):
@@ -297,28 +297,28 @@ def parse_toml(text: str, source: str, dll: str | None = None) -> ShimList:
         if isinstance(entry, str):
             entry = {"name": entry}
         if not isinstance(entry, dict):
-            raise UsageError(f"{where}: must be a name or a table like {{ name = \"x\", type = \"data\" }}")
+            raise UsageError(f"{where}: neither a name nor a table; write a name or a table like {{ name = \"x\", type = \"data\" }}")
         extra = set(entry) - _TOML_EXPORT_KEYS
         if extra:
             raise UsageError(f"{where}: unknown key {sorted(extra)[0]!r}; use {', '.join(sorted(_TOML_EXPORT_KEYS))}")
         kind = entry.get("type", "code")
         if kind not in EXPORT_TYPES:
-            raise UsageError(f"{where}: type {kind!r} is not one of {', '.join(EXPORT_TYPES)}")
+            raise UsageError(f"{where}: unknown type {kind!r}; use one of {', '.join(EXPORT_TYPES)}")
         ordinal = entry.get("ordinal")
         if ordinal is not None and (isinstance(ordinal, bool) or not isinstance(ordinal, int)):
-            raise UsageError(f"{where}: ordinal must be an integer 1..{MAX_ORDINAL}")
+            raise UsageError(f"{where}: ordinal is not an integer; give one in 1..{MAX_ORDINAL}")
         flags = {key: entry.get(key, False) for key in ("noname", "private")}
         for key, value in flags.items():
             if not isinstance(value, bool):
-                raise UsageError(f"{where}: {key} must be true or false")
+                raise UsageError(f"{where}: {key} is not a boolean; write true or false")
         if not isinstance(entry.get("name"), str):
-            raise UsageError(f"{where}: name: missing or not a string")
+            raise UsageError(f"{where}: name: missing or not a string; write name = \"the symbol\"")
         try:
             export = Export(entry["name"], kind, ordinal or None, flags["noname"], flags["private"])
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from None
         if export.name in seen and seen[export.name][0] != export:
-            raise UsageError(f"{where}: {conflict_message(seen[export.name][0], export)} (first at exports[{seen[export.name][1]}])")
+            raise UsageError(f"{where}: {conflict_message(seen[export.name][0], export)}, first at exports[{seen[export.name][1]}]; keep one")
         seen.setdefault(export.name, (export, index))
         exports.append(export)
     try:
@@ -360,7 +360,7 @@ def parse_shim_text(data: bytes, source: str, dll: str | None = None) -> ShimLis
     except UnicodeDecodeError as exc:
         raise UsageError(f"{source}: not UTF-8 text (byte {exc.start}); save the list as UTF-8") from None
     if "\x00" in text:
-        raise UsageError(f"{source}:{text.count(chr(10), 0, text.index(chr(0))) + 1}: NUL byte in a text file; is this a binary file?")
+        raise UsageError(f"{source}:{text.count(chr(10), 0, text.index(chr(0))) + 1}: NUL byte in a text file; give a .def or shim list (text)")
     if source.lower().endswith(".toml"):
         return parse_toml(text, source, dll)
     return parse_def(text, source, dll)
@@ -372,5 +372,5 @@ def load_shim_list(path: Path, dll: str | None = None) -> ShimList:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{path}: cannot read: {exc.strerror}; give a shim list you can read") from None
     return parse_shim_text(data, str(path), dll)

@@ -40,7 +40,7 @@ def _git(repo: Path, *args: str) -> str:
         raise UsageError("git is not installed or not on PATH; install git") from None
     if result.returncode != 0:
         message = (result.stderr.strip().splitlines() or ["failed"])[-1]
-        raise UsageError(f"{repo}: git {' '.join(args[:2])}: {message}")
+        raise UsageError(f"{repo}: git {' '.join(args[:2])}: {message}; run it in a git checkout")
     return result.stdout
 
 

@@ -94,13 +94,13 @@ class Export:
     def __post_init__(self) -> None:
         problem = symbol_name_problem(self.name)
         if problem:
-            raise UsageError(f"{problem}; a linker cannot import it")
+            raise UsageError(f"{problem}, which a linker cannot import; rename it")
         if self.type not in EXPORT_TYPES:
             raise UsageError(f"export {self.name!r}: unknown type {self.type!r}; use one of {', '.join(EXPORT_TYPES)}")
         if self.ordinal is not None and not 1 <= self.ordinal <= MAX_ORDINAL:
-            raise UsageError(f"export {self.name!r}: ordinal {self.ordinal} is outside 1..{MAX_ORDINAL}")
+            raise UsageError(f"export {self.name!r}: ordinal {self.ordinal} is outside 1..{MAX_ORDINAL}; give one inside")
         if self.noname and self.ordinal is None:
-            raise UsageError(f"export {self.name!r}: NONAME needs an @ordinal")
+            raise UsageError(f"export {self.name!r}: NONAME needs an ordinal; add @N")
 
     def describe(self) -> str:
         """The attributes as a .def file spells them, for messages (e.g. ``DATA @5``)."""

@@ -75,10 +75,10 @@ class PeImage:
         where = "DOS header"
         try:
             if data[:2] != DOS_MAGIC:
-                raise FormatError(f"{source}: no DOS header ('MZ'); not a Windows DLL")
+                raise FormatError(f"{source}: no DOS header ('MZ'), so not a Windows DLL: give a .dll")
             (pe_at,) = U32.unpack_from(data, DOS_LFANEW_OFFSET)
             if data[pe_at : pe_at + 4] != PE_SIGNATURE:
-                raise FormatError(f"{source}: offset {pe_at}: no PE signature; not a Windows DLL")
+                raise FormatError(f"{source}: offset {pe_at}: no PE signature, so not a Windows DLL: give a .dll")
             where = "COFF file header"
             header_at = pe_at + 4
             self.machine, section_count, _t, _p, _n, optional_size, self.characteristics = (
@@ -88,7 +88,7 @@ class PeImage:
             where = "optional header"
             (self.magic,) = OPTIONAL_MAGIC.unpack_from(data, optional_at)
             if self.magic not in RVA_COUNT_OFFSET:
-                raise FormatError(f"{source}: offset {optional_at}: unknown optional header magic 0x{self.magic:x}")
+                raise FormatError(f"{source}: offset {optional_at}: unknown optional header magic 0x{self.magic:x}; give an x86-64 or x86 DLL")
             count_at = optional_at + RVA_COUNT_OFFSET[self.magic]
             (directory_count,) = U32.unpack_from(data, count_at)
             self.directories = [
@@ -106,7 +106,7 @@ class PeImage:
                     Section(name.rstrip(b"\0").decode("latin-1"), address, virtual_size, raw_at, raw_size, flags)
                 )
         except struct.error:
-            raise FormatError(f"{source}: {where} truncated; the DLL is damaged") from None
+            raise FormatError(f"{source}: {where} truncated; the DLL is damaged: give the one the linker wrote") from None
 
     @property
     def is_dll(self) -> bool:
@@ -127,17 +127,17 @@ class PeImage:
             at = section.raw_offset + rva - section.address
             if at < len(self.data):
                 return at
-        raise FormatError(f"{self.source}: RVA 0x{rva:x} lies in no section of the file; the DLL is damaged")
+        raise FormatError(f"{self.source}: RVA 0x{rva:x} lies in no section of the file; the DLL is damaged: give the one the linker wrote")
 
     def string(self, rva: int, what: str) -> str:
         start = self.offset(rva)
         end = self.data.find(b"\0", start)
         if end < 0:
-            raise FormatError(f"{self.source}: offset {start}: {what} is not NUL-terminated; the DLL is damaged")
+            raise FormatError(f"{self.source}: offset {start}: {what} is not NUL-terminated; the DLL is damaged: give the one the linker wrote")
         try:
             return self.data[start:end].decode("utf-8")
         except UnicodeDecodeError:
-            raise FormatError(f"{self.source}: offset {start}: {what} is not UTF-8; the DLL is damaged") from None
+            raise FormatError(f"{self.source}: offset {start}: {what} is not UTF-8; the DLL is damaged: give the one the linker wrote") from None
 
     def exports(self) -> dict[str, ExportType]:
         """Exported name -> ``"code"`` or ``"data"`` (forwarders count as code)."""
@@ -169,7 +169,7 @@ class PeImage:
                 found[name] = kind
             return found
         except struct.error:
-            raise FormatError(f"{self.source}: {where} truncated; the DLL is damaged") from None
+            raise FormatError(f"{self.source}: {where} truncated; the DLL is damaged: give the one the linker wrote") from None
 
     def imports(self) -> dict[str, list[str | int]]:
         """Imported DLL name -> the names (or ordinals) taken from it, in the file's order."""
@@ -199,6 +199,6 @@ class PeImage:
                         names.append(self.string((value & 0x7FFFFFFF) + 2, f"a name imported from {dll}"))
                 at += IMPORT_DESCRIPTOR.size
                 where = "import directory"
-            raise FormatError(f"{self.source}: the import directory does not end; the DLL is damaged")
+            raise FormatError(f"{self.source}: the import directory does not end; the DLL is damaged: give the one the linker wrote")
         except struct.error:
-            raise FormatError(f"{self.source}: {where} truncated; the DLL is damaged") from None
+            raise FormatError(f"{self.source}: {where} truncated; the DLL is damaged: give the one the linker wrote") from None

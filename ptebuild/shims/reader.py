@@ -205,14 +205,15 @@ def inspect_import_library(data: bytes, source: str) -> ImportLibrary:
             descriptor_dll = _descriptor_dll_name(member, source)
     if len(dll_names) > 1:
         names = ", ".join(n.decode("utf-8", "replace") for n in dll_names)
-        raise FormatError(f"{source}: imports from several DLLs ({names}); ptebuild handles one DLL per import library")
+        raise FormatError(f"{source}: imports from several DLLs ({names}); give an import library of one DLL")
     library = next(iter(dll_names), descriptor_dll)
     if library is None:
-        raise FormatError(f"{source}: no import descriptor and no imports; this is not an import library")
+        raise FormatError(f"{source}: no import descriptor and no imports, so not an import library; give a .lib that imports from a DLL")
     try:
         shims = ShimList(library.decode("utf-8"), tuple(exports))
     except (UnicodeDecodeError, UsageError) as exc:
-        raise FormatError(f"{source}: unusable DLL name {library!r}: {exc}") from None
+        raise FormatError(f"{source}: unusable DLL name {library!r}: {exc.message if isinstance(exc, UsageError) else exc}; "
+                          "give an import library of a DLL with a plain name") from None
     return ImportLibrary(shims, "coff" if len(linker_members) > 1 else "gnu")
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from ptebuild import hashing
 from ptebuild.canonical import canonical_bytes
-from ptebuild.errors import StoreError
+from ptebuild.errors import REPORT, StoreError
 from ptebuild.store import _fs
 
 MAGIC = b"ptebuild-action"
@@ -46,7 +46,7 @@ _SAFE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 def check_key(key: str) -> str:
     """Validate an action key (lowercase hex, 16 to 128 characters); raise StoreError if not."""
     if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-        raise StoreError(f"not a valid action key (lowercase hex, 16-128 characters): {key!r}")
+        raise StoreError(f"not a valid action key (lowercase hex, 16-128 characters): {key!r}; {REPORT}")
     return key
 
 
@@ -168,7 +168,7 @@ class ActionCache:
         refs = sorted(set(default_refs(record) if refs is None else refs))
         for r in refs:
             if not hashing.is_digest(r):
-                raise StoreError(f"action {key}: not a SHA-256 hex digest in refs: {r!r}")
+                raise StoreError(f"action {key}: not a SHA-256 hex digest in refs: {r!r}; {REPORT}")
         body = {
             "key": check_key(key),
             "program": program_id if program_id is not None else record.get("target", ""),
@@ -179,7 +179,7 @@ class ActionCache:
         try:
             data = encode(body)
         except (TypeError, ValueError) as exc:
-            raise StoreError(f"action {key}: the record is not JSON-serialisable: {exc}") from None
+            raise StoreError(f"action {key}: the record is not JSON-serialisable: {exc}; {REPORT}") from None
         _fs.atomic_write_bytes(self.path(key), data, what="write the action record")
         if program_id is not None:
             self.set_last(program_id, key)

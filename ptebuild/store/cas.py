@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ptebuild import hashing
-from ptebuild.errors import CorruptObject, StoreError
+from ptebuild.errors import REPORT, CorruptObject, StoreError
 from ptebuild.store import _fs
 
 #: Linux ``FICLONE`` ioctl request number: clone all extents of one file into another.
@@ -40,7 +40,7 @@ DigestFile = Callable[[Path], "tuple[str, int]"]
 
 def _check_digest(digest: str) -> str:
     if not hashing.is_digest(digest):
-        raise StoreError(f"not a SHA-256 hex digest: {digest!r}")
+        raise StoreError(f"not a SHA-256 hex digest: {digest!r}; {REPORT}")
     return digest
 
 
@@ -197,9 +197,9 @@ class CAS:
         try:
             src = os.open(src_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
-            raise CorruptObject(f"object {digest} is missing from the cache") from None
+            raise CorruptObject(f"object {digest} is missing from the cache; build again to store it anew") from None
         except OSError as exc:
-            raise StoreError(f"cannot read object {digest} from the cache: {exc.strerror}") from None
+            raise StoreError(f"cannot read object {digest} from the cache: {exc.strerror}; check the cache folder's permissions") from None
         try:
             size = os.fstat(src).st_size
             if self._dest_has(digest, dest, size):
@@ -219,7 +219,7 @@ class CAS:
                         self.remove(digest)
                         raise CorruptObject(
                             f"object {digest} in the cache is corrupt (its {copied} bytes hash to "
-                            f"{actual}); it was removed"
+                            f"{actual}); it was removed: build again to store it anew"
                         )
                     os.fchmod(fd, RESTORED_MODE)
                     os.fsync(fd)

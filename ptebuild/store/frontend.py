@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ptebuild.errors import CorruptObject, StoreError
+from ptebuild.errors import REPORT, CorruptObject, StoreError
 from ptebuild.results import ActionResult, Source
 from ptebuild.store.cas import CAS
 from ptebuild.store.tiers import LocalStore, Tier, Warn
@@ -260,16 +260,17 @@ class Cache:
         for name, dest in into.items():
             output = hit.result.output(name)
             if output is None:
-                raise CorruptObject(f"the cached result of {hit.result.target} has no {name}")
+                raise CorruptObject(f"the cached result of {hit.result.target} has no {name}; build again "
+                                    "(`ptebuild cache verify` removes broken entries)")
             if output.sha256 in hit.blobs:
                 from ptebuild.hashing import hash_file
 
                 shutil.copyfile(hit.blobs[output.sha256], dest)
                 if hash_file(dest)[0] != output.sha256:
-                    raise CorruptObject(f"{name}: the fetched copy changed on disk")
+                    raise CorruptObject(f"{name}: the fetched copy changed on disk; build again")
                 continue
             if self.local is None and not self._remotes():
-                raise StoreError("the local cache is disabled")
+                raise StoreError(f"the local cache is disabled; {REPORT}")
             if self.local is not None:
                 try:
                     if self.local.blobs.fetch(output.sha256, dest):
@@ -282,7 +283,7 @@ class Cache:
                         raise
             # Not fetched when it was found (a lookup that wanted other outputs): from a remote now.
             if not self._fetch_remote(output.sha256, dest, output.size):
-                raise CorruptObject(f"object {output.sha256} ({name}) is missing from the cache")
+                raise CorruptObject(f"object {output.sha256} ({name}) is missing from the cache; build again to store it anew")
 
     def _local_digests(self, result: ActionResult) -> list[str]:
         """The blobs of ``result`` the local tier holds (what a local entry for it may name)."""
@@ -351,8 +352,8 @@ class Cache:
             except StoreError as exc:
                 self._failed(tier, exc)
         if not asked:
-            raise StoreError("no cache tier is available")
-        raise CorruptObject(f"object {digest} is missing from the cache")
+            raise StoreError("no cache tier is available; give a cache (--cache DIR or --remote-cache URL)")
+        raise CorruptObject(f"object {digest} is missing from the cache; build again to store it anew")
 
     def save(self, result: ActionResult, files: dict[str, Path], aliases: tuple[str, ...] = ()) -> None:
         """Store ``files`` and then ``result`` in every writable tier (blobs before the entry),

@@ -26,7 +26,7 @@ def split_url(url: str) -> tuple[str, str, str, bool, tuple[str, str] | None]:
     parts, safe, userinfo = read_url(url, ("grpc", "grpcs"), "grpc[s]://host[:port][/instance]", "a grpc:// or grpcs://")
     secure = parts.scheme == "grpcs"
     if parts.port is None and not secure:
-        raise UsageError(f"--remote-cache {safe}: a grpc:// URL needs a port (grpc://host:port)")
+        raise UsageError(f"--remote-cache {safe}: a grpc:// URL needs a port; give grpc://host:port")
     hostname = parts.hostname or ""  # read_url checked there is one
     host = hostname if ":" not in hostname else f"[{hostname}]"
     return safe, f"{host}:{parts.port or 443}", unquote(parts.path.strip("/")), secure, userinfo
@@ -41,8 +41,8 @@ def metadata_of(headers: Mapping[str, str], userinfo: tuple[str, str] | None) ->
     for name, value in headers.items():
         key = name.lower()
         if not _METADATA_KEY_RE.fullmatch(key) or key.endswith("-bin") or key.startswith("grpc-"):
-            raise UsageError(f"remote cache header {name}: not a gRPC metadata key (letters, digits, '-', '_' and '.'; "
-                             "not grpc-* nor *-bin)")
+            raise UsageError(f"remote cache header {name}: not a gRPC metadata key; use letters, digits, '-', '_' and '.', "
+                             "not grpc-* nor *-bin")
         pairs[key] = value
     if userinfo is not None and "authorization" not in pairs:
         pairs["authorization"] = "Basic " + base64.b64encode(f"{userinfo[0]}:{userinfo[1]}".encode()).decode()

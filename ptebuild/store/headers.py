@@ -51,9 +51,9 @@ def parse_header(text: str, origin: str = "--remote-cache-header") -> tuple[str,
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not _TOKEN_RE.fullmatch(name):
-        raise UsageError(f"{origin}: expected NAME=VALUE with NAME an HTTP header name")
+        raise UsageError(f"{origin}: not a header; give NAME=VALUE with NAME an HTTP header name")
     if any(c in value for c in "\r\n\0"):
-        raise UsageError(f"{origin}: the value of header {name} contains a line break or NUL")
+        raise UsageError(f"{origin}: the value of header {name} contains a line break or NUL; give it on one line")
     return name, value.strip()
 
 
@@ -97,10 +97,10 @@ def read_url(url: str, schemes: tuple[str, ...], form: str, kind: str) -> tuple[
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise UsageError(f"--remote-cache: not a valid URL (expected {form})") from None
+        raise UsageError(f"--remote-cache: not a valid URL; give {form}") from None
     safe = sanitize_url(url)
     if parts.scheme not in schemes or not parts.hostname:
-        raise UsageError(f"--remote-cache: {safe!r} is not {kind} URL with a host")
+        raise UsageError(f"--remote-cache: {safe!r} is not {kind} URL with a host; give {form}")
     if parts.query or parts.fragment:
         raise UsageError(
             f"--remote-cache {safe}: a query string or fragment is not supported; "

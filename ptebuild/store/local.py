@@ -39,11 +39,11 @@ class _LocalBlobs:
             try:
                 return digest, os.stat(path).st_size
             except OSError:
-                raise CorruptObject(f"object {digest} is missing from the cache") from None
+                raise CorruptObject(f"object {digest} is missing from the cache; build again to store it anew") from None
         stored, size = self.cas.put_file(path)
         if digest is not None and stored != digest:
             self.cas.remove(stored)
-            raise CorruptObject(f"{path}: its bytes hash to {stored}, not {digest}; not stored")
+            raise CorruptObject(f"{path}: its bytes hash to {stored}, not {digest}; not stored: it changed while stored, build again")
         return stored, size
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptebuild.errors import StoreError
+from ptebuild.errors import REPORT, StoreError
 from ptebuild.store import _fs
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ _LOCK_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 def lock_path(root: Path, key: str) -> Path:
     """Where the lock file of ``key`` lives; raise StoreError for a name unfit for a file."""
     if not isinstance(key, str) or not _LOCK_NAME_RE.fullmatch(key):
-        raise StoreError(f"not a valid lock name (letters, digits, '_.-'; up to 128): {key!r}")
+        raise StoreError(f"not a valid lock name (letters, digits, '_.-'; up to 128): {key!r}; {REPORT}")
     return root / f"{key}.lock"
 
 

@@ -166,7 +166,7 @@ def remote_kind(url: str) -> str:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in TIER_SCHEMES:
         known = ", ".join(f"{s}://" for s in TIER_SCHEMES)
-        raise UsageError(f"--remote-cache: {sanitize_url(url)!r} is not a URL of a remote cache ({known}host[:port]...)")
+        raise UsageError(f"--remote-cache: {sanitize_url(url)!r} is not a URL of a remote cache; give {known}host[:port]...")
     return TIER_SCHEMES[scheme]
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ptebuild.errors import BuildError, StaleWorker
+from ptebuild.errors import REPORT, BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
 from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult
 
@@ -176,7 +176,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 stages.begin(Stage.STORE)
                 unstored = sorted(set(built.files) - set(outputs.program.outputs))
                 if unstored:
-                    raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs",
+                    raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs; {REPORT}",
                                      location=f"programs.{program.name}")
                 return TaskResult(
                     outputs=tuple(outputs.program.outputs[name] for name in sorted(outputs.program.outputs)),

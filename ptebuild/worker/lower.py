@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends import bound_backend
 from ptebuild.causes import describe
-from ptebuild.errors import BuildError, ManifestError
+from ptebuild.errors import TOOLCHAIN, BuildError, ManifestError
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.lowering.binding import Binding, bind
@@ -323,7 +323,7 @@ def _lower(
         raise
     except Exception as exc:
         raise BuildError(
-            f"preparing the model for {program.backend} failed: {summary_of(exc)}",
+            f"preparing the model for {program.backend} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
         ) from exc
     if model is not original:
@@ -378,7 +378,7 @@ def _lower(
         try:
             etrecord = store_stream(store, program.etrecord_name, executorch_program.get_etrecord().save)
         except Exception as exc:
-            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}", location=f"programs.{program.name}.etrecord") from exc
+            raise BuildError(f"writing the ETRecord failed: {summary_of(exc)}; {TOOLCHAIN}", location=f"programs.{program.name}.etrecord") from exc
         lowered.add(etrecord, store, folder)
     if data_name:
         from ptebuild.runtime.weights_in_pte import describe, weights_in_pte
@@ -394,10 +394,11 @@ def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
 
 
 def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:
-    """``; known limit of ...: what to do`` when ``exc`` is a known failure of the toolchain
-    (:mod:`ptebuild.lowering.known_limits`), else empty: the clause a failure's line ends with."""
+    """The clause a toolchain failure's line ends with: ``; known limit of ...: what to do`` when
+    ``exc`` is a known failure of the toolchain (:mod:`ptebuild.lowering.known_limits`), else
+    ``; `` :data:`~ptebuild.errors.TOOLCHAIN` (change the model, or report it upstream)."""
     found = explain(describe(exc).text, operators, backend)
-    return f"; {found.advice()}" if found else ""
+    return f"; {found.advice() if found else TOOLCHAIN}"
 
 
 def explained(error: BuildError, backend: str) -> BuildError:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.plan import ProgramPlan
 from ptebuild.typos import did_you_mean
+from ptebuild.worker.checkpoints import load_state_dict
 
 if TYPE_CHECKING:
     import torch
@@ -28,7 +29,7 @@ def import_factory(program: ProgramPlan, manifest_dir: Path, display: str) -> Ca
     except Exception as exc:  # the model's own code may raise anything while importing
         raise ManifestError(
             f"cannot import factory {program.factory!r} "
-            f"of model {program.model!r}: {type(exc).__name__}: {exc}",
+            f"of model {program.model!r}: {type(exc).__name__}: {exc}; fix the module, or put it beside the manifest",
             manifest=display,
             location=f"programs.{program.name}",
         ) from exc
@@ -67,7 +68,7 @@ def _kwargs_problem(factory: Callable[..., object], kwargs: dict[str, object]) -
         known = [n for n, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         unknown = next((k for k in kwargs if k not in signature.parameters), None)
         hint = did_you_mean(unknown, known) if unknown is not None and known else ""
-        return f"{exc}{hint}; the factory takes {', '.join(known) or 'no arguments'}"
+        return f"{exc}{hint}; give only kwargs the factory takes ({', '.join(known) or 'it takes none'})"
     return None
 
 
@@ -84,27 +85,33 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
         model = factory(**program.kwargs)
     except Exception as exc:
         raise BuildError(
-            f"factory {program.factory!r} failed: {type(exc).__name__}: {exc}",
+            f"factory {program.factory!r} failed: {type(exc).__name__}: {exc}; fix the factory (it is called with "
+            f"models.{program.model}.kwargs)",
             manifest=display,
             location=f"programs.{program.name}",
         ) from exc
     if not isinstance(model, torch.nn.Module):
         raise BuildError(
-            f"factory {program.factory!r} returned {type(model).__name__}, not a torch.nn.Module",
+            f"factory {program.factory!r} returned {type(model).__name__}, not a torch.nn.Module; return the model "
+            "from it",
             manifest=display,
             location=f"programs.{program.name}",
         )
     if program.weights:
         path = manifest_dir / program.weights
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_state_dict(path, program.weights_key, manifest=display, model=program.model, weights=program.weights)
+        except ManifestError:
+            raise
         except FileNotFoundError:
             raise ManifestError(
-                f"no such file {program.weights!r}", manifest=display, location=f"models.{program.model}.weights"
+                f"no such file {program.weights!r}; give the weights file's path relative to the manifest", manifest=display,
+                location=f"models.{program.model}.weights"
             ) from None
         except Exception as exc:
             raise BuildError(
-                f"cannot load {program.weights!r} as a state dict: {exc}",
+                f"cannot load {program.weights!r} as a state dict: {exc}; give a state dict saved with torch.save, a "
+                "checkpoint with weights_key, or a .safetensors file",
                 manifest=display,
                 location=f"models.{program.model}.weights",
             ) from exc
@@ -122,7 +129,8 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
             first = str(exc).strip().splitlines()
             detail = " ".join(line.strip() for line in first[:3])
             raise BuildError(
-                f"{program.weights!r} does not fit the model: {detail}",
+                f"{program.weights!r} does not fit the model: {detail}; give the weights of this model (its class and "
+                "kwargs)",
                 manifest=display,
                 location=f"models.{program.model}.weights",
             ) from exc

@@ -285,7 +285,7 @@ class TaskFailure:
                 return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text)
             return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
-            return cls(FailureKind.BUILD, exc.message, exc.manifest or "", exc.location or where, cause.text)
+            return cls(FailureKind.BUILD, exc.said, exc.manifest or "", exc.location or where, cause.text)
         # The line keeps the cause (a C++ exception's first line, a list's items), not the noise.
         message = cause.line + ("\n" + cause.text if debug else "")
         return cls(FailureKind.BUILD, message, "", where, cause.text)

@@ -111,7 +111,7 @@ def find_program(plan: BuildPlan, name: str) -> ProgramPlan:
         if program.name == name:
             return program
     known = ", ".join(names) or "none"
-    raise UsageError(f"{plan.manifest}: no program {name!r}{did_you_mean(name, names)} (programs: {known})")
+    raise UsageError(f"{plan.manifest}: no program {name!r}{did_you_mean(name, names)}; name one of {known}")
 
 
 def built_files(plan: BuildPlan, program: ProgramPlan, out_dir: Path | None = None) -> tuple[Path, Path | None]:
@@ -147,13 +147,13 @@ def run_program(
         ManifestError, BuildError: the eager model cannot be built.
     """
     if iters < 1:
-        raise UsageError(f"--iters must be at least 1, not {iters}")
+        raise UsageError(f"--iters {iters}: give at least 1")
     program = find_program(plan, name)
     method_names = [m.name for m in program.methods]
     if method is not None and method not in method_names:
         raise UsageError(
             f"{plan.manifest}: program {name!r} has no method {method!r}"
-            f"{did_you_mean(method, method_names)} (methods: {', '.join(method_names)})"
+            f"{did_you_mean(method, method_names)}; name one of {', '.join(method_names)}"
         )
     methods = [m for m in program.methods if method is None or m.name == method]
     pte, ptd = built_files(plan, program, out_dir)

@@ -39,14 +39,14 @@ def test_a_build_returns_a_typed_report(project):
     assert [o.name for o in target.outputs] == ["tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"]
     assert target.check == "executorch-runtime" and all(f["cosine"] > 0.999 for f in target.figures)
     assert report.out_dir == manifest.parent / "out"
-    assert report.to_json()["programs"][0]["status"] == "cached"
+    assert report.to_json()["targets"][0]["status"] == "cached"
 
 
 def test_bad_requests_and_manifests_raise_library_errors(project, tmp_path):
     manifest, cache = project
     with pytest.raises(UsageError, match=r"--only: .* has no program 'tiny_xnnpak' \(did you mean 'tiny_xnnpack'\?\)"):
         ptebuild.build(manifest, ptebuild.BuildRequest(cache=str(cache), only=["tiny_xnnpak"]))
-    with pytest.raises(UsageError, match="--jobs must be at least 1"):
+    with pytest.raises(UsageError, match="--jobs 0: give at least 1"):
         ptebuild.build(manifest, ptebuild.BuildRequest(jobs=0))
     broken = copy_project(tmp_path / "broken")
     broken.write_text(broken.read_text().replace('backend = "xnnpack"', 'backend = "xnnpak"'))

@@ -44,7 +44,7 @@ def test_executor_choice(monkeypatch, given, env, cache, expected):
 
 def test_unknown_executor_and_daemon_without_cache(monkeypatch):
     monkeypatch.delenv("PTEBUILD_EXECUTOR", raising=False)
-    with pytest.raises(UsageError, match=r"^--executor: no executor 'rey' \(did you mean 'ray'\?\)$"):
+    with pytest.raises(UsageError, match=r"^--executor: no executor 'rey' \(did you mean 'ray'\?\); use one of local, daemon, ray$"):
         _executor(args(executor="rey"), _Cache())
     with pytest.raises(UsageError, match="drop --no-cache"):
         _executor(args(executor="daemon"), None)
@@ -60,7 +60,7 @@ def test_a_request_is_a_frozen_value():
     with pytest.raises(TypeError, match="no field 'job'"):
         BuildRequest(job=2)
     assert repr(request) == "BuildRequest(only=('a', 'b'), jobs=2)"
-    with pytest.raises(UsageError, match="--jobs must be at least 1"):
+    with pytest.raises(UsageError, match="--jobs 0: give at least 1"):
         BuildRequest(jobs=0).validate()
 
 

@@ -118,10 +118,10 @@ def test_a_multifunction_program_is_reproducible_and_checked(mobile_build, tmp_p
 
 def test_check_kind_is_structural_in_the_report_and_the_summary(mobile_build):
     program = mobile_build.program("duo_coreml")
-    assert program["check_kind"] == "coreml-structural"
-    assert {f["method"] for f in program["check"]} == {"encode", "decode"}
-    assert all(f["structural"] and "max_abs_error" not in f for f in program["check"])
-    encode = next(f for f in program["check"] if f["method"] == "encode")
+    assert program["check"] == "coreml-structural"
+    assert {f["method"] for f in program["figures"]} == {"encode", "decode"}
+    assert all(f["structural"] and "max_abs_error" not in f for f in program["figures"])
+    encode = next(f for f in program["figures"] if f["method"] == "encode")
     assert encode["delegate"] == "CoreMLBackend" and encode["kernel_calls"] == 0
     assert encode["inputs"] == ["args_0: float32[1..4, 8]"]
     row = next(line for line in summary(mobile_build.report).splitlines() if line.startswith("duo_coreml "))
@@ -173,7 +173,7 @@ def test_structural_check_catches_a_batch_range_core_ml_would_refuse(mobile_buil
 
 def test_inspect_shows_the_delegate_its_share_and_the_models_io_without_torch(mobile_build):
     pte = mobile_build.out / "duo_coreml.pte"
-    done = ptebuild("inspect", pte, trace_imports=True)
+    done = ptebuild("inspect", pte, "--full", trace_imports=True)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"torch", "executorch", "coremltools"}

@@ -73,14 +73,14 @@ def built(tmp_path_factory) -> list[tuple[Path, dict]]:
 
 def test_program_runs_in_executorch_runtime_against_eager(built):
     manifest, document = built[0]
-    program = document["programs"][0]
+    program = document["targets"][0]
     assert program["status"] == "built"
     # The check names the precision OpenVINO ran at; this AVX2 machine infers in f32.
-    assert program["check_kind"].startswith("executorch-runtime-openvino-")
-    precision = program["check_kind"].rsplit("-", 1)[1]
-    worst = max(f["max_abs_error"] for f in program["check"])
+    assert program["check"].startswith("executorch-runtime-openvino-")
+    precision = program["check"].rsplit("-", 1)[1]
+    worst = max(f["max_abs_error"] for f in program["figures"])
     assert worst <= (1e-5 if precision == "f32" else 1e-2)
-    assert min(f["cosine"] for f in program["check"]) >= 0.9999
+    assert min(f["cosine"] for f in program["figures"]) >= 0.9999
 
     # And again here, by hand: ExecuTorch's runtime against the eager model.
     import torch
@@ -104,7 +104,7 @@ def test_program_runs_in_executorch_runtime_against_eager(built):
 
 def test_two_cold_builds_give_the_same_bytes(built):
     (_, first), (_, second) = built
-    digests = [{o["path"].rsplit("/", 1)[-1]: o["sha256"] for o in d["programs"][0]["outputs"]} for d in (first, second)]
+    digests = [{o["path"].rsplit("/", 1)[-1]: o["sha256"] for o in d["targets"][0]["outputs"]} for d in (first, second)]
     assert list(digests[0]) == ["mlp_openvino.pte"]
     assert digests[0] == digests[1]
 
@@ -123,7 +123,7 @@ def test_inspect_names_the_delegate_and_how_much_of_the_method_it_took(built):
     assert contents["layer_types"]["Parameter"] == 1
     # The weights are inside the payload: three linears' weights and biases, float32.
     assert contents["weights_bytes"] >= 4 * (64 * 64 * 2 + 64 * 8)
-    text = ptebuild("inspect", pte).stdout
+    text = ptebuild("inspect", pte, "--full").stdout
     assert "  delegated: 1 of 1 calls (OpenvinoBackend); 0 operator calls outside" in text
     assert "OpenVINO IR v11, " in text
     verified = ptebuild("verify", manifest.parent / "out")
@@ -138,10 +138,10 @@ def test_a_device_this_machine_lacks_is_reported_not_built(tmp_path):
         pytest.skip("this machine has an OpenVINO GPU")
     code, document = build_json(project(tmp_path / "gpu", "GPU"), "--cache", tmp_path / "cache")
     assert code == 1
-    program = document["programs"][0]
+    program = document["targets"][0]
     assert program["status"] == "cannot-lower" and not program["outputs"]
-    assert "this machine cannot build it: OpenVINO sees no GPU device here (only CPU" in program["error"]
-    assert "--skip-backend openvino" in program["error"]
+    assert "this machine cannot build it: OpenVINO sees no GPU device here (only CPU" in program["message"]
+    assert "--skip-backend openvino" in program["message"]
 
 
 def test_without_the_extra_a_program_is_restored_from_the_cache_or_reported(built, tmp_path):
@@ -158,9 +158,9 @@ def test_without_the_extra_a_program_is_restored_from_the_cache_or_reported(buil
     code, first = build_json(project(tmp_path / "with-openvino"), "--cache", cache)
     assert code == 0, first
     restored = ptebuild("build", project(tmp_path / "restored"), "--cache", cache, "--json", env=env)
-    program = json.loads(restored.stdout)["programs"][0]
+    program = json.loads(restored.stdout)["targets"][0]
     assert restored.returncode == 0 and program["status"] == "cached"
-    assert program["outputs"][0]["sha256"] == first["programs"][0]["outputs"][0]["sha256"]
+    assert program["outputs"][0]["sha256"] == first["targets"][0]["outputs"][0]["sha256"]
 
     reported = ptebuild("build", project(tmp_path / "reported"), "--cache", tmp_path / "empty", env=env)
     assert reported.returncode == 1

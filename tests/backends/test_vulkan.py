@@ -96,9 +96,9 @@ def test_weights_go_to_one_ptd_keyed_by_sha256(mobile_build):
 
 def test_check_kind_is_structural_in_the_report_and_the_summary(mobile_build):
     program = mobile_build.program("duo_vulkan")
-    assert program["check_kind"] == "vulkan-structural"
-    assert all(f["structural"] and "max_abs_error" not in f for f in program["check"])
-    decode = next(f for f in program["check"] if f["method"] == "decode")
+    assert program["check"] == "vulkan-structural"
+    assert all(f["structural"] and "max_abs_error" not in f for f in program["figures"])
+    decode = next(f for f in program["figures"] if f["method"] == "decode")
     assert decode == {
         "method": "decode", "structural": True, "delegate": "VulkanBackend", "delegates": 1, "delegate_calls": 1,
         "kernel_calls": 0, "inputs": ["float32[4, 16]"], "outputs": ["float32[4, 4]"], "payload": "Vulkan graph, 9 operator calls",
@@ -179,13 +179,14 @@ def test_structural_check_catches_a_method_vulkan_did_not_take(mobile_build, tmp
         vulkan.check_program(model, program, lowered.files[program.pte_name], None)
     assert str(info.value) == (
         "programs.duo_vulkan: method 'decode' has no Vulkan delegate: the partitioner took none of its operators "
-        "(1 run on ExecuTorch's portable kernels)"
+        "(1 run on ExecuTorch's portable kernels): build it for the portable backend, or change the model to operators "
+        "this backend takes"
     )
 
 
 def test_inspect_shows_the_graph_and_the_share_of_each_method_without_torch(mobile_build):
     pte = mobile_build.out / "duo_vulkan.pte"
-    done = ptebuild("inspect", pte, trace_imports=True)
+    done = ptebuild("inspect", pte, "--full", trace_imports=True)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"torch", "executorch"}

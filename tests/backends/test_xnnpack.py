@@ -69,18 +69,18 @@ def built(tmp_path_factory) -> list[tuple[Path, dict]]:
 
 
 def programs(document: dict) -> dict[str, dict]:
-    return {p["name"]: p for p in document["programs"]}
+    return {p["name"]: p for p in document["targets"]}
 
 
 def test_8da4w_is_checked_against_torchao_eager_within_its_tolerances(built):
     _, document = built[0]
     for program in programs(document).values():
         assert program["status"] == "built"
-        assert program["check_kind"] == "executorch-runtime-vs-torchao-eager"
+        assert program["check"] == "executorch-runtime-vs-torchao-eager"
         # The default 8da4w tolerances against torchao's eager model: atol 5e-2, cosine 0.9999.
-        assert program["check"] and all(f["max_abs_error"] <= 5e-2 and f["cosine"] >= 0.9999 for f in program["check"])
+        assert program["figures"] and all(f["max_abs_error"] <= 5e-2 and f["cosine"] >= 0.9999 for f in program["figures"])
     # Every check size of the dynamic batch: 2 (example), 1 and 4.
-    assert sorted(f["sizes"]["batch"] for f in programs(document)["mlp_8da4w"]["check"]) == [1, 2, 4]
+    assert sorted(f["sizes"]["batch"] for f in programs(document)["mlp_8da4w"]["figures"]) == [1, 2, 4]
 
 
 def test_the_program_runs_4_bit_weights_in_executorch_runtime(built):
@@ -134,7 +134,7 @@ def test_a_linear_that_cannot_be_grouped_is_refused_naming_it(tmp_path):
     assert code == 1
     program = programs(document)["mlp48_8da4w"]
     assert program["status"] == "failed" and not program["outputs"]
-    assert program["error"].startswith(
+    assert program["message"].startswith(
         f"{manifest}: programs.mlp48_8da4w: options.group_size: linear 'body.0' has 96 input features, not a multiple "
         "of group_size 64; group_size = 32 divides every linear's, or set skip_ungroupable = true to keep such linears "
         "float (full output: "

@@ -25,11 +25,11 @@ def test_shards_split_by_key_and_a_final_build_restores_everything(tmp_path):
     for shard in ("1/2", "2/2"):
         document = build_json(str(manifest), "--cache", cache, "--shard", shard)
         assert document["shard"] == shard
-        built += [p["name"] for p in document["programs"] if p["status"] == "built"]
-        assert all(p["status"] == "built" for p in document["programs"])
+        built += [p["name"] for p in document["targets"] if p["status"] == "built"]
+        assert all(p["status"] == "built" for p in document["targets"])
     assert sorted(built) == ["tiny_portable", "tiny_xnnpack"]  # each program lowered exactly once
     final = build_json(str(manifest), "--cache", cache)
-    assert {p["status"] for p in final["programs"]} == {"cached"}
+    assert {p["status"] for p in final["targets"]} == {"cached"}
 
 
 def test_shard_membership_is_a_function_of_the_key_alone():
@@ -56,14 +56,14 @@ def test_two_manifests_in_one_cache_explain_against_their_own_history(tmp_path):
     build_json(str(first), "--cache", cache, "--only", "tiny_portable")
     build_json(str(second), "--cache", cache, "--only", "tiny_portable")
     (first.parent / "tinymodels" / "__init__.py").write_text('"""edited"""\n')
-    explained = build_json(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["programs"][0]
+    explained = build_json(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["targets"][0]
     # Against the other manifest's build, the width would show as changed too.
     assert explained["explain"] == ["source file tinymodels/__init__.py changed"]
 
 
 def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
     document = build_json(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
-    assert [p["name"] for p in document["programs"]] == ["tiny_portable"]
+    assert [p["name"] for p in document["targets"]] == ["tiny_portable"]
     result = ptebuild("build", str(tiny_project), "--skip-backend", "xnnpak")
     assert result.returncode == 2
     assert "no backend 'xnnpak' (did you mean 'xnnpack'?)" in result.stderr
@@ -73,8 +73,8 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
 def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
     manifest = copy_project(tmp_path / "project")
     cache = str(tmp_path / "cache")
-    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--check")["programs"][0]
-    assert same["rebuild_check"] == "same"
+    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--check")["targets"][0]
+    assert same["rebuild"] == "same"
 
     # Unseeded randomness in the factory: each lowering gets other weights.
     source = manifest.parent / "tinymodels" / "tiny.py"
@@ -87,9 +87,9 @@ def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(
     )
     result = ptebuild("build", str(manifest), "--cache", cache, "--only", "tiny_portable", "--check", "--json")
     assert result.returncode == 1
-    program = json.loads(result.stdout)["programs"][0]
-    assert program["rebuild_check"] == "differs" and program["status"] == "failed"
-    message = program["error"]
+    program = json.loads(result.stdout)["targets"][0]
+    assert program["rebuild"] == "differs" and program["status"] == "failed"
+    message = program["message"]
     assert message.startswith(f"{manifest}: programs.tiny_portable: --check: lowering again gave other bytes")
     assert "tiny_portable_weights.ptd: key " in message or "data key" in message, message
     # The published files are the first build's, untouched by the check.

@@ -45,10 +45,10 @@ def test_a_check_that_cannot_run_here_fails_in_seconds_before_lowering(tiny_proj
     done = ptebuild("build", tiny_project, "--cache", tmp_path / "cache", "--json", "--keep-going")
     seconds = time.monotonic() - started
     assert done.returncode == 1
-    programs = json.loads(done.stdout)["programs"]
+    programs = json.loads(done.stdout)["targets"]
     assert {p["status"] for p in programs} == {Status.CANNOT_CHECK.value}
     portable = next(p for p in programs if p["name"] == "tiny_portable")
-    assert portable["error"] == (
+    assert portable["message"] == (
         f"{tiny_project}: programs.tiny_portable: not in the cache, and this machine cannot run its check "
         f"(executorch-runtime): {GPU_MACHINE_CHECK}; build it where the check runs (torch 2.13.0 (CPU) with "
         "executorch 1.5.1) with a shared cache, or leave it out with --skip-backend portable"
@@ -88,7 +88,7 @@ def test_programs_a_cpu_machine_built_are_restored(tiny_project, tmp_path, monke
     _gpu_machine_verdicts(tmp_path / "caps", monkeypatch)
     done = ptebuild("build", tiny_project, "--cache", gpu_cache, "--only", "tiny_portable", "--json", "--explain")
     assert done.returncode == 0, done.stderr
-    (restored,) = json.loads(done.stdout)["programs"]
+    (restored,) = json.loads(done.stdout)["targets"]
     assert restored["status"] == "cached" and restored["node"] == "cpu-runner"
     assert "built on cpu-runner" in restored["explain"][0]
     assert all(path.is_file() for path in files.values())

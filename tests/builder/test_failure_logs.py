@@ -8,7 +8,7 @@ from ptebuild.builder import failure_logs
 
 
 def _program(document: dict, name: str) -> dict:
-    return next(p for p in document["programs"] if p["name"] == name)
+    return next(p for p in document["targets"] if p["name"] == name)
 
 
 def test_every_failure_is_one_line_naming_its_cause_and_log(people_build):
@@ -19,11 +19,11 @@ def test_every_failure_is_one_line_naming_its_cause_and_log(people_build):
     raises = _program(document, "raises_portable")
     log = project / "out" / ".ptebuild" / "logs" / "raises_portable.log"
     assert raises["status"] == "failed"
-    assert raises["error"] == (
+    assert raises["message"] == (
         f"{project / 'people.toml'}: programs.raises_portable: torch.export of method 'forward' failed: "
         f"ValueError: the policy needs a calibrated camera: front, wrist (full output: {log})"
     )
-    histogram = _program(document, "histogram_portable")["error"]
+    histogram = _program(document, "histogram_portable")["message"]
     # A C++ error of ExecuTorch's runtime: the error code named, the reason it logged, no frames.
     assert "ExecuTorch's runtime failed to load method 'forward'" in histogram
     assert "(OperatorMissing); it logged: kernel 'aten::histc.out' not found." in histogram

@@ -40,7 +40,7 @@ def settle() -> None:
 # -- the stamp itself (builder.noop), on plain files ------------------------------------------
 
 
-REPLAY = {"report": {"programs": []}, "events": []}
+REPLAY = {"report": {"targets": []}, "events": []}
 
 
 def later() -> int:
@@ -210,7 +210,7 @@ def stamped(tmp_path_factory):
     record = (manifest.parent / "out" / "ptebuild.json").read_bytes()
     settle()
     document, _ = build(manifest, cache, "--only", "tiny_portable")
-    assert [p["status"] for p in document["programs"]] == ["cached"]
+    assert [p["status"] for p in document["targets"]] == ["cached"]
     # The no-op's record entry (its runtime read back from the cache's memo) is the cold build's.
     assert (manifest.parent / "out" / "ptebuild.json").read_bytes() == record
     assert list((cache / "noop").iterdir()), "the no-op wrote no stamp"
@@ -297,7 +297,7 @@ def test_anything_that_moved_means_a_full_build(stamped, tmp_path, change):
         if marker is not None:
             marker.rmdir()
     assert "ptebuild.builder.build" in imported(result), change
-    assert document["programs"][0]["status"] == MOVED[change], change
+    assert document["targets"][0]["status"] == MOVED[change], change
     assert (project / "out" / "tiny_portable.pte").is_file()
     if change.startswith("edit an output"):
         assert output.read_bytes() != bytes(data), "the edited output was left in place"
@@ -338,7 +338,7 @@ def test_a_stat_that_moved_over_the_same_bytes_still_replays(stamped, tmp_path, 
     for _ in range(2):  # at once (the change is racy: checked by content), then again
         document, result = build(copy, cache, "--only", "tiny_portable", trace=True)
         assert "ptebuild.builder.build" not in imported(result), change
-        assert [(p["name"], p["status"]) for p in document["programs"]] == [("tiny_portable", "cached")]
+        assert [(p["name"], p["status"]) for p in document["targets"]] == [("tiny_portable", "cached")]
     settle()
     build(copy, cache, "--only", "tiny_portable")  # the stamp takes the aged stats
     document, result = build(copy, cache, "--only", "tiny_portable", trace=True)
@@ -350,4 +350,4 @@ def test_other_bytes_in_the_manifest_take_the_full_path(stamped, tmp_path):
     copy.write_text(copy.read_text() + "\n# a comment: other bytes, the same plan\n")
     document, result = build(copy, cache, "--only", "tiny_portable", trace=True)
     assert "ptebuild.builder.build" in imported(result)
-    assert [p["status"] for p in document["programs"]] == ["cached"]
+    assert [p["status"] for p in document["targets"]] == ["cached"]

@@ -55,11 +55,20 @@ def test_check_names_each_thing_it_varies_as_differing(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     again = ptebuild("build", manifest, "--cache", cache, "--check", "--keep-going", "--json")
     assert again.returncode == 1, again.stderr[-2000:]
-    programs = {p["name"]: p for p in json.loads(again.stdout)["programs"]}
-    verdicts = {name: p.get("rebuild_check") for name, p in programs.items()}
+    programs = {p["name"]: p for p in json.loads(again.stdout)["targets"]}
+    verdicts = {name: p.get("rebuild") for name, p in programs.items()}
     assert verdicts == {"hash_seed": "differs", "working_folder": "differs", "temporary_folder": "differs",
                         "threads": "differs", "nothing": "same"}
     for thing in THINGS[:-1]:
-        assert programs[thing]["error"].startswith(
+        assert programs[thing]["message"].startswith(
             f"{manifest}: programs.{thing}: --check: lowering again gave other bytes (not reproducible with another "
             "PYTHONHASHSEED, working folder, temporary folder and thread count)"), programs[thing]
+    # The verdict is where people look: a `reproducible` column in the table, not only a progress line.
+    from ptebuild.cli.build import summary
+
+    table = summary(json.loads(again.stdout)).splitlines()
+    assert table[0].split() == ["target", "backend", "status", "seconds", "check", "reproducible", "outputs"]
+    column = table[0].index("reproducible")
+    rows = {line.split()[0]: line[column:].split()[0] for line in table[1:1 + len(THINGS)]}
+    assert rows == {"hash_seed": "NO", "working_folder": "NO", "temporary_folder": "NO", "threads": "NO", "nothing": "yes"}
+    assert table[-1].startswith("4 failed, 1 cached; 1 of 5 reproducible in ")

@@ -30,7 +30,7 @@ def test_one_weights_file_serves_both_programs_in_executorch(shared):
     manifest, _, document = shared
     out = manifest.parent / "out"
     assert sorted(p.name for p in out.iterdir()) == ["ptebuild.json", "tiny_portable.pte", "tiny_weights.ptd", "tiny_xnnpack.pte"]
-    for program in document["programs"]:
+    for program in document["targets"]:
         assert program["status"] == "built"
         assert [o["path"] for o in program["outputs"] if o["path"].endswith(".ptd")] == [str(out / "tiny_weights.ptd")]
     code = f"""
@@ -57,7 +57,7 @@ def test_shared_file_is_smaller_than_the_two_and_a_noop_keeps_it(shared):
     out = manifest.parent / "out"
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.iterdir()}
     again = ptebuild("build", str(manifest), "--cache", str(cache), "--json")
-    assert {p["status"] for p in json.loads(again.stdout)["programs"]} == {"cached"}
+    assert {p["status"] for p in json.loads(again.stdout)["targets"]} == {"cached"}
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.iterdir()} == before
     # Removed: restored whole from the cache, byte for byte.
     data = (out / "tiny_weights.ptd").read_bytes()
@@ -69,7 +69,7 @@ def test_shared_file_is_smaller_than_the_two_and_a_noop_keeps_it(shared):
 def test_only_one_program_of_a_group_builds_the_whole_group(shared, tmp_path):
     manifest, cache, _ = shared
     document = json.loads(ptebuild("build", str(manifest), "--cache", str(cache), "--only", "tiny_portable", "--json").stdout)
-    assert sorted(p["name"] for p in document["programs"]) == ["tiny_portable", "tiny_xnnpack"]
+    assert sorted(p["name"] for p in document["targets"]) == ["tiny_portable", "tiny_xnnpack"]
 
 
 @pytest.mark.slow
@@ -85,7 +85,7 @@ def test_a_member_that_bundles_its_test_cases_publishes_its_bpte(shared, tmp_pat
     copy.write_text(copy.read_text().replace('backend = "xnnpack"\n', 'backend = "xnnpack"\nbundle_io = true\n'))
     result = ptebuild("build", str(copy), "--cache", str(cache), "--json")
     assert result.returncode == 0, result.stderr
-    statuses = {p["name"]: p["status"] for p in json.loads(result.stdout)["programs"]}
+    statuses = {p["name"]: p["status"] for p in json.loads(result.stdout)["targets"]}
     assert statuses == {"tiny_portable": "cached", "tiny_xnnpack": "built"}
     out = project / "out"
     assert sorted(p.name for p in out.iterdir()) == [

@@ -168,8 +168,8 @@ def test_verify_catches_a_garbled_record(filled, run_cli):
 
 USAGE = {
     "bad-size": (["cache", "gc", "--max-size", "lots"],
-                 "error: --max-size: invalid size 'lots': expected a number with an optional unit "
-                 "(K, M, G, T powers of 1000; KiB, MiB, GiB, TiB powers of 1024), e.g. 500M, 2G, 1.5GiB"),
+                 "error: --max-size: invalid size 'lots': give a number with an optional unit, e.g. 500M, 2G, 1.5GiB "
+                 "(K, M, G, T: powers of 1000, KiB, MiB, GiB, TiB: powers of 1024)"),
     "bad-unit": (["cache", "gc", "--max-size", "5Q"], "error: --max-size: invalid size '5Q': "),
     "negative-size": (["cache", "gc", "--max-size=-1G"], "error: --max-size: invalid size '-1G': "),
     "missing-size": (["cache", "gc"], "error: ptebuild cache gc: the following arguments are required: --max-size"),

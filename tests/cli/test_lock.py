@@ -28,7 +28,7 @@ def test_locked_build_passes_with_a_fresh_lock(locked_project):
     manifest, cache = locked_project
     result = ptebuild("build", str(manifest), "--cache", cache, "--locked", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["lock"] == []
+    assert json.loads(result.stdout)["lock_problems"] == []
 
 
 def test_locked_fails_on_a_changed_weight_naming_target_and_file(locked_project):
@@ -84,7 +84,7 @@ def test_a_lock_written_on_another_platform_holds_for_programs_whose_bytes_do_no
     _as_written_on(lock, "darwin-arm64", "f" * 32)
     result = ptebuild("build", str(manifest), "--cache", cache, "--locked", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["lock"] == []
+    assert json.loads(result.stdout)["lock_problems"] == []
 
     save_weights(manifest.parent / "weights.pt", width=16, seed=4)
     result = ptebuild("build", str(manifest), "--cache", cache, "--locked")

@@ -17,7 +17,7 @@ USAGE_ERRORS = [
     ([], "error: ptebuild: the following arguments are required: COMMAND"),
     (["bild"], "error: ptebuild: argument COMMAND: invalid choice: 'bild'"),
     (["build"], "error: ptebuild build: the following arguments are required: manifest"),
-    (["build", "x.toml", "--jobs", "0"], "error: --jobs must be at least 1"),
+    (["build", "x.toml", "--jobs", "0"], "error: --jobs 0: give at least 1"),
     (["build", "x.toml", "--bogus"], "error: ptebuild: unrecognized arguments: --bogus"),
     (["build", "x.toml", "--cache", "c", "--no-cache"], "error: ptebuild build: argument --no-cache: not allowed with argument --cache"),
     (["build", "does-not-exist.toml", "--no-cache"], "error: does-not-exist.toml: no such file"),
@@ -89,12 +89,12 @@ def test_manifest_declared_shim_library_is_built_then_cached(tmp_path, capsys):
     cache = tmp_path / "cache"
     assert main(["build", str(manifest), "--cache", str(cache), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
-    assert [(p["name"], p["status"]) for p in first["programs"]] == [("aoti_cuda_shims", "built")]
+    assert [(p["name"], p["status"]) for p in first["targets"]] == [("aoti_cuda_shims", "built")]
     lib = tmp_path / "out" / "aoti_cuda_shims.lib"
     assert lib.read_bytes() == write_import_library(load_shim_list(tmp_path / "shims.def"))
     assert main(["build", str(manifest), "--cache", str(cache), "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
-    assert second["programs"][0]["status"] == "cached"
+    assert second["targets"][0]["status"] == "cached"
     # An edit to the list regenerates the library, and --explain says why.
     (tmp_path / "shims.def").write_text("LIBRARY aoti_cuda_shims.dll\nEXPORTS\n  aoti_torch_warn\n")
     assert main(["build", str(manifest), "--cache", str(cache), "--explain"]) == 0

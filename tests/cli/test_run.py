@@ -79,9 +79,9 @@ def test_run_one_method(manifest, run):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["tiny_xnnpak"], "no program 'tiny_xnnpak' (did you mean 'tiny_xnnpack'?) (programs: tiny_portable, tiny_xnnpack)"),
+        (["tiny_xnnpak"], "no program 'tiny_xnnpak' (did you mean 'tiny_xnnpack'?); name one of tiny_portable, tiny_xnnpack"),
         (["tiny_xnnpack", "--method", "scor"], "program 'tiny_xnnpack' has no method 'scor' (did you mean 'score'?)"),
-        (["tiny_xnnpack", "--iters", "0"], "--iters must be at least 1, not 0"),
+        (["tiny_xnnpack", "--iters", "0"], "--iters 0: give at least 1"),
         (["tiny_xnnpack", "--iters", "many"], "argument --iters: invalid int value: 'many'"),
     ],
     ids=["program-typo", "method-typo", "zero-iters", "bad-iters"],

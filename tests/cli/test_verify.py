@@ -160,7 +160,7 @@ def test_a_deleted_file_is_reported_as_missing(out, verify, name):
 @pytest.mark.parametrize(
     "damage, message",
     [
-        (lambda out: (out / "ptebuild.json").unlink(), "no ptebuild.json (not the output folder of a ptebuild build?)"),
+        (lambda out: (out / "ptebuild.json").unlink(), "no ptebuild.json; give the output folder of a ptebuild build"),
         (lambda out: (out / "ptebuild.json").write_text("{"), "ptebuild.json: not valid JSON"),
         (lambda out: (out / "ptebuild.json").write_text('{"format": "x"}'), "not a ptebuild build record"),
         (

@@ -31,17 +31,17 @@ def _build(tmp_path, programs: list[tuple[str, str]]) -> tuple[int, dict, str]:
 
 
 def _checked(program: dict) -> None:
-    assert program["status"] == "built", program.get("error")
-    assert program["check_kind"] == "executorch-runtime" and program["check"]
-    assert all(f["cosine"] > 0.9 for f in program["check"])
+    assert program["status"] == "built", program.get("message")
+    assert program["check"] == "executorch-runtime" and program["figures"]
+    assert all(f["cosine"] > 0.9 for f in program["figures"])
 
 
 def test_a_fast_subset_builds_and_is_checked(tmp_path):
     code, document, stderr = _build(tmp_path, [("mul", "portable"), ("linear", "xnnpack"), ("add_mul", "xnnpack_int8")])
     assert code == 0, stderr
-    for program in document["programs"]:
+    for program in document["targets"]:
         _checked(program)
-    int8 = next(p for p in document["programs"] if p["name"] == "add_mul_xnnpack_int8")
+    int8 = next(p for p in document["targets"] if p["name"] == "add_mul_xnnpack_int8")
     assert int8["backend"] == "xnnpack"
 
 
@@ -50,15 +50,15 @@ def test_the_whole_corpus(tmp_path):
     programs = [(model, variant) for model in MODELS for variant in VARIANTS]
     code, document, _stderr = _build(tmp_path, programs)
     outcomes = {}
-    for program in document["programs"]:
+    for program in document["targets"]:
         model = program["name"].rsplit("_", 2)[0] if program["name"].endswith("_int8") else program["name"].rsplit("_", 1)[0]
         if program["status"] == "built":
             _checked(program)
             outcomes[program["name"]] = "built"
             continue
-        assert model not in ALWAYS_BUILD, program.get("error")
+        assert model not in ALWAYS_BUILD, program.get("message")
         assert program["status"] == "failed", program
-        error = program["error"]
+        error = program["message"]
         # One line, its cause named, the whole text in the program's log.
         assert "\n" not in error and "Traceback" not in error and "Exception raised from" not in error
         assert "(full output: " in error and error.rstrip(")").endswith(".log")

@@ -25,10 +25,10 @@ def built(tmp_path_factory):
     shutil.copy(HERE / "checks_cuda.toml", project / "checks_cuda.toml")
     shutil.copytree(HERE / "cudamodels", project / "cudamodels", ignore=shutil.ignore_patterns("__pycache__"))
     done = build_cli(project / "checks_cuda.toml", project / "out", project / "cache", "--keep-going")
-    programs = {p["name"]: p for p in done["report"].get("programs", [])}
+    programs = {p["name"]: p for p in done["report"].get("targets", [])}
     out = os.environ.get("OUT")
     if out:
-        figures = {name: {k: p.get(k) for k in ("status", "checked", "check", "error")} for name, p in programs.items()}
+        figures = {name: {k: p.get(k) for k in ("status", "checked", "figures", "message")} for name, p in programs.items()}
         Path(out, "checks-cuda.json").write_text(json.dumps(figures, indent=1))
     return done, programs
 
@@ -37,7 +37,7 @@ def built(tmp_path_factory):
 def test_a_right_half_precision_program_builds_with_the_defaults(built, name, dtype):
     _, programs = built
     program = programs[name]
-    assert program["status"] == "built", program.get("error")
+    assert program["status"] == "built", program.get("message")
     checked = program["checked"]
     assert checked["verdict"] == "passed" and list(checked["tolerances"]) == [dtype]
     assert checked["data"]["random"] == [{"batch": 2}, {"batch": 1}, {"batch": 8}]
@@ -45,7 +45,7 @@ def test_a_right_half_precision_program_builds_with_the_defaults(built, name, dt
 
 def test_samples_are_checked_on_the_gpu(built):
     _, programs = built
-    on_samples = [f for f in programs["bf16_cuda"]["check"] if f["data"] == "samples"]
+    on_samples = [f for f in programs["bf16_cuda"]["figures"] if f["data"] == "samples"]
     assert len(on_samples) == 1 and on_samples[0]["samples"] == 4
 
 
@@ -57,6 +57,6 @@ def test_a_wrong_cuda_program_is_named_wrong_or_built_right(built):
     if program["status"] == "built":
         assert program["checked"]["verdict"] == "passed"
         return
-    error = program["error"]
+    error = program["message"]
     assert "computes something else" in error and "not a tolerance problem" in error, error
     assert "loosen programs" not in error

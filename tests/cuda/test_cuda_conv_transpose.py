@@ -88,15 +88,15 @@ def test_on_the_gpu_a_transposed_convolution_builds_and_float32_attention_is_exp
     shutil.copytree(HERE / "cudamodels", tmp_path / "cudamodels", ignore=shutil.ignore_patterns("__pycache__"))
     done = build_cli(tmp_path / "known_limits_cuda.toml", tmp_path / "out", tmp_path / "cache", "--keep-going")
     print(json.dumps(done, indent=1)[:8000])  # the figures, for the lead's note (-s shows them)
-    programs = {p["name"]: p for p in done["report"]["programs"]}
+    programs = {p["name"]: p for p in done["report"]["targets"]}
     upsampler = programs["upsampler_cuda"]
-    assert upsampler["status"] == "built", upsampler.get("error")
-    assert upsampler["check_kind"] == "aoti-runner-cuda"
-    assert {f["sizes"]["batch"] for f in upsampler["check"]} == {1, 2, 3}
-    assert all(f["max_abs_error"] < 1e-3 and f["cosine"] > 0.9999 for f in upsampler["check"])
+    assert upsampler["status"] == "built", upsampler.get("message")
+    assert upsampler["check"] == "aoti-runner-cuda"
+    assert {f["sizes"]["batch"] for f in upsampler["figures"]} == {1, 2, 3}
+    assert all(f["max_abs_error"] < 1e-3 and f["cosine"] > 0.9999 for f in upsampler["figures"])
     record = json.loads((tmp_path / "out" / "ptebuild.json").read_text())
     assert record["targets"]["upsampler_cuda"]["inputs"]["toolchain.cuda.fixes"] == FIX
     attention = programs["attention_cuda"]
     assert attention["status"] == "failed" and "Expected bfloat16 inputs; known limit of ExecuTorch 1.5.1's CUDA backend: " \
-        "its attention kernel" in attention["error"], attention.get("error")
-    assert "\n" not in attention["error"]
+        "its attention kernel" in attention["message"], attention.get("message")
+    assert "\n" not in attention["message"]

@@ -22,7 +22,7 @@ def built(tmp_path_factory):
     shutil.copy(HERE / "people_cuda.toml", project / "people_cuda.toml")
     shutil.copytree(HERE / "cudamodels", project / "cudamodels", ignore=shutil.ignore_patterns("__pycache__"))
     done = build_cli(project / "people_cuda.toml", project / "out", project / "cache", "--keep-going", "--jobs", "4")
-    programs = {p["name"]: p for p in done["report"]["programs"]}
+    programs = {p["name"]: p for p in done["report"]["targets"]}
     return project, done, programs
 
 
@@ -31,17 +31,17 @@ def test_aliased_and_strided_outputs_are_made_safe_and_checked(built):
 
     project, _, programs = built
     aliased = programs["aliased_cuda"]
-    assert aliased["status"] == "built", aliased.get("error")
+    assert aliased["status"] == "built", aliased.get("message")
     assert declared_outputs(project / "out" / "aliased_cuda.pte") == {"forward": 4}
-    assert {f["output"] for f in aliased["check"]} == {0, 1, 2, 3}
-    assert aliased["check_kind"] == "aoti-runner-cuda"
+    assert {f["output"] for f in aliased["figures"]} == {0, 1, 2, 3}
+    assert aliased["check"] == "aoti-runner-cuda"
 
 
 def test_a_nested_state_is_checked_leaf_by_leaf(built):
     _, _, programs = built
     recurrent = programs["recurrent_cuda"]
-    assert recurrent["status"] == "built", recurrent.get("error")
-    assert {(f["output"], f["sizes"]["batch"]) for f in recurrent["check"]} == {(o, b) for o in (0, 1) for b in (1, 2, 4)}
+    assert recurrent["status"] == "built", recurrent.get("message")
+    assert {(f["output"], f["sizes"]["batch"]) for f in recurrent["figures"]} == {(o, b) for o in (0, 1) for b in (1, 2, 4)}
 
 
 def test_a_shim_the_runtime_lacks_is_refused_in_one_line(built):
@@ -60,18 +60,18 @@ def test_a_shim_the_runtime_lacks_is_refused_in_one_line(built):
         assert missing_shims(undefined_symbols(so), supported_fallback_kernels()) == []
         return
     assert scatter["status"] == "failed"
-    assert "calls C shims that ExecuTorch 1.5.1's CUDA runtime does not define: aoti_torch_" in scatter["error"]
-    assert "\n" not in scatter["error"]
+    assert "calls C shims that ExecuTorch 1.5.1's CUDA runtime does not define: aoti_torch_" in scatter["message"]
+    assert "\n" not in scatter["message"]
 
 
 def test_a_missing_kernel_is_named(built):
     _, _, programs = built
     resize = programs["resize_cuda"]
     assert resize["status"] == "failed"
-    assert "missing fallback kernels (1 total): " in resize["error"] and "upsample_bilinear2d_aa" in resize["error"]
-    assert "(full output: " in resize["error"]
+    assert "missing fallback kernels (1 total): " in resize["message"] and "upsample_bilinear2d_aa" in resize["message"]
+    assert "(full output: " in resize["message"]
     lstm = programs["lstm_cuda"]
-    assert lstm["status"] == "failed" and "_thnn_fused_lstm_cell" in lstm["error"]
+    assert lstm["status"] == "failed" and "_thnn_fused_lstm_cell" in lstm["message"]
 
 
 def test_doctor_says_what_the_gpu_machine_can_do(tmp_path):

@@ -60,9 +60,9 @@ def test_cpu_build_restores_what_the_gpu_machine_built(project, tmp_path):
     built = save_as_the_gpu_machine_did(project, cache)
     result = ptebuild("build", str(project), "--cache", str(cache), "--only", "tiny_cuda_a", "--json", "--explain")
     assert result.returncode == 0, result.stderr
-    program = json.loads(result.stdout)["programs"][0]
+    program = json.loads(result.stdout)["targets"][0]
     assert program["status"] == "cached" and program["key"] == built.key
-    assert program["check_kind"] == "aoti-runner-cuda" and program["node"] == "gpu-host"
+    assert program["check"] == "aoti-runner-cuda" and program["node"] == "gpu-host"
     assert "built on gpu-host (" in program["explain"][0] and "torch 2.11.0+cu130" in program["explain"][0]
     out = project.parent / "out"
     assert (out / "tiny_cuda_a.pte").read_bytes() == (DATA / "tiny_cuda_a.pte").read_bytes()
@@ -77,7 +77,7 @@ def test_an_edited_model_is_not_restored_from_another_machine(project, tmp_path)
     source.write_text(source.read_text() + "\n# edited after the GPU build\n")
     result = ptebuild("build", str(project), "--cache", str(cache), "--only", "tiny_cuda_a", "--json")
     assert result.returncode == 1
-    program = json.loads(result.stdout)["programs"][0]
+    program = json.loads(result.stdout)["targets"][0]
     assert program["status"] == "needs-gpu"
 
 
@@ -85,9 +85,9 @@ def test_uncached_cuda_program_needs_a_gpu_and_skip_backend_leaves_it_out(projec
     result = ptebuild("build", str(project), "--cache", str(tmp_path / "cache"), "--json")
     assert result.returncode == 1
     document = json.loads(result.stdout)
-    assert {p["status"] for p in document["programs"]} == {"needs-gpu"}
+    assert {p["status"] for p in document["targets"]} == {"needs-gpu"}
     error = next(line for line in result.stderr.splitlines() if "tiny_cuda_a" in line)
     assert error.startswith(f"error: {project}: programs.tiny_cuda_a: not in the cache, and this machine cannot build it:")
     assert "--skip-backend cuda" in error
     skipped = ptebuild("build", str(project), "--cache", str(tmp_path / "cache"), "--skip-backend", "cuda", "--json")
-    assert skipped.returncode == 0 and json.loads(skipped.stdout)["programs"] == []
+    assert skipped.returncode == 0 and json.loads(skipped.stdout)["targets"] == []

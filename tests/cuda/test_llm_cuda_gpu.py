@@ -28,16 +28,16 @@ def test_chat_cuda_builds_and_matches_eager_on_the_gpu(tmp_path):
     shutil.copytree(ROOT / "manifests" / "chat", project / "chat")
     done = ptebuild("build", project / "chat_cuda.toml", "--cache", tmp_path / "cache", "--json", timeout=1200)
     assert done.returncode == 0, done.stderr
-    program = json.loads(done.stdout)["programs"][0]
-    assert program["status"] == "built" and program["check_kind"] == "aoti-runner-cuda"
-    print("chat_cuda check figures:", json.dumps(program["check"]))
+    program = json.loads(done.stdout)["targets"][0]
+    assert program["status"] == "built" and program["check"] == "aoti-runner-cuda"
+    print("chat_cuda check figures:", json.dumps(program["figures"]))
     if os.environ.get("LLM_CUDA_OUT"):  # run_on_gpu.sh's llm step: the figures for the closing note
         Path(os.environ["LLM_CUDA_OUT"], "llm-cuda.json").write_text(json.dumps(program, indent=2))
-    assert all(f["cosine"] >= 0.999 for f in program["check"])
+    assert all(f["cosine"] >= 0.999 for f in program["figures"])
     # The generation on the GPU: a prefill, then greedy decode steps through the program's own KV
     # cache, every step's token the eager model's (bfloat16 float program: all of them).
-    prefill = next(f for f in program["check"] if f.get("stage") == "prefill")
-    decode = next(f for f in program["check"] if f.get("stage") == "decode")
+    prefill = next(f for f in program["figures"] if f.get("stage") == "prefill")
+    decode = next(f for f in program["figures"] if f.get("stage") == "decode")
     assert prefill["sizes"] == {"prompt_tokens": 16} and prefill["dtype"] == "bfloat16"
     assert decode["tokens"] == 16 and decode["tokens_agreed"] == 16
     out = tmp_path / "out" / "chat_cuda"

@@ -276,8 +276,8 @@ def test_ray_nodes_look_up_and_store_their_results_in_the_remote_cache(cluster, 
         return report, remote, {p.name: p.read_bytes() for p in sorted(out.glob("*.pt[ed]"))}
 
     report_a, driver_a, files_a = build("a")
-    assert [p["status"] for p in report_a["programs"]] == ["built", "built"]
-    assert all(p["node"].endswith(")") for p in report_a["programs"]), report_a  # "host (ray node id)"
+    assert [p["status"] for p in report_a["targets"]] == ["built", "built"]
+    assert all(p["node"].endswith(")") for p in report_a["targets"]), report_a  # "host (ray node id)"
     # A's nodes uploaded (files, envelopes, entries); its driver uploaded nothing and read no entry.
     assert len([r for r in requests() if r.startswith("PUT") and "/ac/" in r]) == 4  # each key, and without the toolchain
     assert (driver_a["uploads"], driver_a["bytes_up"], driver_a["hits"], driver_a["misses"]) == (0, 0, 0, 0), driver_a
@@ -286,7 +286,7 @@ def test_ray_nodes_look_up_and_store_their_results_in_the_remote_cache(cluster, 
     before = len(requests())
     report_b, driver_b, files_b = build("b")
     during_b = requests()[before:]
-    assert [(p["status"], p.get("source")) for p in report_b["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in report_b["targets"]] == [("cached", "remote")] * 2
     assert files_b == files_a and len(files_b) == 4
     assert not [r for r in during_b if r.startswith("PUT")], during_b  # no node lowered anything
     assert len([r for r in during_b if r.startswith("GET") and "/ac/" in r and r.split()[2] == "200"]) >= 2  # the nodes found them
@@ -317,12 +317,12 @@ def test_a_node_result_the_driver_cannot_fetch_is_lowered_again_inline(cluster, 
         return code, report, {p.name: p.read_bytes() for p in sorted(out.glob("*.pt[ed]"))}
 
     code, report_a, files_a = build("a", f"{nginx.url}/{prefix}")
-    assert code == 0 and report_a["programs"][0]["status"] == "built", report_a
+    assert code == 0 and report_a["targets"][0]["status"] == "built", report_a
     pte = hashlib.sha256(files_a["tiny_portable.pte"]).hexdigest()
     proxy.fault("status", code=500, match=f"/cas/{pte}", methods=["GET"])
     code, report_b, files_b = build("b", f"{proxy.origin}/{prefix}")
     assert code == 0 and files_b == files_a
-    [program] = report_b["programs"]
+    [program] = report_b["targets"]
     assert program["status"] == "built", program
     gets = [r for r in proxy.log() if r[0] == "GET" and r[1].endswith(f"/cas/{pte}")]
     assert gets and all(status == 500 for _, _, status, _ in gets)  # the .pte came inline the second time

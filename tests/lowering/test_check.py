@@ -254,7 +254,7 @@ def build_checks(root: Path, *only: str) -> tuple[Path, int, dict[str, dict], st
         report = json.loads(done.stdout)
     except ValueError:
         raise AssertionError(f"no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}") from None
-    return root, done.returncode, {p["name"]: p for p in report["programs"]}, done.stderr
+    return root, done.returncode, {p["name"]: p for p in report["targets"]}, done.stderr
 
 
 @pytest.fixture(scope="session")
@@ -269,8 +269,8 @@ def assert_half_precision_built(root: Path, programs: dict[str, dict], expected:
     record = json.loads((root / "out" / "ptebuild.json").read_text())["targets"]
     for name, dtype in expected.items():
         program = programs[name]
-        assert program["status"] == "built", program.get("error")
-        assert {f["dtype"] for f in program["check"]} == {dtype}
+        assert program["status"] == "built", program.get("message")
+        assert {f["dtype"] for f in program["figures"]} == {dtype}
         checked = program["checked"]
         assert checked["verdict"] == "passed" and list(checked["tolerances"]) == [dtype]
         assert checked["data"] == {"random": [{"batch": 2}, {"batch": 1}, {"batch": 8}], "samples": 0}
@@ -293,7 +293,7 @@ def test_every_half_precision_program_builds(tmp_path):
 def test_a_wrong_program_is_named_and_where_it_diverges_is_found(build):
     root, code, programs, _ = build
     assert code == 1
-    error = programs["layer_norm_portable"]["error"]
+    error = programs["layer_norm_portable"]["message"]
     assert "the program computes something else than eager PyTorch" in error and "not a tolerance problem" in error
     assert "loosen programs" not in error
     assert "it first diverges at aten.layer_norm.default (node layer_norm" in error, error
@@ -327,8 +327,8 @@ def test_samples_are_checked_reported_and_bundled(tmp_path):
 
     root, code, programs, _ = build_checks(tmp_path, "classifier_int8")
     program = programs["classifier_int8"]
-    assert code == 0, program.get("error")
-    on_samples = [f for f in program["check"] if f["data"] == "samples"]
+    assert code == 0, program.get("message")
+    on_samples = [f for f in program["figures"] if f["data"] == "samples"]
     assert len(on_samples) == 1 and on_samples[0]["samples"] == 8 and on_samples[0]["top1"] == 1.0
     assert program["checked"]["data"]["samples"] == 8
     assert len(read_bpte(root / "out" / "classifier_int8.bpte").suite("forward").cases) == 3 + 8
@@ -343,10 +343,10 @@ def test_torchvision_like_classifiers_with_random_weights(tmp_path):
     int8, prove nothing (not "wrong", no advice to loosen), and its float program proves nothing either."""
     _, code, programs, stderr = build_checks(tmp_path, "resnet50_int8", "resnet18_int8", "mobilenet_v2_int8",
                                              "mobilenet_v2_xnnpack")
-    assert code == 0, {name: p.get("error") for name, p in programs.items()}
+    assert code == 0, {name: p.get("message") for name, p in programs.items()}
     for name in ("resnet50_int8", "resnet18_int8"):
         assert programs[name]["checked"]["verdict"] == "passed", name
-    resnet50 = programs["resnet50_int8"]["check"][0]
+    resnet50 = programs["resnet50_int8"]["figures"][0]
     assert resnet50["max_abs_error"] > 0.5 and resnet50["magnitude"] > 10  # beyond atol alone, within rtol
     for name in ("mobilenet_v2_int8", "mobilenet_v2_xnnpack"):
         checked = programs[name]["checked"]

@@ -74,9 +74,12 @@ def test_samples_come_from_a_file_a_folder_or_a_factory(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("spec", "expected"), [
     ("missing.pt", "no such file or folder 'missing.pt'; give a file or folder relative to the manifest"),
     ("empty", "folder 'empty' holds no *.pt or *.pth file; give a file or folder relative to the manifest"),
-    ("state.pt", "file 'state.pt' holds a dict, not a tuple of inputs or a list of such tuples"),
-    ("badfactories:maek", "module 'badfactories' has no attribute 'maek' (did you mean 'make'?)"),
-    ("badfactories:broken", "samples factory 'badfactories:broken' failed: ValueError: no data here"),
+    ("state.pt", "file 'state.pt' holds a dict, not a tuple of inputs or a list of such tuples; give a tuple of the "
+                 "method's inputs, or a list of such tuples"),
+    ("badfactories:maek", "module 'badfactories' has no attribute 'maek' (did you mean 'make'?); name a callable that "
+                          "returns the samples (badfactories:NAME)"),
+    ("badfactories:broken", "samples factory 'badfactories:broken' failed: ValueError: no data here; fix the factory "
+                            "(it is called without arguments)"),
 ])
 def test_samples_that_cannot_be_read_are_located(tmp_path, monkeypatch, spec, expected):
     (tmp_path / "empty").mkdir()

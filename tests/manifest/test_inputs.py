@@ -52,9 +52,9 @@ def test_example_inputs_follow_the_declared_structure(monkeypatch):
 def test_nested_programs_are_checked_leaf_by_leaf(people_build):
     _, _, document, _ = people_build
     for name in ("rec_portable", "rec_xnnpack"):
-        program = next(p for p in document["programs"] if p["name"] == name)
-        assert program["status"] == "built", program.get("error")
+        program = next(p for p in document["targets"] if p["name"] == name)
+        assert program["status"] == "built", program.get("message")
         # {"action", "state": (h, c)} and [sum]: four output slots, at batch 2, 1 and 4.
-        seen = {(f["output"], f["sizes"]["batch"]) for f in program["check"]}
+        seen = {(f["output"], f["sizes"]["batch"]) for f in program["figures"]}
         assert seen == {(o, b) for o in range(4) for b in (1, 2, 4)}
-        assert all(f["max_abs_error"] < 1e-4 for f in program["check"])
+        assert all(f["max_abs_error"] < 1e-4 for f in program["figures"])

@@ -49,7 +49,7 @@ def test_name_errors_are_data_name_errors(monkeypatch):
 
 
 def test_missing_file():
-    with pytest.raises(ManifestError, match=r"^nope\.toml: no such file$"):
+    with pytest.raises(ManifestError, match=r"^nope\.toml: no such file; give the path of a \.toml manifest$"):
         load_manifest("nope.toml")
 
 

@@ -27,7 +27,7 @@ PROGRAMS = ("chat_xnnpack", "chat_xnnpack_8da4w")
 
 
 def _programs(document: dict) -> dict[str, dict]:
-    return {p["name"]: p for p in document["programs"]}
+    return {p["name"]: p for p in document["targets"]}
 
 
 def test_chat_programs_build_and_pass_the_generation_check(chat_build):
@@ -37,17 +37,17 @@ def test_chat_programs_build_and_pass_the_generation_check(chat_build):
     for name in PROGRAMS:
         program = programs[name]
         assert program["status"] == "built"
-        assert program["check_kind"] == "executorch-llm-generation"
-        prefill, decode = program["check"]
+        assert program["check"] == "executorch-llm-generation"
+        prefill, decode = program["figures"]
         assert prefill["stage"] == "prefill" and prefill["sizes"] == {"prompt_tokens": 16}
         assert decode["stage"] == "decode" and decode["tokens"] == 16
         assert decode["runner_tokens"] >= 1  # ExecuTorch's TextLLMRunner generated, and matched the program
         names = sorted(Path(o["path"]).name for o in program["outputs"])
         assert names == sorted([f"{name}.pte", f"{name}_weights.ptd", f"{name}.tokenizer.json"])
-    float_check = programs["chat_xnnpack"]["check"]
+    float_check = programs["chat_xnnpack"]["figures"]
     assert float_check[0]["max_abs_error"] <= 1e-3 and float_check[0]["cosine"] >= 0.9999
     assert float_check[1]["tokens_agreed"] == 16  # a float program agrees on every step
-    quantized = programs["chat_xnnpack_8da4w"]["check"]
+    quantized = programs["chat_xnnpack_8da4w"]["figures"]
     assert quantized[1]["tokens_agreed"] >= quantized[1]["min_token_agreement"] * 16
     assert "tokens 16/16" in ptebuild("build", manifest, "--cache", chat_build[2]).stdout
 
@@ -95,7 +95,7 @@ def test_a_second_build_restores_from_the_cache(chat_build, tmp_path):
     again = tmp_path / "again"
     done = ptebuild("build", manifest, "--cache", cache, "--out", again, "--json")
     assert done.returncode == 0, done.stderr
-    assert {p["status"] for p in json.loads(done.stdout)["programs"]} == {"cached"}
+    assert {p["status"] for p in json.loads(done.stdout)["targets"]} == {"cached"}
     for name in out.iterdir():
         if name.is_file() and name.name != "ptebuild.json":
             assert (again / name.name).read_bytes() == name.read_bytes(), name.name
@@ -264,10 +264,10 @@ def test_a_decoder_of_smollm2_135m_dimensions_builds_float_and_8da4w(tmp_path):
     assert done.returncode == 0, done.stderr
     programs = _programs(json.loads(done.stdout))
     for name in ("smol_xnnpack", "smol_xnnpack_8da4w"):
-        _, decode = programs[name]["check"]
+        _, decode = programs[name]["figures"]
         assert decode["runner_tokens"] >= 1
-        print(name, programs[name]["seconds"], "s:", json.dumps(programs[name]["check"]))  # the figures, with -s
-    assert programs["smol_xnnpack"]["check"][1]["tokens_agreed"] == 16
+        print(name, programs[name]["seconds"], "s:", json.dumps(programs[name]["figures"]))  # the figures, with -s
+    assert programs["smol_xnnpack"]["figures"][1]["tokens_agreed"] == 16
     inspection = api.inspect(project / "out" / "smol_xnnpack.pte")
     assert len(inspection.method("forward").mutable_buffers) == 60
     assert {m.name: m.constant for m in inspection.methods if m.returns_constant}["get_vocab_size"] == 49152
@@ -315,9 +315,9 @@ def test_portable_and_vulkan_programs(tmp_path):
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json", "-j1")
     assert done.returncode == 0, done.stderr
     programs = _programs(json.loads(done.stdout))
-    assert programs["chat_portable"]["check_kind"] == "executorch-llm-generation"
-    assert programs["chat_portable"]["check"][1]["tokens_agreed"] == 16
-    assert programs["chat_vulkan"]["check_kind"] == "vulkan-structural"
+    assert programs["chat_portable"]["check"] == "executorch-llm-generation"
+    assert programs["chat_portable"]["figures"][1]["tokens_agreed"] == 16
+    assert programs["chat_vulkan"]["check"] == "vulkan-structural"
     vulkan = api.inspect(tmp_path / "out" / "chat" / "chat_vulkan.pte")
     assert {d.backend for d in vulkan.method("forward").delegates} == {"VulkanBackend"}
     assert len(vulkan.method("forward").mutable_buffers) == 4

@@ -60,9 +60,9 @@ def _build_and_compare(tmp_path: Path, model_type: str, tied: bool) -> dict:
     manifest = _project(tmp_path / "project", model_type, tied=tied)
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json")
     assert done.returncode == 0, done.stderr
-    program = json.loads(done.stdout)["programs"][0]
-    assert program["status"] == "built" and program["check_kind"] == "executorch-llm-generation"
-    assert program["check"][1]["tokens_agreed"] == 16 and program["check"][1]["runner_tokens"] >= 1
+    program = json.loads(done.stdout)["targets"][0]
+    assert program["status"] == "built" and program["check"] == "executorch-llm-generation"
+    assert program["figures"][1]["tokens_agreed"] == 16 and program["figures"][1]["runner_tokens"] >= 1
     tokens = [5, 17, 200, 33, 4, 99, 128]
     expected = reference_logits(manifest.parent / "hf", tokens)
     actual = _program_logits(manifest.parent / "out", tokens)

@@ -22,7 +22,7 @@ PROMPT = [5, 17, 200, 33, 4, 99, 128, 64]
 
 
 def _programs(document: dict) -> dict[str, dict]:
-    return {p["name"]: p for p in document["programs"]}
+    return {p["name"]: p for p in document["targets"]}
 
 
 def _logits(out: Path, name: str, ptds: list[str]):
@@ -42,8 +42,8 @@ def test_a_lora_pair_shares_one_foundation_file_and_has_its_own_adapter_files(ch
     programs = _programs(document)
     for name in LORA:
         program = programs[name]
-        assert program["status"] == "built" and program["check_kind"] == "executorch-llm-generation"
-        assert program["check"][1]["tokens_agreed"] == 16 and program["check"][1]["runner_tokens"] >= 1
+        assert program["status"] == "built" and program["check"] == "executorch-llm-generation"
+        assert program["figures"][1]["tokens_agreed"] == 16 and program["figures"][1]["runner_tokens"] >= 1
         names = {Path(o["path"]).name for o in program["outputs"]}
         assert names == {f"{name}.pte", "chat_foundation.ptd", f"{name}.ptd", f"{name}.tokenizer.json"}
     foundation = [next(o for o in programs[n]["outputs"] if o["path"].endswith("chat_foundation.ptd")) for n in LORA]

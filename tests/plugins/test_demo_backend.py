@@ -83,10 +83,10 @@ def test_not_installed_it_is_unknown(tmp_path):
 
 def test_builds_with_a_delegate_of_its_own_checked_structurally(demo_build):
     _, report = demo_build
-    programs = {p["name"]: p for p in report["programs"]}
-    assert {name: (p["status"], p["check_kind"]) for name, p in programs.items()} == {
+    programs = {p["name"]: p for p in report["targets"]}
+    assert {name: (p["status"], p["check"]) for name, p in programs.items()} == {
         "tiny_demo": ("built", "demo-structural"), "tiny_demo_inline": ("built", "demo-structural")}
-    forward = next(m for m in programs["tiny_demo"]["check"] if m["method"] == "forward")
+    forward = next(m for m in programs["tiny_demo"]["figures"] if m["method"] == "forward")
     assert forward["structural"] and forward["delegate"] == DELEGATE and forward["kernel_calls"] == 0
     assert forward["inputs"] == ["float32[2, 6]"] and forward["outputs"] == ["float32[2, 3]"]
     assert {Path(o["path"]).name for o in programs["tiny_demo"]["outputs"]} == {"tiny_demo.pte", "tiny_demo_weights.ptd"}

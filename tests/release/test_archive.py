@@ -111,7 +111,7 @@ def test_archive_format_and_stem(name, fmt, stem):
 
 @pytest.mark.parametrize("name", ["r.tar", "r.tar.xz", ".zip", "r"])
 def test_other_endings_are_usage_errors(name):
-    with pytest.raises(UsageError, match="unknown archive type .name it NAME.tar.gz, NAME.tgz or NAME.zip"):
+    with pytest.raises(UsageError, match="unknown archive type; name it NAME.tar.gz, NAME.tgz or NAME.zip"):
         archive_format(name)
 
 

@@ -256,7 +256,7 @@ def test_the_runtime_that_built_it_loads_every_program(bundles, capsys):
 
 def test_a_runtime_that_is_no_version_is_a_usage_error(bundles, capsys):
     code, lines, err = run_cli(capsys, "verify", "--runtime", "latest", bundles["edge"])
-    assert (code, lines, err) == (2, [], "error: --runtime: 'latest' is not an ExecuTorch version (e.g. 1.5.1)\n")
+    assert (code, lines, err) == (2, [], "error: --runtime: 'latest' is not an ExecuTorch version; give one such as 1.5.1\n")
 
 
 def test_a_bpte_that_bundles_another_program_is_found(bundles, tmp_path):

@@ -39,7 +39,7 @@ def runners_a(tmp_path_factory):
                 url, salt = request.getfixturevalue("buildgrid").url, f"run {uuid.uuid4().hex}"
             runner = Runner(tmp_path_factory.mktemp(f"runner-a-{kind}"), url, salt)
             document, result = runner.build()
-            assert {p["status"] for p in document["programs"]} == {"built"}
+            assert {p["status"] for p in document["targets"]} == {"built"}
             assert warnings(result) == []
             stats = runner.remote_stats()
             assert stats["uploads"] == 8 and stats["errors"] == 0, stats  # 4 files, 4 entries (each key, and without the toolchain)
@@ -61,8 +61,8 @@ def kind_of(runner: Runner) -> str:
 def test_runner_b_restores_every_program_from_the_remote_without_lowering(runner_a, tmp_path):
     b = Runner(tmp_path / "b", runner_a.remote, runner_a.salt)
     document, result = b.build("--explain", trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2, (
-        warnings(result), [(p["key"], p.get("explain")) for p in document["programs"]])
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2, (
+        warnings(result), [(p["key"], p.get("explain")) for p in document["targets"]])
     assert heavy_imports(result) == set()  # no worker, no torch: nothing lowered
     assert warnings(result) == []
     assert b.files() == runner_a.files() and len(b.files()) == 4
@@ -71,7 +71,7 @@ def test_runner_b_restores_every_program_from_the_remote_without_lowering(runner
     assert remote["bytes_down"] >= sum(len(d) for d in b.files().values())
     # The remote hit was copied into B's local cache: the next build is local.
     again, _ = b.build("--remote-cache", UNUSED[kind_of(runner_a)])
-    assert [(p["status"], p.get("source")) for p in again["programs"]] == [("cached", "local")] * 2
+    assert [(p["status"], p.get("source")) for p in again["targets"]] == [("cached", "local")] * 2
 
 
 def _http(runner_a, request):
@@ -100,7 +100,7 @@ def test_faults_never_fail_the_build_nor_poison_the_local_cache(runners_a, reque
     b = Runner(tmp_path / "b", url, runner_a.salt)
     arm(proxy)
     document, result = b.build(*ONE)
-    program = document["programs"][0]
+    program = document["targets"][0]
     assert program["status"] in ("built", "cached"), fault
     assert len(warnings(result)) >= 1, fault
     assert all(w.startswith(f"warning: remote cache {url}") for w in warnings(result)), warnings(result)
@@ -121,18 +121,18 @@ def test_shards_then_a_final_build_lower_each_program_once(nginx, tmp_path):
     for index, shard in enumerate(("1/2", "2/2")):
         runner = Runner(tmp_path / f"shard{index}", url)
         document, _ = runner.build("--shard", shard)
-        lowered += [p["name"] for p in document["programs"] if p["status"] == "built"]
+        lowered += [p["name"] for p in document["targets"] if p["status"] == "built"]
     assert sorted(lowered) == ["tiny_portable", "tiny_xnnpack"]
     final = Runner(tmp_path / "final", url)
     document, result = final.build(trace_imports=True)
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2
     assert heavy_imports(result) == set()
 
 
 def test_remote_upload_no_reads_but_never_writes(space, tmp_path):
     runner = Runner(tmp_path / "pr", space.url)
     document, _ = runner.build(*ONE, "--remote-upload=no")
-    assert document["programs"][0]["status"] == "built"
+    assert document["targets"][0]["status"] == "built"
     assert space.files() == []
 
 
@@ -153,7 +153,7 @@ def test_a_shared_weights_group_fetches_only_what_the_folder_needs(nginx, tmp_pa
     a.build()
     b = shared_runner("b")
     document, _ = b.build()
-    assert [(p["status"], p.get("source")) for p in document["programs"]] == [("cached", "remote")] * 2
+    assert [(p["status"], p.get("source")) for p in document["targets"]] == [("cached", "remote")] * 2
     assert b.files() == a.files()
     stats = ptebuild("cache", "stats", "--cache", str(b.cache), "--json")
     (remote,) = json.loads(stats.stdout)["last_build_remote"].values()

@@ -96,7 +96,7 @@ def test_a_pte_and_a_ptd(out):
 
 def test_an_unreadable_file_is_exit_2(out, tmp_path, capsys):
     assert cli.main(["diff", str(out / "tiny_xnnpack.pte"), str(tmp_path / "gone.pte")]) == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory; give the paths of two .pte or .ptd files\n"
 
 
 def test_weights_only_sees_through_sha256_weight_keys(programs):

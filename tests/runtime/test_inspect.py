@@ -14,7 +14,9 @@ from release_build import built_tiny
 from ptebuild import cli
 from ptebuild.errors import FormatError
 from ptebuild.runtime import read_ptd, read_pte
+from ptebuild.runtime.declared import declared_program
 from ptebuild.runtime.inspect import PtdInspection, PteInspection, describe, inspect
+from ptebuild.sizes import format_size
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +79,7 @@ def test_a_data_file(out):
 
 
 def test_cli_text_and_json(out, run):
-    code, text, _ = run("inspect", out / "tiny_xnnpack.pte")
+    code, text, _ = run("inspect", out / "tiny_xnnpack.pte", "--full")
     assert code == 0
     lines = text.splitlines()
     assert lines[0] == f"{out / 'tiny_xnnpack.pte'}: ExecuTorch program (ET12), {(out / 'tiny_xnnpack.pte').stat().st_size} bytes, version 0"
@@ -94,7 +96,7 @@ def test_not_a_pte_or_ptd_is_one_line_exit_2(out, run, tmp_path):
     assert code == 2 and text == ""
     assert err.startswith(f"error: {out / 'ptebuild.json'}: neither a .pte nor a .ptd: identifier ") and err.count("\n") == 1
     code, _, err = run("inspect", tmp_path / "gone.pte")
-    assert (code, err) == (2, f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory\n")
+    assert (code, err) == (2, f"error: {tmp_path / 'gone.pte'}: cannot read: No such file or directory; give the path of a .pte or .ptd\n")
 
 
 @pytest.mark.parametrize("name", ["tiny_xnnpack.pte", "tiny_portable.pte", "tiny_xnnpack_weights.ptd"])
@@ -105,3 +107,46 @@ def test_every_truncation_is_a_format_error(out, tmp_path, name):
         cut.write_bytes(data[:length])
         with pytest.raises(FormatError):
             inspect(cut)
+
+
+def test_the_default_is_a_summary_with_named_inputs_and_dims_as_ranges(out, run, tmp_path):
+    """A few lines a person reads: each method with the manifest's input names and its dynamic
+    dims as ranges (the build record beside the file declares them), delegation, sizes, weights."""
+    code, text, _ = run("inspect", out / "tiny_xnnpack.pte")
+    lines = text.splitlines()
+    assert code == 0 and len(lines) <= 10
+    assert lines[0] == (f"{out / 'tiny_xnnpack.pte'}: ExecuTorch program, {format_size((out / 'tiny_xnnpack.pte').stat().st_size)}, 2 methods, "
+                        "program tiny_xnnpack (per ptebuild.json)")
+    assert lines[1:5] == [
+        "  forward(x: float32[batch, 6]) -> float32 up to [4, 3]",
+        "    batch 1..4; delegated: 1 of 1 calls (XnnpackBackend)",
+        "  score(x: float32[batch, 6], tokens: int64[batch], mask: bool[batch]) -> float32 up to [4, 3]",
+        "    batch 1..4; delegated: 1 of 5 calls (XnnpackBackend)",
+    ]
+    rest = lines[5:]  # the figures: operators left to kernels (score's), size, planned memory, weights
+    assert [line.split(":")[0] for line in rest[:-1]] == ["left to kernels in score", "size", "planned memory", "weights"]
+    assert " delegate payloads" in rest[1] and rest[2].startswith("planned memory: forward ")
+    ptd = (out / "tiny_xnnpack_weights.ptd").stat().st_size
+    assert rest[3] == f"weights: 7 keys needed from tiny_xnnpack_weights.ptd ({format_size(ptd)}); 0 tensors or blobs inside the .pte"
+    assert "dynamic-bound" not in text and "segment" not in text.replace("every segment", "")
+    # A copy away from its record is described by what the .pte alone knows: upper bounds.
+    (tmp_path / "alone.pte").write_bytes((out / "tiny_xnnpack.pte").read_bytes())
+    code, text, _ = run("inspect", tmp_path / "alone.pte")
+    assert code == 0 and "  forward(float32 up to [4, 6]) -> float32 up to [4, 3]" in text.splitlines()
+    code, text, _ = run("inspect", out / "tiny_xnnpack_weights.ptd")
+    assert text.splitlines()[:2] == [
+        f"{out / 'tiny_xnnpack_weights.ptd'}: ExecuTorch data file, {format_size(ptd)}, weights of tiny_xnnpack (per ptebuild.json)",
+        f"weights: 7 keys, {format_size(sum(k.size for k in inspect(out / 'tiny_xnnpack_weights.ptd').keys))}",
+    ]
+
+
+def test_a_file_the_record_does_not_name_with_its_bytes_is_not_described_by_it(out, tmp_path):
+    import shutil
+
+    folder = tmp_path / "out"
+    shutil.copytree(out, folder)
+    assert declared_program(folder / "tiny_portable.pte").programs == ("tiny_portable",)
+    (folder / "tiny_portable.pte").write_bytes((out / "tiny_xnnpack.pte").read_bytes())
+    assert declared_program(folder / "tiny_portable.pte") is None
+    (folder / "ptebuild.json").write_text("{")
+    assert declared_program(folder / "tiny_xnnpack.pte") is None

@@ -78,7 +78,7 @@ def test_merge_unites_and_sorts():
 def test_inspect_lists_a_programs_operators(out, capsys):
     assert cli.main(["inspect", str(out / "tiny_portable.pte"), "--oplist"]) == 0
     assert capsys.readouterr().out.encode() == selected_operators_yaml(program_operators(out / "tiny_portable.pte"))
-    assert cli.main(["inspect", str(out / "tiny_portable.pte")]) == 0
+    assert cli.main(["inspect", str(out / "tiny_portable.pte"), "--full"]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("operators for a selective runtime build: 8 (delegated calls not listed)")
     assert lines[start + 1:start + 3] == ["  aten::add.out  v1/6;0,1|6;0,1|6;0,1|6;0,1", "  aten::addmm.out  v1/6;0|6;0,1|6;0,1|6;0,1|6;0,1"]

@@ -40,7 +40,7 @@ def test_keep_order_and_dll_override(files, run_cli):
 CASES = {
     "bad-def": (["shims", "build", "{d}/bad.def", "-o", "{d}/x.lib"], 2,
                 "error: {d}/bad.def:4: export 'a' is declared twice, as code and as CONSTANT; keep one declaration (first at line 3)"),
-    "missing-file": (["shims", "build", "{d}/nope.def", "-o", "{d}/x.lib"], 2, "error: {d}/nope.def: cannot read: No such file or directory"),
+    "missing-file": (["shims", "build", "{d}/nope.def", "-o", "{d}/x.lib"], 2, "error: {d}/nope.def: cannot read: No such file or directory; give a shim list you can read"),
     "not-a-library": (["shims", "list", "{d}/notlib.lib"], 2,
                       "error: {d}/notlib.lib: offset 0: not an archive (no '!<arch>' magic); pass a Windows import library (.lib)"),
     "bad-format": (["shims", "build", "{d}/good.def", "-o", "{d}/x.lib", "--format", "elf"], 2, None),

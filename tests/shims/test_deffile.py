@@ -58,8 +58,8 @@ BAD_TOML = {
     "syntax": ("dll = \n", "x.toml: not valid TOML"),
     "no-dll": ('exports = ["a"]\n', "x.toml: dll: missing or not a string"),
     "unknown-key": ('dll = "a.dll"\nexport = []\n', "x.toml: unknown key 'export'"),
-    "bad-type": ('dll = "a.dll"\nexports = [{ name = "a", type = "func" }]\n', "x.toml: exports[0]: type 'func' is not one of code, data, const"),
-    "bad-entry": ('dll = "a.dll"\nexports = [1]\n', "x.toml: exports[0]: must be a name or a table"),
+    "bad-type": ('dll = "a.dll"\nexports = [{ name = "a", type = "func" }]\n', "x.toml: exports[0]: unknown type 'func'; use one of code, data, const"),
+    "bad-entry": ('dll = "a.dll"\nexports = [1]\n', "x.toml: exports[0]: neither a name nor a table; write a name or a table like"),
     "conflict": ('dll = "a.dll"\nexports = ["a", { name = "a", type = "data" }]\n', "x.toml: exports[1]: export 'a' is declared twice"),
     "bad-name": ('dll = "a.dll"\nexports = ["a b"]\n', "x.toml: exports[0]: name 'a b' contains"),
 }

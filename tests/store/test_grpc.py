@@ -51,10 +51,10 @@ def test_urls(url, parts):
 
 
 @pytest.mark.parametrize(("url", "message"), [
-    ("grpc://h", "--remote-cache grpc://h: a grpc:// URL needs a port (grpc://host:port)"),
+    ("grpc://h", "--remote-cache grpc://h: a grpc:// URL needs a port; give grpc://host:port"),
     ("grpc://h:1/?token=x", "--remote-cache grpc://h:1: a query string or fragment is not supported; pass a token with "
                             "--remote-cache-header NAME=VALUE"),
-    ("grpc://h:99999", "--remote-cache: not a valid URL (expected grpc[s]://host[:port][/instance])"),
+    ("grpc://h:99999", "--remote-cache: not a valid URL; give grpc[s]://host[:port][/instance]"),
 ], ids=["no-port", "query", "bad-port"])
 def test_bad_urls(url, message):
     with pytest.raises(UsageError) as err:
@@ -75,8 +75,8 @@ def test_headers_and_userinfo_travel_as_metadata_and_are_never_shown(grpc_proxy)
     t.close()
     with pytest.raises(UsageError) as err:
         grpc_tier(grpc_proxy.url, headers={"X~Token": "tok-5e3c7a91"})
-    assert str(err.value) == ("remote cache header X~Token: not a gRPC metadata key (letters, digits, '-', '_' and '.'; "
-                              "not grpc-* nor *-bin)")
+    assert str(err.value) == ("remote cache header X~Token: not a gRPC metadata key; use letters, digits, '-', '_' and '.', "
+                              "not grpc-* nor *-bin")
 
 
 # --- round trips -------------------------------------------------------------------------------

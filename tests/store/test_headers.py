@@ -52,8 +52,8 @@ def test_url_userinfo_is_sent_as_basic_auth(space, proxy):
     ("url", "message"),
     [
         (f"http://h/c?token={TOKEN}", "--remote-cache http://h/c: a query string or fragment is not supported; pass a token with --remote-cache-header NAME=VALUE"),
-        (f"ftp://u:{TOKEN}@h/c", "--remote-cache: 'ftp://h/c' is not an http:// or https:// URL with a host"),
-        (f"http://u:{TOKEN}@h:99999/c", "--remote-cache: not a valid URL (expected http[s]://host[:port][/prefix])"),
+        (f"ftp://u:{TOKEN}@h/c", "--remote-cache: 'ftp://h/c' is not an http:// or https:// URL with a host; give http[s]://host[:port][/prefix]"),
+        (f"http://u:{TOKEN}@h:99999/c", "--remote-cache: not a valid URL; give http[s]://host[:port][/prefix]"),
     ],
 )
 def test_bad_urls_are_refused_without_their_secrets(url, message):

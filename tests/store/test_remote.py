@@ -93,8 +93,8 @@ def test_registered_as_its_tier_kind_and_picked_by_the_url_scheme(remote):
 def test_url_schemes_pick_the_tier_kind():
     assert [tiers.remote_kind(u) for u in ("http://h", "https://h/p", "grpc://h:1", "grpcs://h", "GRPC://h:1")] == [
         "http", "http", "grpc", "grpc", "grpc"]
-    with pytest.raises(UsageError, match=r"^--remote-cache: 'ftp://h/x' is not a URL of a remote cache "
-                                         r"\(http://, https://, grpc://, grpcs://host\[:port\]\.\.\.\)$"):
+    with pytest.raises(UsageError, match=r"^--remote-cache: 'ftp://h/x' is not a URL of a remote cache; "
+                                         r"give http://, https://, grpc://, grpcs://host\[:port\]\.\.\.$"):
         tiers.remote_kind("ftp://user:pw@h/x")
     assert repr(tiers.RemoteSettings.of("grpc://u:p@h:1", {"X-Token": "tok-1"}, secret=b"k")) == (
         "RemoteSettings('grpc://h:1', headers=[X-Token], upload=True, signed=True)")

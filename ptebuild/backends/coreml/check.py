@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ptebuild.backends.base import CheckKind
 from ptebuild.backends.coreml import options as coreml_options
-from ptebuild.errors import CheckError
+from ptebuild.errors import REPORT, CheckError
 
 STRUCTURAL = CheckKind("coreml-structural", numeric=False)
 """No Core ML runtime here: the delegate's model is read back with coremltools and its inputs and
@@ -74,7 +74,7 @@ class _ReadBack:
         if reference is not None:
             shared = self.reader.named_blob(reference.key)
             if shared is None:
-                raise CheckError(f"{where}: refers to Core ML model {reference.key!r}, which the .pte does not hold")
+                raise CheckError(f"{where}: refers to Core ML model {reference.key!r}, which the .pte does not hold; {REPORT}")
             payload, key, function = shared, reference.key, reference.function
         model = coreml_payload.read_model(payload)
         if key not in self._specs:
@@ -102,7 +102,7 @@ def _function_features(spec, function: str | None):
     for described in spec.description.functions:
         if described.name == function:
             return _features(described.input), _features(described.output)
-    raise CheckError(f"the multifunction Core ML model has no function {function!r}")
+    raise CheckError(f"the multifunction Core ML model has no function {function!r}; {REPORT}")
 
 
 def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]]) -> None:
@@ -111,29 +111,29 @@ def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]])
     sizes = arg.sizes
     if feature.ranges is not None:
         if len(feature.ranges) != len(sizes):
-            raise CheckError(f"{where}: Core ML takes rank {len(feature.ranges)} {feature.dims()}, the .pte passes {arg.describe()}")
+            raise CheckError(f"{where}: Core ML takes rank {len(feature.ranges)} {feature.dims()}, the .pte passes {arg.describe()}; {REPORT}")
         for axis, ((low, high), size) in enumerate(zip(feature.ranges, sizes)):
             want_low, want_high = declared.get(axis, (size, size))
             if low > want_low or (high >= 0 and high < want_high):
                 span = f"{want_low}..{want_high}" if want_low != want_high else str(size)
                 raise CheckError(
                     f"{where}: Core ML takes {feature.dims()}, which refuses size {span} of axis {axis} "
-                    f"(the .pte passes {arg.describe()})"
+                    f"(the .pte passes {arg.describe()}); {REPORT}"
                 )
         return
     if feature.enumerated:
         if sizes not in feature.enumerated:
-            raise CheckError(f"{where}: Core ML takes only {feature.dims()}, the .pte passes {arg.describe()}")
+            raise CheckError(f"{where}: Core ML takes only {feature.dims()}, the .pte passes {arg.describe()}; {REPORT}")
         return
     if not feature.shape:
         return  # an output whose shape Core ML decides when it runs
     if feature.shape != sizes:
-        raise CheckError(f"{where}: Core ML takes {feature.dims()}, the .pte passes {arg.describe()}")
+        raise CheckError(f"{where}: Core ML takes {feature.dims()}, the .pte passes {arg.describe()}; {REPORT}")
     dynamic = sorted(axis for axis, (low, high) in declared.items() if low != high)
     if dynamic:
         raise CheckError(
             f"{where}: Core ML takes only {feature.dims()}, but axis {dynamic[0]} of the method's input is a "
-            f"dynamic dim ({declared[dynamic[0]][0]}..{declared[dynamic[0]][1]})"
+            f"dynamic dim ({declared[dynamic[0]][0]}..{declared[dynamic[0]][1]}); give this program fixed shapes"
         )
 
 
@@ -170,28 +170,29 @@ class _Matcher:
             if len(call.args) != len(input_names) + len(output_names):
                 raise CheckError(
                     f"{where}: the call passes {len(call.args)} arguments, the compiled model's metadata names "
-                    f"{len(input_names)} inputs and {len(output_names)} outputs")
+                    f"{len(input_names)} inputs and {len(output_names)} outputs; {REPORT}")
             return Matched((), (), "compiled Core ML model (its specification is not kept)")
         version = spec.specificationVersion
         if version > self.target_version:
             needs = SPEC_VERSION_TARGETS.get(version, f"specification {version}")
             raise CheckError(
                 f"{where}: the Core ML model has specification {version} (loads on {needs} and later), "
-                f"newer than minimum_deployment_target {self.target!r} (specification {self.target_version})"
+                f"newer than minimum_deployment_target {self.target!r} (specification {self.target_version}); raise "
+                "minimum_deployment_target"
             )
         try:
             inputs, outputs = _function_features(spec, function)
         except CheckError as exc:
-            raise CheckError(f"{where}: {exc.message}") from None
+            raise CheckError(f"{where}: {exc.message}") from None  # it ends with REPORT
         if [f.name for f in inputs] != input_names or [f.name for f in outputs] != output_names:
             raise CheckError(
                 f"{where}: metadata.json binds inputs {input_names} and outputs {output_names}, the model "
-                f"has inputs {[f.name for f in inputs]} and outputs {[f.name for f in outputs]}"
+                f"has inputs {[f.name for f in inputs]} and outputs {[f.name for f in outputs]}; {REPORT}"
             )
         if len(call.args) != len(inputs) + len(outputs):
             raise CheckError(
                 f"{where}: the call passes {len(call.args)} arguments, the Core ML model has "
-                f"{len(inputs)} inputs and {len(outputs)} outputs"
+                f"{len(inputs)} inputs and {len(outputs)} outputs; {REPORT}"
             )
         tensor_inputs = [i for i in found.plan.inputs() if tensor_arg(values, i) is not None]
         declared_inputs = [leaf for spec_ in method.inputs for leaf in spec_.leaves() if leaf.kind == "tensor"]
@@ -203,10 +204,10 @@ class _Matcher:
                 if arg is None or feature.kind != "multiArray":
                     raise CheckError(
                         f"{at}: Core ML has a {feature.kind}, the .pte passes "
-                        f"{'a ' + values[index].kind if arg is None else 'a tensor'}"
+                        f"{'a ' + values[index].kind if arg is None else 'a tensor'}; {REPORT}"
                     )
                 if feature.dtype is None or not compatible(arg.dtype, feature.dtype):
-                    raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}")
+                    raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}; {REPORT}")
                 declared: dict[int, tuple[int, int]] = {}
                 if role == "input" and index in tensor_inputs:
                     position = tensor_inputs.index(index)

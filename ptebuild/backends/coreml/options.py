@@ -70,12 +70,23 @@ def default_sharing(target: str) -> str:
 @functools.cache
 def options_model() -> type:
     """The Core ML backend's compile specs as a pydantic model (defined on first use)."""
-    from pydantic import model_validator
+    from pydantic import ConfigDict, model_validator
 
     from ptebuild.backends.options import BackendOptions
 
+    multifunction: list[Any] = sorted(t for t, spec in SPECIFICATION_OF_TARGET.items() if spec >= MULTIFUNCTION_SPECIFICATION)
+    schema_extra: dict[str, Any] = {"allOf": [
+        {"if": {"properties": {"multimethod_weight_sharing": {"const": "positional"}}, "required": ["multimethod_weight_sharing"]},
+         "then": {"required": ["minimum_deployment_target"], "properties": {"minimum_deployment_target": {"enum": multifunction}}}},
+        {"if": {"properties": {"lower_full_graph": {"const": True}}, "required": ["lower_full_graph"]},
+         "then": {"properties": {"skip_operators": {"maxItems": 0}}}},
+    ]}
+
     class CoreMLOptions(BackendOptions):
         """The Core ML backend's compile specs (ExecuTorch's ``CoreMLBackend.generate_compile_specs``)."""
+
+        # The schema says as much as the validators below where JSON Schema can (editors warn).
+        model_config = ConfigDict(**BackendOptions.model_config, json_schema_extra=schema_extra)
 
         compute_units: Literal["all", "cpu_only", "cpu_and_gpu", "cpu_and_ne"] = "all"
         """Where the device runs the model: ``all``, ``cpu_only``, ``cpu_and_gpu`` or ``cpu_and_ne``

@@ -136,12 +136,12 @@ class CudaBackend(Backend):
         if options.platform == "windows":
             problem = toolchain.windows_toolchain_problem()
             if problem:
-                raise BuildError(f"cannot lower for Windows: {problem}")
+                raise BuildError(f"cannot lower for Windows: {problem}")  # the problem ends with its fix (windows.toolchain_problem)
             folder = shim_library_dir or os.environ.get(SHIM_DIR_ENV)
             if not folder or not Path(folder, f"{SHIM_LIBRARY_NAME}.lib").is_file():
                 raise BuildError(
                     f"cannot lower for Windows: no {SHIM_LIBRARY_NAME}.lib from shim target "
-                    f"{options.shim_library!r} (build it first; its folder: {folder or 'not given'})"
+                    f"{options.shim_library!r} in {folder or 'no folder'}; build the shim target first"
                 )
             link = windows.link_folder(
                 folder, os.environ["WINDOWS_CUDA_HOME"], inductor.inductor_cache_dir(), shutil.which(toolchain.MINGW_GXX)
@@ -183,12 +183,12 @@ class CudaBackend(Backend):
 
     def data_files(self, manager, data_name, program_name) -> dict[str, Any]:
         """The delegate's ``aoti_cuda_blob`` published as ``<data_name>``."""
-        from ptebuild.errors import BuildError
+        from ptebuild.errors import REPORT, BuildError
 
         data = dict(manager._tensor_data or {})
         unexpected = sorted(set(data) - {DATA_TAG})
         if unexpected:
-            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}; {REPORT}", location=f"programs.{program_name}")
         if DATA_TAG not in data:
             return {}
         if data_name is None:

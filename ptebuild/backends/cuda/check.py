@@ -62,7 +62,7 @@ def _runner(pte: Path, payload, data, so_path: Path, program_name: str):
     import torch
 
     from ptebuild.backends.cuda.payload import read_pte_named_data
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
 
     so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
     runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(so_path), 1, "cuda", "")
@@ -73,7 +73,7 @@ def _runner(pte: Path, payload, data, so_path: Path, program_name: str):
         if weight is None:
             continue  # folded into the .so by AOTInductor
         if data is None:
-            raise BuildError("weights but no .ptd", location=f"programs.{program_name}")
+            raise BuildError(f"the CUDA delegate names weights but the program has no .ptd; {REPORT}", location=f"programs.{program_name}")
         constants[name] = _weight_tensor(weight, data.read_blob(weight.storage_key))
     if constants:
         runner.update_constant_buffer(constants, False, False)
@@ -91,18 +91,19 @@ def aoti_method(pte: Path, ptd: Path | None, method: str, program_name: str) -> 
 
     from ptebuild.backends.cuda.payload import read_cuda_delegates
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
     from ptebuild.runtime import check as check_files
     from ptebuild.runtime.ptd_file import read_ptd
 
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     check_program_shims(pte, program_name)
     if not torch.cuda.is_available():
-        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program_name}")
+        raise BuildError("the CUDA check needs a GPU; torch sees none: build CUDA programs on a machine with one",
+                         location=f"programs.{program_name}")
     _load_torch_shims()
     found = [d for d in read_cuda_delegates(pte) if d.method == method]
     if len(found) != 1:
-        raise BuildError(f"method {method!r} has {len(found)} CUDA delegates; the AOTInductor runner needs one",
+        raise BuildError(f"method {method!r} has {len(found)} CUDA delegates; the AOTInductor runner needs one; {REPORT}",
                          location=f"programs.{program_name}")
     with tempfile.TemporaryDirectory(prefix="ptebuild-cuda-run-") as tmp:
         runner = _runner(pte, found[0].payload, read_ptd(ptd) if ptd else None, Path(tmp, f"{method}.so"), program_name)
@@ -123,7 +124,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
 
     from ptebuild.backends.cuda.payload import read_cuda_delegates
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
     from ptebuild.lowering.binding import call_method
     from ptebuild.lowering.check import checked_figures, concat_outputs, flatten_outputs, output_names
     from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
@@ -137,14 +138,15 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
     slots = declared_outputs(pte)
     calls = delegate_calls(pte)
     if not torch.cuda.is_available():
-        raise BuildError("the CUDA check needs a GPU; torch sees none", location=f"programs.{program.name}")
+        raise BuildError("the CUDA check needs a GPU and torch sees none; build CUDA programs on a machine with one",
+                         location=f"programs.{program.name}")
     _load_torch_shims()
     delegates = {}
     for found in read_cuda_delegates(pte):
         if found.method in delegates:
             raise BuildError(
-                f"method {found.method!r} has several CUDA delegates; the AOTInductor runner check needs "
-                "one per method",
+                f"method {found.method!r} has several CUDA delegates, and the AOTInductor runner check needs "
+                f"one per method; {REPORT}",
                 location=f"programs.{program.name}",
             )
         delegates[found.method] = found
@@ -155,7 +157,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
         for method in program.methods:
             delegate = delegates.get(method.name)
             if delegate is None:
-                raise BuildError(f"method {method.name!r} has no CUDA delegate", location=f"programs.{program.name}")
+                raise BuildError(f"method {method.name!r} has no CUDA delegate; {REPORT}", location=f"programs.{program.name}")
             runner = _runner(pte, delegate.payload, data, Path(tmp, f"{method.name}.so"), program.name)
             own = (samples or {}).get(method.name, [])
             runs = [(sizes, check_inputs(program, method, sizes, own)) for sizes in check_sizes(method)]
@@ -185,12 +187,12 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
                 elif declared is not None and len(returned) != declared:
                     raise BuildError(
                         f"{where}: the compiled code returned {len(returned)} outputs, the program declares "
-                        f"{declared} output slots", location=f"programs.{program.name}",
+                        f"{declared} output slots; {REPORT}", location=f"programs.{program.name}",
                     )
                 if declared is not None and len(expected) != declared:
                     raise BuildError(
                         f"{where}: eager PyTorch returns {len(expected)} outputs, the program declares "
-                        f"{declared} output slots", location=f"programs.{program.name}",
+                        f"{declared} output slots; {REPORT}", location=f"programs.{program.name}",
                     )
                 if sizes is None:
                     on_samples.append((expected, flatten_outputs(returned), names))
@@ -263,12 +265,12 @@ def slot_outputs(returned: list, call_args: tuple[int, ...], slots: tuple[int, .
     """The compiled code's outputs (``returned``, in the delegate's order) in the method's slot
     order: slot ``s`` holds value ``slots[s]``, the delegate wrote its outputs to the last
     ``len(returned)`` values of ``call_args``."""
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
 
     produced = call_args[len(call_args) - len(returned):] if returned else ()
     if len(produced) != len(returned):
         raise BuildError(
-            f"{where}: the compiled code returned {len(returned)} outputs, the delegate call names {len(call_args)} values",
+            f"{where}: the compiled code returned {len(returned)} outputs, the delegate call names {len(call_args)} values; {REPORT}",
             location=f"programs.{program}",
         )
     ordered = []
@@ -276,7 +278,7 @@ def slot_outputs(returned: list, call_args: tuple[int, ...], slots: tuple[int, .
         if value not in produced:
             raise BuildError(
                 f"{where}: output slot {slot} is not computed by the CUDA delegate (value {value}); the AOTInductor "
-                "runner check covers programs whose outputs all come out of the delegate",
+                "runner check covers programs whose outputs all come out of the delegate: return only tensors the model computes",
                 location=f"programs.{program}",
             )
         ordered.append(returned[produced.index(value)])

@@ -58,12 +58,19 @@ def platform_of(options) -> str | None:
 def options_model() -> type:
     """The CUDA backend's compile specs as a pydantic model (defined on first use: pydantic is not
     imported by the builder's cheap hooks)."""
-    from pydantic import model_validator
+    from pydantic import ConfigDict, model_validator
 
     from ptebuild.backends.base import BackendOptions
 
     class CudaOptions(BackendOptions):
         """The CUDA backend's compile specs."""
+
+        # The schema says as much as the validator below where JSON Schema can (editors warn).
+        model_config = ConfigDict(**BackendOptions.model_config, json_schema_extra={
+            "if": {"properties": {"platform": {"const": "windows"}}, "required": ["platform"]},
+            "then": {"required": ["shim_library"], "properties": {"shim_library": {"const": SHIM_LIBRARY_NAME}}},
+            "else": {"not": {"required": ["shim_library"]}},
+        })
 
         platform: Literal["linux", "windows"] = "linux"
         """Where the program runs: ``linux``, or ``windows`` (cross-compiled with MinGW-w64)."""

@@ -30,13 +30,13 @@ def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
     from executorch.exir.schema import DataLocation
 
     from ptebuild.backends.cuda import payload as cuda_payload
-    from ptebuild.errors import BuildError
+    from ptebuild.errors import REPORT, BuildError
     from ptebuild.runtime.keys import SHA256_MARKER, sha256_in_key, weight_key
 
     named = manager._named_data
     emitted = manager._emitter_output
     if named is None:
-        raise BuildError("the CUDA delegate stored no named data (executorch 1.5.1 expected)")
+        raise BuildError(f"the CUDA delegate stored no named data (executorch 1.5.1 does); {REPORT}")
     renamed: dict[str, str] = {}
     for _tag, entries in named.external_data.items():
         new_entries = {}
@@ -59,7 +59,7 @@ def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
             delegate.compile_specs = [s for s in delegate.compile_specs if s.key != "shim_library_path"]
             ref = delegate.processed
             if ref.location != DataLocation.INLINE:
-                raise BuildError(f"method {plan.name}: CUDA delegate {index} is not inline in the emitted program")
+                raise BuildError(f"method {plan.name}: CUDA delegate {index} is not inline in the emitted program; {REPORT}")
             if ref.index in done:
                 continue
             done.add(ref.index)
@@ -72,9 +72,9 @@ def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
                 if key in renamed or key in identity:
                     mapping[key] = renamed.get(key, key)
                 elif key in named.pte_data:
-                    raise BuildError(f"{where}: weight {weight.fqn!r} is stored inside the .pte; expected the .ptd")
+                    raise BuildError(f"{where}: weight {weight.fqn!r} is stored inside the .pte, not in the .ptd; {REPORT}")
                 else:
-                    raise BuildError(f"{where}: weight {weight.fqn!r} key {key!r} is in no named data")
+                    raise BuildError(f"{where}: weight {weight.fqn!r} key {key!r} is in no named data; {REPORT}")
             inline.data = cuda_payload.encode(payload.with_keys(mapping))
     manager._pte_data, manager._tensor_data = serialize_for_executorch(
         emitted, config, manager._data_serializer, named

@@ -87,7 +87,8 @@ def link_folder(shim_dir: str | os.PathLike, windows_cuda_home: str | os.PathLik
 
     dll = cudart_dll(windows_cuda_home)
     if dll is None:
-        raise BuildError(f"WINDOWS_CUDA_HOME={windows_cuda_home} has no bin/x64/cudart64_*.dll")
+        raise BuildError(f"WINDOWS_CUDA_HOME={windows_cuda_home} has no bin/x64/cudart64_*.dll; point it at an unzipped "
+                         "Windows CUDA runtime (the nvidia-cuda-runtime win_amd64 wheel)")
     files = {
         f"{SHIM_LIBRARY_NAME}.lib": Path(shim_dir, f"{SHIM_LIBRARY_NAME}.lib").read_bytes(),
         CUDART_IMPORT_LIBRARY: cudart_import_library(dll),
@@ -139,12 +140,14 @@ def check_windows_program(program, pte: Path, ptd: Path | None, shim_dir: str | 
     check_files(pte, [ptd] if ptd else [], verify_bytes=True)
     library = Path(shim_dir or "", f"{SHIM_LIBRARY_NAME}.lib")
     if not shim_dir or not library.is_file():
-        raise BuildError(f"the Windows check needs {SHIM_LIBRARY_NAME}.lib (not found in {shim_dir or 'no folder'})",
+        raise BuildError(f"the Windows check needs {SHIM_LIBRARY_NAME}.lib, not found in {shim_dir or 'no folder'}; "
+                         "build the shim target first",
                          location=where)
     shims = read_import_library(library.read_bytes(), str(library))
     dll = cudart_dll(windows_cuda_home) if windows_cuda_home else None
     if dll is None:
-        raise BuildError(f"the Windows check needs the CUDA runtime DLL (WINDOWS_CUDA_HOME={windows_cuda_home})",
+        raise BuildError(f"the Windows check needs the CUDA runtime DLL, not found at WINDOWS_CUDA_HOME={windows_cuda_home}; "
+                         "point it at an unzipped Windows CUDA runtime",
                          location=where)
     exported = {shims.dll: shims.names(), dll.name: set(dll_exports(dll))}
     figures = []
@@ -158,12 +161,12 @@ def check_windows_program(program, pte: Path, ptd: Path | None, shim_dir: str | 
 def check_dll(data: bytes, label: str, exported: dict[str, set[str]], shim_dll: str, where: str | None = None) -> dict[str, int]:
     """Would this DLL load next to ``exported`` (DLL name -> the names it exports)? Returns how
     many names it imports from each DLL; raises CheckError (FormatError for a damaged image)."""
-    from ptebuild.errors import CheckError
+    from ptebuild.errors import REPORT, CheckError
     from ptebuild.shims.pe import MACHINE_AMD64, PeImage
 
     image = PeImage(data, label)
     if image.machine != MACHINE_AMD64 or not image.is_dll:
-        raise CheckError(f"{label}: compiled code is not an x86-64 Windows DLL (machine 0x{image.machine:x})",
+        raise CheckError(f"{label}: compiled code is not an x86-64 Windows DLL (machine 0x{image.machine:x}); {REPORT}",
                          location=where)
     known = {name.lower(): names for name, names in exported.items()}
     imports = image.imports()
@@ -177,7 +180,8 @@ def check_dll(data: bytes, label: str, exported: dict[str, set[str]], shim_dll: 
         if missing:
             listed = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             them = "it" if len(missing) == 1 else "them"
-            fix = f"; add {them} to the shim list" if imported.lower() == shim_dll.lower() else ""
+            fix = (f"; add {them} to the shim list" if imported.lower() == shim_dll.lower()
+                   else f"; build with the {imported} that exports {them}")
             raise CheckError(f"{label}: the DLL imports {listed} from {imported}, which does not export {them}{fix}",
                              location=where)
     return {name: len(names) for name, names in imports.items()}

@@ -225,18 +225,18 @@ class VulkanBackend(Backend):
 
     def data_files(self, manager, data_name, program_name) -> dict[str, Any]:
         """:data:`DATA_TAG` published as ``<data_name>``."""
-        from ptebuild.errors import BuildError
+        from ptebuild.errors import REPORT, BuildError
 
         data = dict(manager._tensor_data or {})
         unexpected = sorted(set(data) - {DATA_TAG})
         if unexpected:
-            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote data files {unexpected} besides {DATA_TAG!r}; {REPORT}", location=f"programs.{program_name}")
         if data_name is None:
             if data:
-                raise BuildError(f"lowering wrote data files {sorted(data)} with no data_name", location=f"programs.{program_name}")
+                raise BuildError(f"lowering wrote data files {sorted(data)} with no data_name; set data_name", location=f"programs.{program_name}")
             return {}
         if DATA_TAG not in data:
-            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'", location=f"programs.{program_name}")
+            raise BuildError(f"lowering wrote no weights into '{data_name}.ptd'; {REPORT}", location=f"programs.{program_name}")
         return {data_name: data[DATA_TAG]}
 
     def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import CheckError, FormatError
+from ptebuild.errors import REPORT, CheckError, FormatError
 from ptebuild.lowering.structure import Call, Matched, check_structure, compatible, tensor_arg
 
 
@@ -34,23 +34,23 @@ def _match(found: Call) -> Matched:
     try:
         graph = read_graph(found.reader.delegate_payload(found.delegate, where))
     except FormatError as exc:
-        raise CheckError(f"the Vulkan payload does not parse: {exc}") from None
+        raise CheckError(f"the Vulkan payload does not parse: {exc}; {REPORT}") from None
     if len(args) != len(graph.input_ids) + len(graph.output_ids):
         raise CheckError(
             f"{where}: the call passes {len(args)} arguments, the Vulkan graph has "
-            f"{len(graph.input_ids)} inputs and {len(graph.output_ids)} outputs"
+            f"{len(graph.input_ids)} inputs and {len(graph.output_ids)} outputs; {REPORT}"
         )
     roles = [("input", v) for v in graph.inputs] + [("output", v) for v in graph.outputs]
     for position, ((role, value), index) in enumerate(zip(roles, args)):
         at = f"{where} {role} {position if role == 'input' else position - len(graph.input_ids)}"
         arg = tensor_arg(values, index)
         if (arg is None) != (value.kind != "VkTensor"):
-            raise CheckError(f"{at}: the graph has a {value.kind}, the .pte passes {'a tensor' if arg else values[index].kind}")
+            raise CheckError(f"{at}: the graph has a {value.kind}, the .pte passes {'a tensor' if arg else values[index].kind}; {REPORT}")
         if arg is None:
             continue
         host = value.host_dtype or "?"
         if not compatible(arg.dtype, host) or value.dims != arg.sizes:
-            raise CheckError(f"{at}: the graph has {value.describe()}, the .pte passes {arg.describe()}")
+            raise CheckError(f"{at}: the graph has {value.describe()}, the .pte passes {arg.describe()}; {REPORT}")
     return Matched(tuple(v.describe() for v in graph.inputs), tuple(v.describe() for v in graph.outputs),
                    operators=len(graph.operators))
 

@@ -37,11 +37,17 @@ from ptebuild.backends.xnnpack.payload import XnnpackReader
 def options_model() -> type:
     from typing import Annotated
 
-    from pydantic import Field, field_validator, model_validator
+    from pydantic import ConfigDict, Field, field_validator, model_validator
 
     from ptebuild.backends.options import BackendOptions
 
     class XnnpackOptions(BackendOptions):
+        # The schema says as much as the validators below where JSON Schema can (editors warn).
+        model_config = ConfigDict(**BackendOptions.model_config, json_schema_extra={
+            "if": {"not": {"properties": {"quantize": {"const": "8da4w"}}, "required": ["quantize"]}},
+            "then": {"not": {"anyOf": [{"required": [key]} for key in ("group_size", "skip_ungroupable", "min_float_cosine")]}},
+        })
+
         per_op_mode: bool = False
         """Delegate each operator on its own instead of the largest partitions (slower, for debugging)."""
         quantize: Literal["none", "int8-dynamic", "int8", "8da4w"] = "none"
@@ -49,7 +55,7 @@ def options_model() -> type:
         ``int8``: int8 weights and activations, calibrated on generated inputs; ``8da4w``: int4
         weights in groups of ``group_size`` input features (torchao), int8 activations
         quantized at run time (linear layers only; the rest stays float)."""
-        group_size: Annotated[int, Field(ge=1)] | None = None
+        group_size: Annotated[int, Field(ge=1, json_schema_extra={"multipleOf": GROUP_MULTIPLE})] | None = None
         """``8da4w``: input features per group of 4-bit weights sharing one scale, a multiple of
         32 (XNNPACK's int4 kernels) that divides every linear's input features; default 32."""
         skip_ungroupable: bool = False
@@ -295,7 +301,8 @@ def quantized_8da4w(model, options, program_name: str):
         )
     if len(ungroupable) == len(linears):
         what = "no nn.Linear" if not linears else f"no linear whose input features group_size {group} divides"
-        raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}", location=where)
+        raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}; use quantize = 'int8-dynamic'",
+                         location=where)
     quantized = copy.deepcopy(model)
     quantize_(quantized, eight_da_four_w_config(group), filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and fqn not in ungroupable)
     return quantized

@@ -362,7 +362,8 @@ class RayExecutor:
                     from ptebuild.errors import BuildError
 
                     raise BuildError(
-                        f"--executor ray: cannot connect to the Ray cluster at {self.address}: {_one_line(exc)}"
+                        f"--executor ray: cannot connect to the Ray cluster at {self.address}: {_one_line(exc)}; "
+                        "start it (ray start --head) or give its address with --ray-address"
                     ) from exc
             else:
                 import tempfile

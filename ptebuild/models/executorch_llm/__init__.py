@@ -167,7 +167,7 @@ class ExecutorchLlmKind(ModelKind):
                                  "in the .pte: remove data_name")
         if options.adapter_checkpoint is not None and backend_name not in ("portable", "xnnpack"):
             return ("options.adapter_checkpoint", f"ExecuTorch's LLM export (1.5.1) applies a LoRA adapter for portable "
-                                                  f"and XNNPACK programs, not {backend_name}")
+                                                  f"and XNNPACK programs, not {backend_name}; use backend 'xnnpack' or 'portable'")
         if options.lora_data_name is not None:
             if backend_name != "xnnpack" or data_name is None:
                 return ("options.lora_data_name", "ExecuTorch's LLM export writes an adapter's own weights file for "
@@ -175,17 +175,17 @@ class ExecutorchLlmKind(ModelKind):
                                                   + ("use backend 'xnnpack'" if backend_name != "xnnpack" else "set data_name"))
             if options.lora_data_name == data_name:
                 return ("options.lora_data_name", f"is the program's data_name {data_name!r}: the adapter's weights "
-                                                  "need a file of their own (the foundation file is shared)")
+                                                  "need a file of their own (the foundation file is shared); give it another name")
         if options.use_sdpa_with_kv_cache and not spec.use_kv_cache:
             return ("options.use_sdpa_with_kv_cache", "the custom SDPA works on the KV cache, and the model "
                                                        "has use_kv_cache = false; remove it or turn the KV cache on")
         if options.quantize_kv_cache and not spec.use_kv_cache:
-            return ("options.quantize_kv_cache", "needs the model's use_kv_cache = true")
+            return ("options.quantize_kv_cache", "needs the model's use_kv_cache = true; set it, or remove quantize_kv_cache")
         if backend_name in ("coreml",) and spec.enable_dynamic_shape:
             return ("backend", "ExecuTorch's LLM export refuses a dynamic shape with Core ML; "
                                "set enable_dynamic_shape = false on the model")
         if backend_name == "vulkan" and options.dtype_override != "fp32":
-            return ("options.dtype_override", "ExecuTorch's Vulkan LLM partitioner takes fp32 only")
+            return ("options.dtype_override", "ExecuTorch's Vulkan LLM partitioner takes fp32 only; set dtype_override = 'fp32'")
         if backend_name == "vulkan" and spec.enable_dynamic_shape:
             return ("backend", "ExecuTorch 1.5.1's LLM export fails for Vulkan with a dynamic shape (seen: "
                                "AssertionError: graph_output_allocated not set); set enable_dynamic_shape = false on the model")

@@ -47,9 +47,11 @@ def params_vocab_size(params: Path, display: str, where: str) -> int:
     try:
         data = json.loads(params.read_text())
     except (OSError, ValueError) as exc:
-        raise ManifestError(f"{params.name} is not a params JSON: {exc}", manifest=display, location=where) from None
+        raise ManifestError(f"{params.name} is not a params JSON: {exc}; give ExecuTorch's params JSON of the model",
+                            manifest=display, location=where) from None
     if not isinstance(data, dict):
-        raise ManifestError(f"{params.name} is not a JSON object of the model's params", manifest=display, location=where)
+        raise ManifestError(f"{params.name} is not a JSON object of the model's params; give ExecuTorch's params JSON of the model",
+                            manifest=display, location=where)
     if "vocab_size" in data:
         return int(data["vocab_size"])
     from executorch.examples.models.llama.model_args import ModelArgs

@@ -31,7 +31,7 @@ from typing import Any
 
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
-from ptebuild.errors import BuildError
+from ptebuild.errors import REPORT, TOOLCHAIN, BuildError
 from ptebuild.models.base import Outputs
 from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions
 from ptebuild.plan import ProgramPlan
@@ -191,11 +191,11 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
         raise
     except Exception as exc:
         raise BuildError(
-            f"ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}",
+            f"ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}; {TOOLCHAIN}",
             location=f"programs.{program.name}",
         ) from exc
     if not written:
-        raise BuildError("ExecuTorch's LLM export finished without writing a program", location=f"programs.{program.name}")
+        raise BuildError(f"ExecuTorch's LLM export finished without writing a program; {REPORT}", location=f"programs.{program.name}")
     model = builder.model
     metadata_written = dict(builder.metadata)
     # What the lowering held (the edge and executorch programs, the serialized bytes) goes now:
@@ -245,7 +245,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
         raise
     except Exception as exc:
         raise BuildError(
-            f"lowering ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}",
+            f"lowering ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}; {TOOLCHAIN}",
             location=f"programs.{program.name}",
         ) from exc
     written = _write(executorch_program, program, outputs, backend)
@@ -299,7 +299,7 @@ def _write(executorch_program: Any, program: ProgramPlan, outputs: Outputs, back
         lora = (executorch_program._tensor_data or {}).get(lora_data_name)
         if lora is None:
             raise BuildError(f"ExecuTorch's LLM export wrote no LoRA weights into '{lora_data_name}.ptd' (is the "
-                             "adapter's target_modules empty?)", location=f"programs.{program.name}")
+                             "adapter's target_modules empty?); give the adapter target_modules of the model", location=f"programs.{program.name}")
         data[lora_data_name] = lora
     for stem, cord in data.items():
         files[f"{stem}.ptd"] = outputs.stream(f"{stem}.ptd", cord.write_to_file)
@@ -340,7 +340,7 @@ def name_mutable_buffers(executorch_program: Any) -> tuple[str, ...]:
             continue
         tensor = plan.values[index].val
         if not isinstance(tensor, Tensor) or tensor.allocation_info is None or tensor.data_buffer_idx != 0:
-            raise BuildError(f"mutable buffer {target!r} is not the planned tensor at value {index} of 'forward'")
+            raise BuildError(f"mutable buffer {target!r} is not the planned tensor at value {index} of 'forward'; {REPORT}")
         if tensor.extra_tensor_info is None:
             tensor.extra_tensor_info = ExtraTensorInfo(fully_qualified_name=target, location=TensorDataLocation.SEGMENT)
         names.append(str(target))

@@ -1,0 +1,132 @@
+"""Read a model's weights as people save them: a state dict, a checkpoint that holds one, or safetensors.
+
+- ``*.safetensors``: read with the ``safetensors`` package (tensors only, nothing executed);
+- anything else: ``torch.load(..., weights_only=True)`` (no code runs while loading);
+- ``weights_key`` (a key, or a dotted path such as ``"state.model"``) picks the state dict
+  inside a checkpoint: ``{"model": state_dict, "epoch": 3}`` -> ``"model"``; PyTorch Lightning's
+  ``{"state_dict": ..., "epoch": ..., "optimizer_states": ...}`` -> ``"state_dict"``;
+- a file whose top level is not a state dict (a mapping of names to tensors) and no key named: a
+  located error that lists the entries it has and names the likeliest one.
+
+Runs in a worker (imports torch). Errors are :class:`~ptebuild.errors.ManifestError` located at
+``models.<model>.weights`` or ``.weights_key`` (exit 2: the manifest must say which entry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ptebuild.errors import ManifestError
+from ptebuild.manifest.typos import did_you_mean
+
+if TYPE_CHECKING:
+    import torch
+
+SAFETENSORS_SUFFIX = ".safetensors"
+_LIKELY = ("state_dict", "model_state_dict", "model", "state", "module", "net", "weights")
+"""Entry names that usually hold the model's state dict, the likeliest first (Lightning's first)."""
+
+
+def load_state_dict(path: Path, weights_key: str | None, *, manifest: str, model: str, weights: str) -> Mapping[str, torch.Tensor]:
+    """The state dict in ``path`` (``weights`` is its name in the manifest, for messages).
+
+    Raises FileNotFoundError if there is no file; ManifestError (located) if ``weights_key``
+    names no entry or the file holds no state dict where one is looked for; other exceptions
+    as the readers raise them (a corrupt file).
+    """
+    if path.name.lower().endswith(SAFETENSORS_SUFFIX):
+        from safetensors.torch import load_file
+
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        loaded: Any = load_file(path, device="cpu")
+    else:
+        import torch
+
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    where = f"models.{model}"
+    if weights_key is not None:
+        loaded = _entry(loaded, weights_key, manifest=manifest, where=f"{where}.weights_key", weights=weights)
+        if not _is_state_dict(loaded):
+            raise ManifestError(f"entry {weights_key!r} of {weights!r} is {_kind(loaded)}, not a state dict (names -> tensors); "
+                                f"{_advice(loaded, weights_key)}", manifest=manifest, location=f"{where}.weights_key")
+        return loaded
+    if not _is_state_dict(loaded):
+        raise ManifestError(f"{weights!r} is {_kind(loaded)}, not a state dict (names -> tensors); {_advice(loaded, None)}",
+                            manifest=manifest, location=f"{where}.weights")
+    return loaded
+
+
+def _entry(loaded: Any, weights_key: str, *, manifest: str, where: str, weights: str) -> Any:
+    """Follow ``weights_key`` into ``loaded``: the whole key first, else its dotted parts."""
+    if isinstance(loaded, Mapping) and weights_key in loaded:
+        return loaded[weights_key]
+    value = loaded
+    walked: list[str] = []
+    for part in weights_key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            at = f"entry {'.'.join(walked)!r} of {weights!r}" if walked else repr(weights)
+            if not isinstance(value, Mapping):
+                raise ManifestError(f"{weights_key!r}: {at} is {_kind(value)}, which has no entries; "
+                                    "name an entry on the way to the state dict", manifest=manifest, location=where)
+            names = [str(k) for k in value]
+            raise ManifestError(f"{weights_key!r}: {at} has no entry {part!r}{did_you_mean(part, names)}; it has "
+                                f"{_listing(value)}: name one of them", manifest=manifest, location=where)
+        walked.append(part)
+        value = value[part]
+    return value
+
+
+def _is_state_dict(value: Any) -> TypeGuard[Mapping[str, torch.Tensor]]:
+    import torch
+
+    return isinstance(value, Mapping) and bool(value) and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+
+
+def _kind(value: Any) -> str:
+    """What a checkpoint entry is, in a few words (``a dict of 3 entries``, ``an int``)."""
+    if isinstance(value, Mapping):
+        return "an empty dict" if not value else f"a dict of {len(value)} entries"
+    name = type(value).__name__
+    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
+
+
+def _listing(value: Mapping[Any, Any], limit: int = 8) -> str:
+    """The entries of a checkpoint level, each with what it is (the state dicts said so)."""
+    items = []
+    for key, entry in list(value.items())[:limit]:
+        what = f"a state dict of {len(entry)} tensors" if _is_state_dict(entry) else _kind(entry)
+        items.append(f"{key} ({what})")
+    more = f" and {len(value) - limit} more" if len(value) > limit else ""
+    return ", ".join(items) + more
+
+
+def _advice(value: Any, key: str | None) -> str:
+    """How to name the state dict: the entries this level has, and the one that looks like it."""
+    prefix = f"{key}." if key else ""
+    if not isinstance(value, Mapping) or not value:
+        return "give weights a state dict (torch.save(model.state_dict(), path)) or a .safetensors file"
+    found = _state_dicts(value, prefix)
+    likely = sorted(found, key=lambda path: (_rank(path.rsplit(".", 1)[-1]), -found[path]))
+    hint = f"set weights_key = {likely[0]!r}" if likely else "set weights_key to the entry that holds it"
+    return f"it holds {_listing(value)}; {hint}"
+
+
+def _state_dicts(value: Mapping[Any, Any], prefix: str, depth: int = 2) -> dict[str, int]:
+    """The dotted paths (below ``value``, at most ``depth`` deep) to state dicts, with their sizes."""
+    found: dict[str, int] = {}
+    for key, entry in value.items():
+        if not isinstance(key, str):
+            continue
+        if _is_state_dict(entry):
+            found[prefix + key] = len(entry)
+        elif isinstance(entry, Mapping) and depth > 1:
+            found.update(_state_dicts(entry, f"{prefix}{key}.", depth - 1))
+    return found
+
+
+def _rank(name: str) -> int:
+    return _LIKELY.index(name) if name in _LIKELY else len(_LIKELY)

@@ -459,6 +459,7 @@ static schema), nor look at files or the Python environment."""
 def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
     """Add what pydantic's validators check but its schema does not say, where JSON Schema can say it."""
     from ptebuild.backends import backend_names, get_backend
+    from ptebuild.errors import PluginError
     from ptebuild.names import name_json_schema
 
     identifier = {"type": "string", "pattern": f"^{_IDENTIFIER.pattern}$"}
@@ -489,7 +490,10 @@ def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
     bundle["output"]["anyOf"][0]["pattern"] = "(\\.[Tt][Aa][Rr]\\.[Gg][Zz]|\\.[Tt][Gg][Zz]|\\.[Zz][Ii][Pp])$"
     bundle["include"]["items"]["not"] = {"pattern": "^/|(^|/)\\.\\.(/|$)"}  # inside the manifest's folder
     for name in backend_names():  # what a backend needs of a program that names it
-        backend = get_backend(name)
+        try:
+            backend = get_backend(name)
+        except PluginError:  # a plug-in that cannot be loaded: nothing to say of it (ptebuild schema says why)
+            continue
         needs: dict[str, Any] = {}
         if backend.requires_data_name:
             needs = {"required": ["data_name"]}

@@ -153,6 +153,8 @@ class ExecutorchLlmKind(ModelKind):
     def program_options_model(self, backend_name: str) -> type[BaseModel] | None:
         from ptebuild.models.executorch_llm.spec import options_model
 
+        if backend_name not in UPSTREAM_BACKENDS + PTEBUILD_LOWERED_BACKENDS:
+            return None  # refused (program_problem): the schema offers no LLM options for it
         return options_model(backend_name)
 
     def program_problem(self, spec: Any, backend_name: str, backend: Backend, options: Any,

@@ -361,7 +361,7 @@ backend = "portable"
     )
     assert programs["broken"]["message"] == (
         f"{tiny_project}: programs.broken: cannot import factory 'tinymodels.broken:make' of model 'broken': "
-        "ModuleNotFoundError: No module named 'not_a_real_dependency'"
+        "ModuleNotFoundError: No module named 'not_a_real_dependency'; fix the module, or put it beside the manifest"
         f" (full output: {project / 'out' / '.ptebuild' / 'logs' / 'broken.log'})"
     )
     from executorch.runtime import Runtime

@@ -121,6 +121,8 @@ def describe_validation_error(exc: ValidationError, display: str, model: type, p
         message = f"{display}: expected a table (got {first.get('input')!r}); write a table {{ key = value, ... }}"
     elif kind == "list_type":
         message = f"{display}: expected an array (got {first.get('input')!r}); write an array [ ... ]"
+    elif kind == "model_kind":  # its message says what to give
+        message = f"{display}: {first['msg']}"
     elif kind == "value_error":
         message = f"{display}: {first['msg'].removeprefix('Value error, ')}"
     else:

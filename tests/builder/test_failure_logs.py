@@ -21,7 +21,8 @@ def test_every_failure_is_one_line_naming_its_cause_and_log(people_build):
     assert raises["status"] == "failed"
     assert raises["message"] == (
         f"{project / 'people.toml'}: programs.raises_portable: torch.export of method 'forward' failed: "
-        f"ValueError: the policy needs a calibrated camera: front, wrist (full output: {log})"
+        f"ValueError: the policy needs a calibrated camera: front, wrist; change the model where the cause points "
+        f"(the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right (full output: {log})"
     )
     histogram = _program(document, "histogram_portable")["message"]
     # A C++ error of ExecuTorch's runtime: the error code named, the reason it logged, no frames.

@@ -67,7 +67,7 @@ def test_check_names_each_thing_it_varies_as_differing(tmp_path):
     from ptebuild.cli.build import summary
 
     table = summary(json.loads(again.stdout)).splitlines()
-    assert table[0].split() == ["target", "backend", "status", "seconds", "check", "reproducible", "outputs"]
+    assert table[0].split() == ["target", "backend", "status", "seconds", "check", "delegated", "planned", "reproducible", "outputs"]
     column = table[0].index("reproducible")
     rows = {line.split()[0]: line[column:].split()[0] for line in table[1:1 + len(THINGS)]}
     assert rows == {"hash_seed": "NO", "working_folder": "NO", "temporary_folder": "NO", "threads": "NO", "nothing": "yes"}

@@ -312,7 +312,7 @@ def test_a_check_that_proves_nothing_says_so(build):
     assert "all zeros" in program["checked"]["reasons"][0]
     assert "note: zero_head_portable: its check proves nothing: method 'forward' output 0: eager PyTorch's output is all zeros" in stderr
     assert "give the model its real weights" in stderr
-    row = next(line for line in summary({"programs": [program], "seconds": 1.0, "out": "out"}).splitlines()
+    row = next(line for line in summary({"targets": [program], "seconds": 1.0, "out_dir": "out"}).splitlines()
                if line.startswith("zero_head_portable"))
     assert "PROVES NOTHING: err 0.0e+00 cos 1.000000 (float32 atol 0.0001 rtol 1e-05; 1 size)" in row
     record = json.loads((root / "out" / "ptebuild.json").read_text())["targets"]["zero_head_portable"]

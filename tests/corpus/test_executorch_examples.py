@@ -82,7 +82,7 @@ def test_the_delegation_of_cnns_is_get_delegation_infos(tmp_path, monkeypatch):
     _code, document, stderr = _build(tmp_path, programs)
     record = json.loads((tmp_path / "corpus" / "out" / "ptebuild.json").read_text())["targets"]
     compared = {}
-    for program in document["programs"]:
+    for program in document["targets"]:
         if program["status"] != "built":
             continue
         recorded = Delegation.from_json(record[program["name"]]["insight"]["delegation"])

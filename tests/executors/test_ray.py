@@ -27,6 +27,9 @@ from ptebuild.builder.executors.ray import RayExecutor, ray_options
 from ptebuild.worker.tasks import EventKind
 
 RAY = str(Path(sys.executable).with_name("ray"))
+# One Ray cluster at a time on this machine: under pytest-xdist, the Ray modules run on one worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 RAY_ENV = {
     "RAY_AUTH_MODE": "disabled",
     "RAY_USAGE_STATS_ENABLED": "0",
@@ -250,6 +253,8 @@ def test_the_cli_build_on_the_cluster_equals_a_local_build(cluster, tmp_path, tm
     assert left == []
 
 
+# Slow: the remote cache through Ray's nodes (20 s); the local pool's remote-cache builds (tests/remote) and this module's scheduling tests stay in the default run.
+@pytest.mark.slow
 def test_ray_nodes_look_up_and_store_their_results_in_the_remote_cache(cluster, nginx, tmp_path):
     """Runner A builds on the cluster: its nodes lower and upload, its driver only fetches the
     files it publishes. Runner B's nodes find every program there (nothing lowered, nothing

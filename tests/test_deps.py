@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from helpers import ptebuild
 from project_copy import copy_project
 
@@ -92,6 +93,8 @@ def pip_install(project: Path, target: Path) -> None:
     )
 
 
+# Slow: a real distribution installed and upgraded (15 s); its fast siblings: the sibling package test above and test_dependency_check_names_each_difference.
+@pytest.mark.slow
 def test_upgraded_distribution_rebuilds_with_an_explanation(tmp_path):
     manifest = copy_project(tmp_path / "project")
     use_in_forward(manifest, "from scalelib import scale", "scale")

@@ -45,7 +45,7 @@ def _record(manifest: Path) -> dict:
     return json.loads((manifest.parent / "out" / "ptebuild.json").read_text())["targets"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(p, marks=pytest.mark.slow) if p in ("cnn_portable", "cnn_xnnpack") else p for p in PROGRAMS])
+@pytest.mark.parametrize("name", [pytest.param(p, marks=pytest.mark.slow) if p in ("cnn_portable", "cnn_xnnpack", "cnn_int8") else p for p in PROGRAMS])
 def test_the_recorded_delegation_is_get_delegation_infos(built, name, monkeypatch, tmp_path):
     manifest, _, report = built
     recorded = Delegation.from_json(_record(manifest)[name]["insight"]["delegation"])

@@ -92,6 +92,8 @@ def test_identifier_is_derived_from_the_models_files(mobile_build, tmp_path):
     assert len(set(identifiers)) == 2
 
 
+# Slow: a second Core ML export (10 s); the structural checks below stay in the default run.
+@pytest.mark.slow
 def test_a_multifunction_program_is_reproducible_and_checked(mobile_build, tmp_path):
     """iOS18: both methods in one multifunction model, named data of the .pte under a key that
     follows the content identifier (upstream: ``coreml_executorch_<uuid4>``)."""

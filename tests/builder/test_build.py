@@ -47,6 +47,8 @@ def test_bad_shard_is_a_usage_error(tiny_project):
         assert "--shard" in result.stderr and "I/N" in result.stderr and "Traceback" not in result.stderr
 
 
+# Slow: two manifests built in one cache (10 s); tests/test_build.py's explain tests are its fast siblings.
+@pytest.mark.slow
 def test_two_manifests_in_one_cache_explain_against_their_own_history(tmp_path):
     """Same program names, two manifests, one cache: each --explain compares with its own last build."""
     cache = str(tmp_path / "cache")

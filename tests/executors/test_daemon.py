@@ -520,6 +520,8 @@ def test_a_library_upgraded_under_a_running_server_is_never_lowered_with_its_old
         stop_servers(cache)
 
 
+# Slow: a library upgraded mid-task on a fresh server (9-13 s); tests/test_deps.py's sibling-package change stays in the default run.
+@pytest.mark.slow
 def test_a_library_upgraded_while_a_task_runs_fails_that_task_with_one_line(tmp_path):
     """Which version did the lowering use? Neither can be known: the task fails, naming it."""
     site = tmp_path / "site"

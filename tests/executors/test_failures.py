@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from project_copy import copy_project
 
+# One Ray cluster at a time on this machine: under pytest-xdist, the Ray modules run on one worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 BROKEN = """
@@ -104,7 +107,8 @@ def test_the_local_pool_names_each_cause_where_it_is(local_lines):
                               "'tinymodels.unimportable:make' of model 'unimportable': ModuleNotFoundError"), imports
 
 
-@pytest.mark.parametrize("executor", ["daemon", "ray"])
+# Ray's case is slow (20 s, a local Ray cluster started by the build): "daemon" is its fast sibling.
+@pytest.mark.parametrize("executor", ["daemon", pytest.param("ray", marks=pytest.mark.slow)])
 def test_every_executor_gives_the_same_lines(local_lines, tmp_path, executor):
     manifest, expected = local_lines
     cache = tmp_path / "cache"

@@ -44,7 +44,9 @@ def test_an_explicit_seed_wins():
     assert worker_environment({"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"  # build --check
 
 
-@pytest.mark.parametrize("executor", ["local", "daemon", "daemon-fresh"])
+# The warm server's two cases are slow (7 and 11 s): "local" is their fast sibling; the warm
+# server's environment is also tested in tests/executors/test_daemon.py.
+@pytest.mark.parametrize("executor", ["local", *(pytest.param(e, marks=pytest.mark.slow) for e in ("daemon", "daemon-fresh"))])
 def test_workers_hash_with_the_fixed_seed(executor, tmp_path, monkeypatch):
     manifest = seed_checking_project(tmp_path)
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)

@@ -122,6 +122,8 @@ def decoders(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return project, ptebuild("build", project / "decoders.toml", "--cache", project / "cache", "--keep-going")
 
 
+# Slow: decoders.toml built, checked, bundled and run (25 s); the binding rules above are its fast siblings.
+@pytest.mark.slow
 def test_a_hugging_face_style_forward_builds_checks_bundles_and_runs(decoders):
     project, done = decoders
     assert done.returncode == 0, done.stderr

@@ -72,6 +72,8 @@ def _build_and_compare(tmp_path: Path, model_type: str, tied: bool) -> dict:
     return program
 
 
+# Slow: a Hugging Face folder built end to end (20 s); the default run keeps its fast siblings: the config and weights mapping, the located errors and the key below.
+@pytest.mark.slow
 def test_a_hugging_face_llama_folder_builds_and_computes_what_transformers_computes(tmp_path):
     program = _build_and_compare(tmp_path, "llama", tied=True)
     assert {Path(o["path"]).name for o in program["outputs"]} == {"hf_xnnpack.pte", "hf_xnnpack_weights.ptd", "hf_xnnpack.tokenizer.json"}

@@ -101,6 +101,8 @@ def test_sha256sum_accepts_the_extracted_sums(project, tmp_path, run):
     assert out.splitlines()[-1] == f"2 targets: all ok (4 files, 14 keys checked, blobs rehashed) -> {archive}"
 
 
+# Slow: a second clean build (8 s); tests/release/test_diff.py's two clean builds and the bundles' byte-identity test share the session's builds.
+@pytest.mark.slow
 def test_a_second_clean_build_in_another_folder_packs_to_the_same_bytes(manifest, tmp_path, run):
     """Two clean builds (no shared cache), two folders: one archive."""
     first = tmp_path / "first" / "tiny.tar.gz"

@@ -115,6 +115,8 @@ def test_faults_never_fail_the_build_nor_poison_the_local_cache(runners_a, reque
 # --- on nginx ------------------------------------------------------------------------------------
 
 
+# Slow: shards through a remote cache (10 s); tests/builder/test_build.py's shards test is its fast sibling.
+@pytest.mark.slow
 def test_shards_then_a_final_build_lower_each_program_once(nginx, tmp_path):
     url = f"{nginx.url}/shards"
     lowered = []
@@ -136,6 +138,8 @@ def test_remote_upload_no_reads_but_never_writes(space, tmp_path):
     assert space.files() == []
 
 
+# Slow: a shared weights group restored from a remote (10 s); runner B's restore above stays in the default run.
+@pytest.mark.slow
 def test_a_shared_weights_group_fetches_only_what_the_folder_needs(nginx, tmp_path):
     """Two programs share one .ptd: a runner that restores them downloads the two .pte and the
     merged .ptd, not each member's own .ptd as well."""

@@ -80,6 +80,8 @@ def test_a_model_whose_state_changed_is_built_again(worker, tmp_path):
     assert not [s for s in second if "exported already" in s]
 
 
+# Slow: a third worker task (11 s); test_a_model_whose_state_changed_is_built_again keeps the memo's staleness guard in the default run.
+@pytest.mark.slow
 def test_a_task_of_another_model_drops_the_kept_one(worker, tmp_path):
     one = copy_project(tmp_path / "one")
     other = copy_project(tmp_path / "other")

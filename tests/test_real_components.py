@@ -15,9 +15,11 @@ from helpers import ROOT
 
 
 def run_pytest(test: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "PTEBUILD_TESTS_REQUIRE_ALL")}
+    # A run of its own: not under CI, not one of this run's xdist workers, in one process (-n 0).
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("CI", "PTEBUILD_TESTS_REQUIRE_ALL", "PTEBUILD_TEST_GROUPS") and not k.startswith("PYTEST_XDIST")}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", test],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "-rs", test],
         capture_output=True, text=True, cwd=ROOT, env={**clean, **env}, timeout=300,
     )
 

@@ -39,6 +39,7 @@ os.environ.setdefault("PTEBUILD_DAEMON_IDLE", "900")
 os.environ.setdefault("PTEBUILD_CAPABILITIES_DIR", _CAPABILITIES)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist (-p no:xdist) skips it
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto``: one worker per core, at most 4, and one per 6 GiB of memory (a worker's builds
     take up to ~5 GiB: two lowering processes and the warm server)."""
@@ -86,6 +87,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     os.replace(partial, target)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist (-p no:xdist) skips it
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, with the groups the workers found: whole groups go to one worker."""
     if config.getvalue("dist") != "loadfile":

@@ -17,6 +17,9 @@ if [ -z "${SKIP_INSTALL:-}" ]; then  # SKIP_INSTALL=1: another run of this scrip
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1 || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD
+# pyproject's addopts without pytest-xdist's options: the wheels carry no xdist, and plugin
+# autoload is off (see above), so `-n auto` would be an unknown argument.
+ADDOPTS=$(python3 -c "import tomllib; o = tomllib.load(open('pyproject.toml', 'rb'))['tool']['pytest']['ini_options']['addopts']; print(o.replace('-n auto --dist loadfile', '').strip())")
 { nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   which nvcc g++; } >>"$LOG" 2>&1
@@ -37,7 +40,7 @@ case $STEPS in *repro*)
 esac
 case $STEPS in *pytest*)
   step pytest
-  PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest tests/cuda/test_cuda_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
+  PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${PYTEST_TIMEOUT:-280} python3 -m pytest -o addopts="$ADDOPTS" tests/cuda/test_cuda_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "pytest rc=$?" >>"$LOG"
 esac
 case $STEPS in *outputs*)
@@ -45,7 +48,7 @@ case $STEPS in *outputs*)
   # kernel), each output slot the .pte declares checked; the C++/runtime failure lines.
   step outputs
   PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${OUTPUTS_TIMEOUT:-420} \
-    python3 -m pytest tests/cuda/test_cuda_outputs_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
+    python3 -m pytest -o addopts="$ADDOPTS" tests/cuda/test_cuda_outputs_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "outputs rc=$?" >>"$LOG"
 esac
 case $STEPS in *limits*)
@@ -54,7 +57,7 @@ case $STEPS in *limits*)
   # the build's JSON report (the check figures) into the log.
   step limits
   PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${LIMITS_TIMEOUT:-420} \
-    python3 -m pytest tests/cuda/test_cuda_conv_transpose.py -q -s -p no:cacheprovider -rs >>"$LOG" 2>&1
+    python3 -m pytest -o addopts="$ADDOPTS" tests/cuda/test_cuda_conv_transpose.py -q -s -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "limits rc=$?" >>"$LOG"
 esac
 case $STEPS in *checks*)
@@ -62,7 +65,7 @@ case $STEPS in *checks*)
   # GPU, a wrong CUDA program named wrong (figures in $OUT/checks-cuda.json).
   step checks
   OUT=$OUT PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${CHECKS_TIMEOUT:-420} \
-    python3 -m pytest tests/cuda/test_cuda_checks_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
+    python3 -m pytest -o addopts="$ADDOPTS" tests/cuda/test_cuda_checks_gpu.py -q -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "checks rc=$?" >>"$LOG"
 esac
 case $STEPS in *llm*)
@@ -73,7 +76,7 @@ case $STEPS in *llm*)
   # Figures to $OUT/llm-cuda.json.
   step llm
   LLM_CUDA_OUT=$OUT PTEBUILD_CAPABILITIES_DIR=$OUT/capabilities PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 timeout ${LLM_TIMEOUT:-900} \
-    python3 -m pytest tests/cuda/test_llm_cuda_gpu.py -q -s -p no:cacheprovider -rs >>"$LOG" 2>&1
+    python3 -m pytest -o addopts="$ADDOPTS" tests/cuda/test_llm_cuda_gpu.py -q -s -p no:cacheprovider -rs >>"$LOG" 2>&1
   echo "llm rc=$?" >>"$LOG"
 esac
 case $STEPS in *doctor*)

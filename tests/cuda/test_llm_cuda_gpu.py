@@ -27,6 +27,9 @@ def test_chat_cuda_builds_and_matches_eager_on_the_gpu(tmp_path):
     shutil.copy(ROOT / "manifests" / "chat_cuda.toml", project / "chat_cuda.toml")
     shutil.copytree(ROOT / "manifests" / "chat", project / "chat")
     done = ptebuild("build", project / "chat_cuda.toml", "--cache", tmp_path / "cache", "--json", timeout=1200)
+    if done.returncode != 0 and os.environ.get("LLM_CUDA_OUT"):  # run_on_gpu.sh's llm step: the whole log comes back
+        shutil.copytree(tmp_path / "out" / "chat_cuda" / ".ptebuild" / "logs", Path(os.environ["LLM_CUDA_OUT"], "logs"),
+                        dirs_exist_ok=True)
     assert done.returncode == 0, done.stderr
     program = json.loads(done.stdout)["targets"][0]
     assert program["status"] == "built" and program["check"] == "aoti-runner-cuda"

@@ -197,6 +197,10 @@ class ExecutorchLlmKind(ModelKind):
             if options.use_sdpa_with_kv_cache or options.qmode or options.embedding_quantize or options.quantize_kv_cache:
                 return ("options", "a CUDA LLM program takes dtype_override only (the custom SDPA and "
                                    "ExecuTorch's LLM quantization are CPU kernels)")
+            if spec.enable_dynamic_shape:  # seen on the H200 with torch 2.11: the KV cache's start_pos = input_pos[0].item()
+                return ("backend", "ExecuTorch 1.5.1's CUDA backend cannot compile the LLM export's dynamic shape "
+                                   "(AOTInductor, seen: PendingUnbackedSymbolNotFound from the KV cache's start position); "
+                                   "set enable_dynamic_shape = false on the model (the prompt is then prefilled one token per call)")
         return None
 
     def check_defaults(self, backend: Backend, options: Any) -> CheckTolerances:

@@ -138,7 +138,7 @@ def _last_logits(value: Any) -> Any:
     import torch
 
     out = value[0] if isinstance(value, (list, tuple)) else value
-    out = out.detach().to(torch.float64)
+    out = out.detach().to("cpu", torch.float64)  # the eager model's on the GPU, beside the program's
     return out.reshape(-1, out.shape[-1])[-1]
 
 

@@ -7,12 +7,12 @@
   default), one per toolchain for the whole session (``$PTEBUILD_WORKERS_DIR``), stopped at the
   end. Tests of an executor of their own say so (``--executor local``, ``--no-daemon``); the warm
   server's own tests use a server per cache folder (``tests/executors/conftest.py``).
+- Under pytest-xdist, a worker takes whole groups of modules (those sharing a session fixture
+  below or an ``xdist_group`` mark): the hooks of :mod:`xdist_groups`, imported here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import signal
@@ -22,6 +22,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 from project_copy import copy_project
+
+# Whole groups of test modules per pytest-xdist worker, so that no shared build is made twice.
+from xdist_groups import (  # noqa: F401 (hooks: pytest finds them in this conftest's namespace)
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_unconfigure,
+    pytest_xdist_auto_num_workers,
+    pytest_xdist_make_scheduler,
+)
 
 if os.environ.pop("CI", "").lower() not in ("", "0", "false"):
     os.environ["PTEBUILD_TESTS_REQUIRE_ALL"] = "1"
@@ -37,74 +46,6 @@ os.environ.setdefault("PTEBUILD_WORKERS_DIR", _WORKERS)
 os.environ.setdefault("PTEBUILD_DAEMON_IDLE", "900")
 # One capability probe per toolchain for the whole session, whatever cache folder a test uses.
 os.environ.setdefault("PTEBUILD_CAPABILITIES_DIR", _CAPABILITIES)
-
-
-@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist (-p no:xdist) skips it
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: one worker per core, at most 4, and one per 6 GiB of memory (a worker's builds
-    take up to ~5 GiB: two lowering processes and the warm server)."""
-    try:
-        memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        memory_gib = 12.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, 4, int(memory_gib // 6)))
-
-
-# The test groups a worker found (module -> group), read by the controller's scheduler below.
-if not _XDIST_WORKER:
-    os.environ["PTEBUILD_TEST_GROUPS"] = os.path.join(_WORKERS, "test-groups.json")
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist, a worker takes whole groups of tests: a test module with its module
-    fixtures, joined with every other module that shares one of its session fixtures (the chat
-    build, the mobile build, ...) or names the same ``xdist_group`` (the Ray modules: one cluster
-    at a time). So no expensive fixture is built twice. Each worker writes the groups it found for
-    the controller's scheduler (:func:`pytest_xdist_make_scheduler`)."""
-    target = os.environ.get("PTEBUILD_TEST_GROUPS")
-    if not _XDIST_WORKER or not target:
-        return
-    parent: dict[str, str] = {}
-
-    def find(name: str) -> str:
-        while parent.setdefault(name, name) != name:
-            name = parent[name]
-        return name
-
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        find(module)
-        for name, definitions in item._fixtureinfo.name2fixturedefs.items():
-            # Ours only: pytest's own session fixtures (tmp_path_factory, ...) have no baseid.
-            if any(d.scope == "session" and d.baseid and d.baseid != module for d in definitions):
-                parent[find(module)] = find(f"fixture:{name}")
-        for mark in item.iter_markers("xdist_group"):
-            parent[find(module)] = find(f"group:{mark.args[0] if mark.args else mark.kwargs['name']}")
-    groups = {module: find(module) for module in {item.nodeid.split("::", 1)[0] for item in items}}
-    partial = f"{target}.{os.getpid()}"
-    Path(partial).write_text(json.dumps(groups))
-    os.replace(partial, target)
-
-
-@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist (-p no:xdist) skips it
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile``, with the groups the workers found: whole groups go to one worker."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupScheduling(LoadScopeScheduling):
-        groups: dict[str, str] | None = None
-
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            if self.groups is None:  # scheduling starts once every worker has collected
-                with contextlib.suppress(OSError, ValueError):
-                    self.groups = json.loads(Path(os.environ["PTEBUILD_TEST_GROUPS"]).read_text())
-            return (self.groups or {}).get(module, module)
-
-    return GroupScheduling(config, log)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

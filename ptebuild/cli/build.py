@@ -160,8 +160,13 @@ def summary(document: dict[str, Any]) -> str:
             if decoded:
                 prompts = [f["sizes"].get("prompt_tokens", 0) for f in p["figures"] if f.get("stage") == "prefill"]
                 steps = sum(f["tokens"] for f in decoded)
-                check = check_words(checked, data=f"prompt {sum(prompts)} + {steps} steps")
-                check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{steps}"
+                if len(decoded) > 1:  # a program of several methods, each checked: its figures per method
+                    methods = ", ".join(str(f.get("method")) for f in decoded)
+                    check = check_words(checked, data=f"prompt {prompts[0]} + {decoded[0]['tokens']} steps; methods {methods}")
+                    check += " tokens " + ", ".join(f"{f.get('method')} {f['tokens_agreed']}/{f['tokens']}" for f in decoded)
+                else:
+                    check = check_words(checked, data=f"prompt {sum(prompts)} + {steps} steps")
+                    check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{steps}"
             else:
                 check = check_words(checked)
         else:  # a check without numbers (a Windows program's imports): its name

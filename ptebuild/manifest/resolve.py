@@ -119,11 +119,15 @@ def _resolve_program(
             f"{display}: {where}.backend: missing; set backend here or in [defaults]"
         )
     backend = get_backend(backend_name)
-    methods = resolved.methods
+    options = _resolve_options(display, manifest, name, program, backend_name, backend, kind.program_options_model(backend_name))
+    methods = kind.program_methods(resolved.methods, options)
     # A program's methods are a set: sorted, so that reordering the manifest changes nothing.
     chosen = sorted(program.methods) if program.methods is not None else sorted(methods)
     if not chosen:
         raise ManifestError(f"{display}: {where}.methods: empty; list at least one method or leave it out")
+    if methods is not resolved.methods and program.methods is not None and sorted(set(program.methods)) != sorted(methods):
+        raise ManifestError(f"{display}: {where}.methods: program {name!r} holds every method its options name "
+                            f"({', '.join(sorted(methods))}); remove methods here")
     for method in chosen:
         if method not in methods:
             raise ManifestError(
@@ -132,7 +136,6 @@ def _resolve_program(
             )
     if len(set(chosen)) != len(chosen):
         raise ManifestError(f"{display}: {where}.methods: lists a method twice; list each once")
-    options = _resolve_options(display, manifest, name, program, backend_name, backend, kind.program_options_model(backend_name))
     problem = kind.program_problem(model, backend_name, backend, options, program.data_name)
     if problem is not None:
         raise ManifestError(f"{display}: {where}.{problem[0]}: {problem[1]}")

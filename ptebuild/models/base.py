@@ -169,6 +169,11 @@ class ModelKind:
         program's weights files, loaded with it)."""
         return ()
 
+    def program_methods(self, methods: dict[str, MethodPlan], options: Any) -> dict[str, MethodPlan]:
+        """The methods a program with these (validated) options may hold, by name (default: the
+        model's ``methods``; an LLM program of several methods names its own)."""
+        return methods
+
     def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
         """``(key under the program, path)`` of files a program's options name (relative to the
         manifest): checked to exist, hashed into its key by content (an LLM's LoRA adapter)."""

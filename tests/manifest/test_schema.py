@@ -48,6 +48,16 @@ CLI_ONLY = {
     "bad-llm-etrecord": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-vulkan-dynamic": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-cuda-dynamic": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-adapter": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-backend": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-data-name": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-duplicate": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-half-adapter": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-model-metadata": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-no-forward": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-share-alone": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-methods-program-methods": "programs.NAME.methods name methods of the model",
+    "bad-llm-methods-missing-adapter": "files the manifest names exist (weights, sources, shim lists, include globs, a language model's params, tokenizer and checkpoint)",
 }
 
 SMALLEST = """

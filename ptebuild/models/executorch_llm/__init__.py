@@ -22,6 +22,7 @@ Nothing here imports torch or executorch; :mod:`.build` and :mod:`.generation` d
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,38 @@ def forward_method(spec: LlmModelSpec) -> MethodPlan:
     position = InputPlan(name="input_pos", shape=(1,), dtype="int64", low=0, high=1)
     inputs = (tokens, position) if spec.use_kv_cache else (tokens,)
     return MethodPlan(name="forward", function="forward", inputs=inputs, dims=dims)
+
+
+MULTIMETHOD_BACKENDS = ("portable", "xnnpack")
+"""Backends ExecuTorch 1.5.1's multi-method LLM export lowers for (``export_llama_lib._validate_args``)."""
+
+
+def _methods_problem(spec: LlmModelSpec, backend_name: str, options: Any, data_name: str | None) -> tuple[str, str] | None:
+    """What ExecuTorch 1.5.1's multi-method export (``_export_llama_multimethod``) refuses or does
+    not do, as ``(location under the program, message)``; None: it takes the program."""
+    if backend_name not in MULTIMETHOD_BACKENDS:
+        return ("options.methods", f"ExecuTorch's multi-method LLM export (1.5.1) lowers for XNNPACK or portable only, "
+                                   f"not {backend_name}; use backend 'xnnpack' or 'portable', or remove methods")
+    if options.adapter_checkpoint is not None:
+        return ("options.adapter_checkpoint", "a program of several methods names each method's adapter in its "
+                                              "entry of options.methods (ExecuTorch refuses base.lora_config with "
+                                              "multimethod.methods); move it into a method")
+    if data_name is not None:
+        return ("data_name", "ExecuTorch's multi-method LLM export writes every weight into the .pte (the weights "
+                             "its methods share stored once) and no weights file; remove data_name")
+    seen: dict[str, int] = {}
+    for index, method in enumerate(options.methods):
+        if method.name in seen:
+            return (f"options.methods[{index}].name", f"method {method.name!r} is named twice (also methods[{seen[method.name]}]); "
+                                                      "give each method its own name")
+        if method.name in spec.metadata:
+            return (f"options.methods[{index}].name", f"{method.name!r} is a metadata method of the model (its metadata "
+                                                      "table); give the method another name")
+        seen[method.name] = index
+    if "forward" not in seen:
+        return ("options.methods", f"no method is named 'forward' ({', '.join(seen)}): ExecuTorch's TextLLMRunner, "
+                                   "which checks the program and runs it, generates with forward; name one method 'forward'")
+    return None
 
 
 class ExecutorchLlmKind(ModelKind):
@@ -163,6 +196,10 @@ class ExecutorchLlmKind(ModelKind):
         if backend_name not in supported:
             return ("backend", f"ExecuTorch's LLM export (1.5.1) does not lower for {backend_name!r}; "
                                f"use one of {', '.join(supported)}")
+        if options.methods is not None:
+            problem = _methods_problem(spec, backend_name, options, data_name)
+            if problem is not None:
+                return problem
         if data_name is not None and backend_name not in EXTERNAL_WEIGHTS_BACKENDS and not backend.keeps_data_in_pte:
             return ("data_name", f"ExecuTorch's LLM export (1.5.1) writes a weights file only for XNNPACK "
                                  f"(export.foundation_weights_file); a {backend_name} program keeps its weights "
@@ -212,6 +249,12 @@ class ExecutorchLlmKind(ModelKind):
         tokenizer = dict(resolved.model_files)["tokenizer"]
         lora = (f"{options.lora_data_name}.ptd",) if options.lora_data_name else ()
         return (tokenizer_output(program_name, tokenizer), *lora)
+
+    def program_methods(self, methods: dict[str, MethodPlan], options: Any) -> dict[str, MethodPlan]:
+        if options.methods is None:
+            return methods
+        forward = methods["forward"]
+        return {method.name: dataclasses.replace(forward, name=method.name) for method in options.methods}
 
     def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
         return tuple(options.files())

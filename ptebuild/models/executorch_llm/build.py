@@ -166,17 +166,22 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
 
             from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
 
-            progress("checking by generation against the eager model")
             shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
-            agreement = check_generation(
-                exported.model, program, shape, files[program.pte_name], ptds, tokenizer,
-                exported.mutable_buffers, token_agreement_floor(program),
-            )
-            exported.model = None  # the eager model's last reference: gone before the runner loads the program
-            gc.collect()
+            # Each method against its own eager model (a multi-method program's: the model, or the
+            # model with that method's adapter), forward last: the runner checks its continuation.
+            models = exported.method_models or {"forward": exported.model}
+            exported.model, exported.method_models = None, {}
+            agreements = {}
+            for method in sorted(models, key=lambda name: (name == "forward", name)):
+                progress("checking by generation against the eager model" + (f" (method {method!r})" if len(models) > 1 else ""))
+                agreements[method] = check_generation(
+                    models.pop(method), program, shape, files[program.pte_name], ptds, tokenizer,
+                    exported.mutable_buffers, token_agreement_floor(program), method=method,
+                )
+                gc.collect()  # the method's eager model: gone before the next is run, and before the runner loads the program
             progress("generating in ExecuTorch's TextLLMRunner")
-            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], agreement)
-            figures = agreement.figures
+            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], agreements["forward"])
+            figures = [figure for agreement in agreements.values() for figure in agreement.figures]
             figures[-1]["runner_tokens"] = runner_tokens
             check = GENERATION_CHECK
     return BuiltProgram(

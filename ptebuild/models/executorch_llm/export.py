@@ -47,6 +47,9 @@ class ExportedLlm:
 
     files: dict[str, Path]
     model: Any
+    method_models: dict[str, Any] = field(default_factory=dict)
+    """A multi-method program's eager model of each method, by name (the model, or the model with the
+    method's LoRA adapter, after upstream's source transforms); empty for a program of one ``forward``."""
     delegated: dict[str, int] = field(default_factory=dict)
     mutable_buffers: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -86,10 +89,16 @@ def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, ma
     config.quantization.group_size = options.group_size
     config.quantization.embedding_quantize = options.embedding_quantize
     if options.adapter_checkpoint is not None:
-        from executorch.extension.llm.export.config.llm_config import LoraConfig
+        config.base.lora_config = _lora_config(manifest_dir, options.adapter_checkpoint, str(options.adapter_config))
+    if options.methods is not None:
+        from executorch.extension.llm.export.config.llm_config import MethodConfig
 
-        config.base.lora_config = LoraConfig(adapter_checkpoint=str(manifest_dir / options.adapter_checkpoint),
-                                             adapter_config=str(manifest_dir / str(options.adapter_config)))
+        config.multimethod.methods = [
+            MethodConfig(method_name=method.name, lora_config=None if method.adapter_checkpoint is None else
+                         _lora_config(manifest_dir, method.adapter_checkpoint, str(method.adapter_config)))
+            for method in options.methods
+        ]
+        config.multimethod.share_mutable_buffers = options.share_mutable_buffers
     if backend == "xnnpack":
         config.backend.xnnpack.enabled = True
         config.backend.xnnpack.extended_ops = options.extended_ops  # type: ignore[attr-defined]
@@ -116,6 +125,33 @@ def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, ma
         config.backend.openvino.enabled = True
         config.backend.openvino.device = options.device  # type: ignore[attr-defined]
     return config
+
+
+def _lora_config(manifest_dir: Path, adapter_checkpoint: str, adapter_config: str) -> Any:
+    from executorch.extension.llm.export.config.llm_config import LoraConfig
+
+    return LoraConfig(adapter_checkpoint=str(manifest_dir / adapter_checkpoint), adapter_config=str(manifest_dir / adapter_config))
+
+
+@contextlib.contextmanager
+def _keeps_managers(managers: list[Any]) -> Iterator[None]:
+    """While the block runs, each ``LLMEdgeManager`` upstream's export prepares (one per method of a
+    multi-method export, in the methods' order) is also appended to ``managers``: upstream keeps
+    only the first, and the check needs each method's eager model."""
+    from executorch.examples.models.llama import export_llama_lib
+
+    original = export_llama_lib._prepare_for_llama_export
+
+    def prepare(config: Any) -> Any:
+        manager = original(config)
+        managers.append(manager)
+        return manager
+
+    export_llama_lib._prepare_for_llama_export = prepare
+    try:
+        yield
+    finally:
+        export_llama_lib._prepare_for_llama_export = original
 
 
 @contextlib.contextmanager
@@ -180,12 +216,13 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     config = llm_config(spec, options, program, manifest_dir, metadata, backend)
     written: dict[str, Any] = {}
     found: dict[str, Any] = {}
+    managers: list[Any] = []
 
     def write(manager: Any) -> None:
         written.update(write_program(manager.export_program, program, outputs, options.lora_data_name))
 
     try:
-        with _saves_through(write), _counts_before_emitting(program, found), _quiet_stdout():
+        with _saves_through(write), _counts_before_emitting(program, found), _keeps_managers(managers), _quiet_stdout():
             builder = export_llama_lib._export_llama(config)
     except BuildError:
         raise
@@ -198,10 +235,18 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
         raise BuildError(f"ExecuTorch's LLM export finished without writing a program; {REPORT}", location=f"programs.{program.name}")
     model = builder.model
     metadata_written = dict(builder.metadata)
+    method_models: dict[str, Any] = {}
+    if options.methods is not None:
+        if len(managers) != len(options.methods):
+            raise BuildError(f"ExecuTorch's multi-method LLM export prepared {len(managers)} models for "
+                             f"{len(options.methods)} methods; {REPORT}", location=f"programs.{program.name}")
+        method_models = {method.name: manager.model for method, manager in zip(options.methods, managers, strict=True)}
     # What the lowering held (the edge and executorch programs, the serialized bytes) goes now:
-    # the check needs only the eager model and the files.
-    builder.export_program = builder.edge_manager = builder.pre_autograd_graph_module = None
-    return ExportedLlm(files=written["files"], model=model, delegated=written["delegated"],
+    # the check needs only the eager models and the files.
+    for manager in (builder, *managers):
+        manager.export_program = manager.edge_manager = manager.pre_autograd_graph_module = None
+    del managers
+    return ExportedLlm(files=written["files"], model=model, method_models=method_models, delegated=written["delegated"],
                        mutable_buffers=written["mutable_buffers"], metadata=metadata_written,
                        insight=found.get("insight"), warnings=found.get("warnings", ()))
 
@@ -304,7 +349,8 @@ def _write(executorch_program: Any, program: ProgramPlan, outputs: Outputs, back
     for stem, cord in data.items():
         files[f"{stem}.ptd"] = outputs.stream(f"{stem}.ptd", cord.write_to_file)
     plans = executorch_program.executorch_program.execution_plan
-    delegated = {plan.name: len(plan.delegates) for plan in plans if plan.name == "forward"}
+    methods = {method.name for method in program.methods}
+    delegated = {plan.name: len(plan.delegates) for plan in plans if plan.name in methods}
     return {"files": files, "delegated": delegated, "mutable_buffers": ()}
 
 
@@ -316,22 +362,30 @@ class _without:
 
 
 def name_mutable_buffers(executorch_program: Any) -> tuple[str, ...]:
-    """Give each mutable buffer of ``forward`` its name in the program, as ExecuTorch's emitter does
-    with ``ExecutorchBackendConfig(emit_mutable_buffer_names=True)`` (which upstream's LLM export
-    does not pass); return the names.
+    """Give each mutable buffer of each method (``forward``, or every method of a multi-method
+    program) its name in the program, as ExecuTorch's emitter does with
+    ``ExecutorchBackendConfig(emit_mutable_buffer_names=True)`` (which upstream's LLM export does
+    not pass); return the names (each once: the methods of one model mutate buffers of the same names).
 
     The emitter gives every placeholder of the graph one value, in the graph's order, before any
     other: the value at a placeholder's position is its tensor. A mutated buffer's tensor is
     memory planned and holds no data; it gets ``extra_tensor_info`` with its fully qualified name
     and the location ``SEGMENT`` (its bytes stay planned memory: nothing is loaded for it).
     """
+    names: list[str] = []
+    for method in sorted(executorch_program.methods):
+        names += [name for name in _name_mutable_buffers(executorch_program, method) if name not in names]
+    return tuple(names)
+
+
+def _name_mutable_buffers(executorch_program: Any, method: str) -> list[str]:
     from executorch.exir.schema import ExtraTensorInfo, Tensor, TensorDataLocation
 
-    exported = executorch_program.exported_program("forward")
+    exported = executorch_program.exported_program(method)
     signature = exported.graph_signature
     mutated = set(signature.buffers_to_mutate.values())
     placeholders = [node for node in exported.graph.nodes if node.op == "placeholder"]
-    plan = next(p for p in executorch_program._emitter_output.program.execution_plan if p.name == "forward")
+    plan = next(p for p in executorch_program._emitter_output.program.execution_plan if p.name == method)
     names: list[str] = []
     by_placeholder = {spec.arg.name: spec.target for spec in signature.input_specs if getattr(spec.arg, "name", None)}
     for index, node in enumerate(placeholders):
@@ -340,11 +394,11 @@ def name_mutable_buffers(executorch_program: Any) -> tuple[str, ...]:
             continue
         tensor = plan.values[index].val
         if not isinstance(tensor, Tensor) or tensor.allocation_info is None or tensor.data_buffer_idx != 0:
-            raise BuildError(f"mutable buffer {target!r} is not the planned tensor at value {index} of 'forward'; {REPORT}")
+            raise BuildError(f"mutable buffer {target!r} is not the planned tensor at value {index} of {method!r}; {REPORT}")
         if tensor.extra_tensor_info is None:
             tensor.extra_tensor_info = ExtraTensorInfo(fully_qualified_name=target, location=TensorDataLocation.SEGMENT)
         names.append(str(target))
-    return tuple(names)
+    return names
 
 
 def dtype_name(options: LlmOptions) -> str:

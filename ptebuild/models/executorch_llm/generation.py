@@ -190,7 +190,7 @@ class EagerAgreement:
 
 def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
                      tokenizer: Any, mutable_buffers: tuple[str, ...], min_agreement: float,
-                     execute: Any = None, device: str = "cpu", how: str = "") -> EagerAgreement:
+                     execute: Any = None, device: str = "cpu", how: str = "", method: str = "forward") -> EagerAgreement:
     """The prefill and decode checks against the eager model (module docstring), then the program's
     own greedy continuation of the runner's prompt. Raises CheckError: a
     :class:`~ptebuild.lowering.check.WrongProgram` for a program that computes something else
@@ -199,7 +199,9 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     ``execute``: the program's ``forward`` as ``execute(inputs) -> outputs`` (the CUDA program's
     compiled code on the GPU, the eager model then on ``device`` too; ``how`` says so in messages);
     None: loaded here in ExecuTorch's runtime, once, and freed on return, so that the runner,
-    which loads its own, never holds the weights beside it.
+    which loads its own, never holds the weights beside it. ``method``: the program's method
+    checked (one of a multi-method program's), ``model`` its eager model (the model, or the model
+    with that method's LoRA adapter).
     """
     import torch
 
@@ -218,7 +220,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
 
         with one_data_file(pte, ptds, verify_bytes=True) as ptd, runtime_log() as log:
             try:
-                execute = Runtime.get().load_program(pte, data_path=ptd).load_method("forward").execute
+                execute = Runtime.get().load_program(pte, data_path=ptd).load_method(method).execute
             except Exception as exc:
                 raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
     eager = _Stepper(eager_caller(model, mutable_buffers, device), shape)
@@ -231,9 +233,9 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         except Exception as exc:
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
     tolerance = program.check_settings().for_dtype(ours.dtype)
-    prefill = _judged(program, f"method 'forward', the prefill of a seeded prompt of {prompt_length} token ids "
+    prefill = _judged(program, method, f"method {method!r}, the prefill of a seeded prompt of {prompt_length} token ids "
                       f"(seed {program.seed})", expected, actual, tolerance, how)
-    decode = _Decode(program, tolerance, how)
+    decode = _Decode(program, tolerance, how, method)
     for step in range(steps):
         decode.token(step, expected, actual)
         expected = eager.feed([decode.tokens[-1]])
@@ -262,7 +264,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
             logits = again.feed([token])
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
-    common = {"method": "forward", "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
+    common = {"method": method, "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
               "samples": 0, "reason": "", "prompt_seed": program.seed}
     figures = [
         {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.found.max_abs_error,
@@ -291,7 +293,7 @@ class _Judged:
     reason: str
 
 
-def _judged(program: ProgramPlan, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
+def _judged(program: ProgramPlan, method: str, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
     """Measure and judge the logits of one call; raise as the check does (``refusal``: a wrong
     program, or a tolerance miss) where they fail."""
     from ptebuild.figures import Verdict
@@ -300,15 +302,15 @@ def _judged(program: ProgramPlan, where: str, expected: Any, actual: Any, tolera
     found = measure(expected, actual, tolerance)
     verdict, reason, wrong = judge(found)
     if verdict is Verdict.FAILED:
-        raise refusal(program, where, "0 (the last position's logits)", found, reason, wrong, how, "forward")
+        raise refusal(program, where, "0 (the last position's logits)", found, reason, wrong, how, method)
     return _Judged(found, verdict.value, reason)
 
 
 class _Decode:
     """The decode steps' tokens and logits, and their verdict (module docstring, step 2)."""
 
-    def __init__(self, program: ProgramPlan, tolerance: Any, how: str) -> None:
-        self.program, self.tolerance, self.how = program, tolerance, how
+    def __init__(self, program: ProgramPlan, tolerance: Any, how: str, method: str = "forward") -> None:
+        self.program, self.tolerance, self.how, self.method = program, tolerance, how, method
         self.tokens: list[int] = []
         self.agreed = self.exact = 0
         self.found: list[Any] = []
@@ -348,19 +350,19 @@ class _Decode:
             floor = ("a float program agrees on every step" if min_agreement >= 1.0 else
                      f"the program's floor is {min_agreement:.0%}")
             raise wrong_program(
-                self.program, f"method 'forward', greedy decoding through its KV cache ({steps} steps after the "
+                self.program, f"method {self.method!r}, greedy decoding through its KV cache ({steps} steps after the "
                               "prefill, each fed the eager model's token)", self.how,
                 f"its greedy token agrees with the eager model's on {self.agreed} of {steps} steps ({share:.0%}; "
                 f"{floor}, where a token that ties within the tolerance counts as agreeing); the decode logits differ by "
                 f"up to {worst.max_abs_error:.3g} ({worst.worst_excess:.3g}x their bound, tolerance {self.tolerance}; least "
                 f"cosine {min(f.cosine for f in self.found):.6f}) on logits of mean magnitude {worst.magnitude:.3g}",
-                method="forward",
+                method=self.method,
             )
         failed = [j for j in self.judged if j[2] == "failed"]
         if failed:
             step, found, _, reason, wrong = next((j for j in failed if j[4]), failed[0])
-            raise refusal(self.program, f"method 'forward', decode step {step + 1} of {steps} through its KV cache",
-                          "0 (the logits)", found, reason, wrong, self.how, "forward")
+            raise refusal(self.program, f"method {self.method!r}, decode step {step + 1} of {steps} through its KV cache",
+                          "0 (the logits)", found, reason, wrong, self.how, self.method)
 
     def figures(self) -> dict[str, Any]:
         verdicts = {j[2] for j in self.judged}

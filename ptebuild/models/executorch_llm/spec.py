@@ -110,6 +110,68 @@ class LlmModelSpec(BaseModel):
 
 
 _EMBEDDING = re.compile(r"(?P<bits>[248]),(?P<group>\d+)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+METADATA_METHODS = (
+    "get_max_seq_len", "get_max_context_len", "get_n_layers", "get_vocab_size", "use_kv_cache",
+    "use_sdpa_with_kv_cache", "enable_dynamic_shape", "get_num_kv_shared_layers", "get_bos_id", "get_eos_ids",
+)
+"""The metadata methods a program of ExecuTorch's LLM export holds (``export_llama_lib.
+_load_llama_model_metadata``'s, and ``get_bos_id``, ``get_eos_ids`` ptebuild adds from the tokenizer):
+names no method of a multi-method program may take."""
+
+
+def _adapter_problem(adapter_checkpoint: str | None, adapter_config: str | None) -> str | None:
+    if (adapter_checkpoint is None) != (adapter_config is None):
+        return ("a LoRA adapter is adapter_checkpoint (adapter_model.safetensors) with adapter_config "
+                "(adapter_config.json): give both")
+    if adapter_checkpoint is not None and not adapter_checkpoint.endswith(".safetensors"):
+        return (f"adapter_checkpoint {adapter_checkpoint!r}: ExecuTorch's LLM export reads a PEFT "
+                "adapter_model.safetensors (its torchtune .pt reader needs torchtune, not installed here)")
+    return None
+
+
+class LlmMethod(BaseModel):
+    """One method of a multi-method program (``LlmConfig.multimethod.methods``' ``MethodConfig``):
+    the model, or the model with a LoRA adapter, exported as the method ``name``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: Annotated[str, Field(json_schema_extra={"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$", "not": {"enum": list(METADATA_METHODS)}})]
+    """``MethodConfig.method_name``: the method's name in the program (an identifier, not a metadata
+    method's). One method is ``forward``: ExecuTorch's ``TextLLMRunner`` generates with it."""
+    adapter_checkpoint: str | None = None
+    """``MethodConfig.lora_config.adapter_checkpoint``: this method's LoRA adapter (PEFT's
+    ``adapter_model.safetensors``), relative to the manifest; absent: the model itself. With ``adapter_config``."""
+    adapter_config: str | None = None
+    """``MethodConfig.lora_config.adapter_config``: the adapter's ``adapter_config.json``, relative to the manifest."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_export_seq_len(cls, data: object) -> object:
+        if isinstance(data, dict) and "export_seq_len" in data:
+            raise ValueError(
+                "export_seq_len (MethodConfig.export_seq_len) is not used by ExecuTorch 1.5.1's multi-method export: "
+                "every method is traced with the model's own input length (there is no prefill/decode split); remove it"
+            )
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _method_name(cls, value: str) -> str:
+        if not _IDENTIFIER.fullmatch(value):
+            raise ValueError(f"method name {value!r} is not an identifier (letters, digits, _; not starting with a digit)")
+        if value in METADATA_METHODS:
+            raise ValueError(f"{value!r} is one of the program's metadata methods ({', '.join(METADATA_METHODS)}); "
+                             "give the method another name")
+        return value
+
+    @model_validator(mode="after")
+    def _adapter(self) -> Self:
+        problem = _adapter_problem(self.adapter_checkpoint, self.adapter_config)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class LlmOptions(BackendOptions):
@@ -143,6 +205,14 @@ class LlmOptions(BackendOptions):
     to, while the model's own go to the program's ``data_name`` (``export.foundation_weights_file``),
     which programs of one model with different adapters share: one foundation file, one small file
     per adapter (XNNPACK)."""
+    methods: Annotated[list[LlmMethod], Field(min_length=1)] | None = None
+    """``LlmConfig.multimethod.methods``: several methods in one program, each the model or the model
+    with its own LoRA adapter, exported by ExecuTorch's multi-method export (portable and XNNPACK;
+    every weight in the ``.pte``, those the methods share stored once). One is ``forward``. Absent:
+    the program is the one method ``forward``."""
+    share_mutable_buffers: bool = False
+    """``LlmConfig.multimethod.share_mutable_buffers``: the methods share one KV cache (buffers of the
+    same name at the same place in memory). With ``methods``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -166,21 +236,23 @@ class LlmOptions(BackendOptions):
         if self.group_size is not None and self.qmode not in ("8da4w", "4w"):
             given = f"qmode is {self.qmode!r}" if self.qmode else "no qmode"
             raise ValueError(f"group_size is for qmode '8da4w' or '4w' ({given}); remove it")
-        if (self.adapter_checkpoint is None) != (self.adapter_config is None):
-            raise ValueError("a LoRA adapter is adapter_checkpoint (adapter_model.safetensors) with adapter_config "
-                             "(adapter_config.json): give both")
-        if self.adapter_checkpoint is not None and not self.adapter_checkpoint.endswith(".safetensors"):
-            raise ValueError(f"adapter_checkpoint {self.adapter_checkpoint!r}: ExecuTorch's LLM export reads a PEFT "
-                             "adapter_model.safetensors (its torchtune .pt reader needs torchtune, not installed here)")
+        problem = _adapter_problem(self.adapter_checkpoint, self.adapter_config)
+        if problem:
+            raise ValueError(problem)
+        if self.share_mutable_buffers and self.methods is None:
+            raise ValueError("share_mutable_buffers is for a program of several methods (methods); remove it or give methods")
         if self.lora_data_name is not None and self.adapter_checkpoint is None:
             raise ValueError("lora_data_name is where a LoRA adapter's weights go: give adapter_checkpoint and "
                              "adapter_config, or remove it")
         return self
 
     def files(self) -> tuple[tuple[str, str], ...]:
-        """``(options key, path)`` of the files these options name (the adapter's)."""
-        return tuple((f"options.{key}", path) for key in ("adapter_checkpoint", "adapter_config")
-                     if (path := getattr(self, key)) is not None)
+        """``(options key, path)`` of the files these options name (the adapter's, each method's)."""
+        keys = ("adapter_checkpoint", "adapter_config")
+        own = tuple((f"options.{key}", path) for key in keys if (path := getattr(self, key)) is not None)
+        methods = tuple((f"options.methods[{index}].{key}", path) for index, method in enumerate(self.methods or ())
+                        for key in keys if (path := getattr(method, key)) is not None)
+        return own + methods
 
 
 class LlmXnnpackOptions(LlmOptions):

@@ -9,6 +9,7 @@ once per session through the command line for the report, the record and the log
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_sizes_run_growing_shrinking_and_repeated():
     # Every step the longer order of before took (growing, shrinking, then each size twice), in 8
     # runs instead of 12 (the largest size twice instead of four times).
     before = [1, 2, 8, 8, 2, 1, 1, 1, 2, 2, 8, 8]
-    assert set(zip(order, order[1:], strict=False)) == set(zip(before, before[1:], strict=False))
+    assert set(itertools.pairwise(order)) == set(itertools.pairwise(before))
     assert [s["batch"] for s in run_orders([{"batch": 4}, {"batch": 1}])] == [1, 4, 4, 1, 1]
     assert run_orders([{}]) == [{}, {}]
 

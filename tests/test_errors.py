@@ -613,6 +613,7 @@ ERROR_PATHS = {
             "declare it as [models.{}]",
             "set backend here or in [defaults]",
             "list at least one method or leave it out",
+            "remove methods here",
             "name one of {}",
             "list each once",
             "{}: {}.{}: {}",
@@ -675,6 +676,7 @@ ERROR_PATHS = {
         "export_with_upstream": [
             "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
+            "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
         "export_with_backend": [
             "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
@@ -682,7 +684,7 @@ ERROR_PATHS = {
         "_write": [
             "give the adapter target_modules of the model",
         ],
-        "name_mutable_buffers": [
+        "_name_mutable_buffers": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
     },

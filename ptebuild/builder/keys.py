@@ -113,11 +113,11 @@ def model_sources(program: ProgramPlan, manifest_dir: Path, display: str) -> dic
         sources.update(module_sources(program.factory.split(":", 1)[0], manifest_dir, f"{display}: models.{program.model}.factory"))
     for _, name in program.model_files:
         sources[Path(name).as_posix()] = manifest_dir / name
-    for pattern in program.sources:
+    for index, pattern in enumerate(program.sources):  # each a relative glob inside the folder (resolve.py)
         matches = sorted(p for p in manifest_dir.glob(pattern) if p.is_file())
         if not matches:
-            raise ManifestError(f"{display}: models.{program.model}.sources: {pattern!r} matches no file; "
-                                "give globs relative to the manifest")
+            raise ManifestError(f"{display}: models.{program.model}.sources[{index}]: {pattern!r} matches no file; "
+                                "give globs of files relative to the manifest")
         for path in matches:
             sources[path.relative_to(manifest_dir).as_posix()] = path
     return sources

@@ -1,7 +1,9 @@
 """What is wrong with a path a manifest names, in words, before the operating system says it worse.
 
 Every file a manifest names (a model's weights, a shim list, a ``sources`` match) must be a
-readable regular file; the output folder must be a folder that can be made. The operating system
+readable regular file; the output folder must be a folder that can be made; a glob of files
+(a model's ``sources``, a bundle's ``include``) must be a relative pattern inside the manifest's
+folder (:func:`glob_problem`). The operating system
 refuses some of these with errors that would surface as ``internal error: OSError: File name too
 long``; :func:`file_problem` and :func:`folder_problem` name the problem first, and the caller
 turns it into the usual one located line (exit 2).
@@ -90,3 +92,21 @@ def describe(name: str, problem: str) -> str:
     """``no such file 'w.pt'``, or ``'w.pt': it is a folder, not a file`` (a long name shortened)."""
     shown = name if len(name) <= 80 else name[:40] + "..." + name[-24:]
     return f"no such file {shown!r}" if problem == "no such file" else f"{shown!r}: {problem}"
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a glob of files inside the manifest's folder, or None if it is: the
+    phrase that follows the pattern in the error (``'' is empty``). Path.glob refuses some of these
+    with ValueError, NotImplementedError, IndexError or OSError instead of matching nothing."""
+    if not pattern.strip():
+        return "is empty"
+    if "\x00" in pattern:
+        return "holds a NUL character"
+    path = Path(pattern)
+    if path.is_absolute() or pattern.startswith(("/", "\\")) or path.drive:
+        return "leaves the manifest's folder (an absolute path)"
+    if ".." in path.parts:
+        return "leaves the manifest's folder ('..')"
+    if not path.parts:
+        return "names the manifest's folder itself, not files in it"
+    return _too_long(path)

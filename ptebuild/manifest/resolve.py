@@ -18,7 +18,7 @@ from ptebuild.errors import DataNameError, ManifestError
 from ptebuild.insight.budget import merged_budget
 from ptebuild.manifest.locations import describe_validation_error, dotted
 from ptebuild.manifest.modules import find_module_file, module_search_path
-from ptebuild.manifest.paths import describe, file_problem
+from ptebuild.manifest.paths import describe, file_problem, glob_problem
 from ptebuild.manifest.schema import BundleSpec, InputSpec, Manifest, ModelSpec, ProgramSpec
 from ptebuild.manifest.typos import did_you_mean
 from ptebuild.models import get_model_kind
@@ -204,6 +204,11 @@ def _resolve_program(
         program_entry.get("check", {}).pop("min_token_agreement", None)
     extra_outputs = kind.extra_outputs(name, resolved, options)
     program_files = kind.program_files(options)
+    for index, pattern in enumerate(resolved.sources):
+        problem = glob_problem(pattern)
+        if problem:
+            raise ManifestError(f"{display}: models.{program.model}.sources[{index}]: {pattern!r} {problem}; "
+                                "give globs of files relative to the manifest")
     for key, path in program_files:
         unreadable = file_problem(manifest_dir / path) if manifest_dir is not None else None  # offline: not there
         if unreadable:
@@ -424,12 +429,10 @@ def _resolve_bundle(display: str, name: str, spec: BundleSpec, programs: tuple[s
             )
         _check_name(display, f"{where}.output", spec.output[: -len(suffix)], suffix)
     for index, pattern in enumerate(spec.include):
-        parts = Path(pattern).parts
-        if Path(pattern).is_absolute() or ".." in parts:
-            raise ManifestError(
-                f"{display}: {where}.include[{index}]: {pattern!r} leaves the manifest's folder; "
-                "name files inside it (relative paths without '..')"
-            )
+        problem = glob_problem(pattern)
+        if problem:
+            raise ManifestError(f"{display}: {where}.include[{index}]: {pattern!r} {problem}; "
+                                "name files inside it (relative paths without '..')")
     etrecords = tuple(f"{p}.etrecord" for p in programs if spec.etrecord or manifest.programs[p].etrecord)
     return BundlePlan(name=name, programs=programs, archive=archive, include=tuple(spec.include), etrecords=etrecords)
 

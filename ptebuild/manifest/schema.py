@@ -488,7 +488,8 @@ def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
     program["properties"]["methods"]["anyOf"][0].update(minItems=1, uniqueItems=True)
     bundle = defs["BundleSpec"]["properties"]
     bundle["output"]["anyOf"][0]["pattern"] = "(\\.[Tt][Aa][Rr]\\.[Gg][Zz]|\\.[Tt][Gg][Zz]|\\.[Zz][Ii][Pp])$"
-    bundle["include"]["items"]["not"] = {"pattern": "^/|(^|/)\\.\\.(/|$)"}  # inside the manifest's folder
+    for globs in (bundle["include"], *(defs[d]["properties"]["sources"] for d in ("ModelSpec", "LlmModelSpec") if d in defs)):
+        globs["items"].update(minLength=1, **{"not": {"pattern": "^/|(^|/)\\.\\.(/|$)"}})  # inside the manifest's folder (paths.glob_problem)
     for name in backend_names():  # what a backend needs of a program that names it
         try:
             backend = get_backend(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -151,7 +152,16 @@ def test_a_glob_matching_nothing_is_an_error(tiny_project):
     from ptebuild.errors import ManifestError
 
     tiny_project.write_text(tiny_project.read_text().replace("seed = 1", 'seed = 1\nsources = ["nothing/*.txt"]'))
-    with pytest.raises(ManifestError, match=r"models\.tiny\.sources: 'nothing/\*\.txt' matches no file"):
+    with pytest.raises(ManifestError, match=r"models\.tiny\.sources\[0\]: 'nothing/\*\.txt' matches no file"):
+        breakdown(tiny_project, "tiny_portable")
+
+
+@pytest.mark.parametrize("pattern", ["", " ", "/etc/passwd", "../x/*.py", "data/../../x", "a\x00b", ".", "./", "a" * 300 + "/*.py"])
+def test_a_glob_that_is_not_a_glob_of_files_beside_the_manifest_is_one_located_line(tiny_project, pattern):
+    """Empty, absolute, leaving the folder, a NUL byte, the folder itself: found by the manifest
+    fuzzer as ``ValueError: Unacceptable pattern: ''`` (the CLI's internal error, exit 1)."""
+    tiny_project.write_text(tiny_project.read_text().replace("seed = 1", f"seed = 1\nsources = [{json.dumps(pattern)}]"))
+    with pytest.raises(ManifestError, match=r"models\.tiny\.sources\[0\]: .*; give globs of files relative to the manifest"):
         breakdown(tiny_project, "tiny_portable")
 
 

@@ -205,9 +205,9 @@ def _resolve_program(
     extra_outputs = kind.extra_outputs(name, resolved, options)
     program_files = kind.program_files(options)
     for index, pattern in enumerate(resolved.sources):
-        problem = glob_problem(pattern)
-        if problem:
-            raise ManifestError(f"{display}: models.{program.model}.sources[{index}]: {pattern!r} {problem}; "
+        not_a_glob = glob_problem(pattern)
+        if not_a_glob:
+            raise ManifestError(f"{display}: models.{program.model}.sources[{index}]: {pattern!r} {not_a_glob}; "
                                 "give globs of files relative to the manifest")
     for key, path in program_files:
         unreadable = file_problem(manifest_dir / path) if manifest_dir is not None else None  # offline: not there

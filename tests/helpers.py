@@ -26,6 +26,17 @@ def ptebuild(*args, cwd: Path | None = None, env: dict | None = None, trace_impo
     )
 
 
+def first_program_inputs(manifest: Path) -> dict[str, str]:
+    """The key's inputs of the manifest's first program (``keys.program_inputs``), read as a build
+    reads them: for tests that change one file and ask what the key saw."""
+    from ptebuild.builder.keys import program_inputs
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+
+    plan = load_manifest(manifest)
+    return program_inputs(plan.programs[0], plan, hash_file)
+
+
 def build_json(*args, **kwargs) -> tuple[int, dict]:
     """``ptebuild build ARGS --json``: (exit code, the report)."""
     result = ptebuild("build", *args, "--json", **kwargs)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ptebuild
+from helpers import first_program_inputs, ptebuild
 from project_copy import copy_chat_project
 
 import ptebuild as api
@@ -139,15 +139,12 @@ def test_bundles_carry_the_tokenizer_and_verify(chat_build, tmp_path):
 
 
 def test_the_key_covers_params_tokenizer_and_checkpoint_by_content(tmp_path):
-    from ptebuild.builder.keys import action_key, explain_changes, program_inputs
-    from ptebuild.hashing import hash_file
-    from ptebuild.manifest import load_manifest
+    from ptebuild.builder.keys import action_key, explain_changes
 
     manifest = copy_chat_project(tmp_path / "project")
 
     def inputs() -> dict[str, str]:
-        plan = load_manifest(manifest)
-        return program_inputs(plan.programs[0], plan, hash_file)
+        return first_program_inputs(manifest)
 
     before = inputs()
     tokenizer = manifest.parent / "chat" / "tokenizer.json"

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ptebuild
+from helpers import first_program_inputs, ptebuild
 from project_copy import copy_chat_project
 
 MULTI = """
@@ -102,15 +102,12 @@ def test_the_program_holds_the_methods_and_the_shared_weights_once(multi_build):
 
 
 def test_changing_one_methods_adapter_changes_the_key(tmp_path):
-    from ptebuild.builder.keys import action_key, explain_changes, program_inputs
-    from ptebuild.hashing import hash_file
-    from ptebuild.manifest import load_manifest
+    from ptebuild.builder.keys import action_key, explain_changes
 
     manifest = multi_project(tmp_path / "project")
 
     def inputs() -> dict[str, str]:
-        plan = load_manifest(manifest)
-        return program_inputs(plan.programs[0], plan, hash_file)
+        return first_program_inputs(manifest)
 
     before = inputs()
     adapter = manifest.parent / "chat" / "lora_story" / "adapter_model.safetensors"

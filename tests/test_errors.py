@@ -455,7 +455,7 @@ ERROR_PATHS = {
     },
     "builder/keys.py": {
         "model_sources": [
-            "give globs relative to the manifest",
+            "give globs of files relative to the manifest",
         ],
         "module_sources": [
             "put it beside the manifest or install it",
@@ -623,6 +623,7 @@ ERROR_PATHS = {
             "remove it",
             "leave bundle_io off for it",
             "leave etrecord off for it",
+            "give globs of files relative to the manifest",
             "{}: {}.{}: {}",
         ],
         "_resolve_options": [

@@ -2,7 +2,10 @@
 export): the tiny chat model as ``forward`` and as ``story`` (with the chat model's story LoRA
 adapter) in one ``.pte``, built once for this module; each method checked by generation against its
 own eager model, ``forward`` then in TextLLMRunner; the weights the methods share stored once; each
-method's adapter in the program's key; a method against the wrong eager model named wrong."""
+method's adapter in the program's key; a method against the wrong eager model named wrong.
+
+The build (about 45 s) and the tests on it are slow tests; the default run has their fast siblings:
+the upstream configuration the program is exported with, and the key."""
 
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ def multi_build(tmp_path_factory: pytest.TempPathFactory):
     return manifest, manifest.parent / "out", done.returncode, document, done.stderr
 
 
+@pytest.mark.slow  # fast sibling: test_the_methods_go_to_upstreams_multimethod_config
 def test_each_method_is_checked_by_generation_and_forward_in_the_runner(multi_build):
     _, _, code, document, stderr = multi_build
     assert code == 0, stderr
@@ -75,6 +79,7 @@ def test_each_method_is_checked_by_generation_and_forward_in_the_runner(multi_bu
     assert sorted(Path(o["path"]).name for o in target["outputs"]) == ["chat_multi.pte", "chat_multi.tokenizer.json"]
 
 
+@pytest.mark.slow  # fast sibling: test_the_methods_go_to_upstreams_multimethod_config
 def test_the_table_gives_each_methods_tokens(multi_build):
     manifest, *_ = multi_build
     done = ptebuild("build", manifest, "--cache", manifest.parent.parent / "cache")  # a no-op: the report replayed
@@ -82,6 +87,7 @@ def test_the_table_gives_each_methods_tokens(multi_build):
     assert "methods story, forward) tokens story 16/16, forward 16/16" in done.stdout
 
 
+@pytest.mark.slow  # fast sibling: test_the_methods_go_to_upstreams_multimethod_config
 def test_the_program_holds_the_methods_and_the_shared_weights_once(multi_build):
     manifest, out, *_ = multi_build
     done = ptebuild("inspect", "--json", out / "chat_multi.pte")
@@ -99,6 +105,31 @@ def test_the_program_holds_the_methods_and_the_shared_weights_once(multi_build):
     constants = sum(s["size"] for s in document["segments"] if "constant tensors" in s["used_by"])
     weights_inside = sum(d["size"] for d in document["named_data"]) + constants
     assert model_bytes <= weights_inside <= 1.1 * model_bytes + adapter, (weights_inside, model_bytes, adapter)
+
+
+def test_the_methods_go_to_upstreams_multimethod_config(tmp_path):
+    """What the slow build exports with: upstream's ``LlmConfig`` names each method with its own
+    LoRA adapter (none for ``forward``), shares the KV cache as asked, and sets no program-wide
+    adapter (upstream refuses one beside ``multimethod.methods``)."""
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm.export import llm_config
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
+
+    manifest = multi_project(tmp_path / "project")
+    plan = load_manifest(manifest)
+    (program,) = plan.programs
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = LlmXnnpackOptions.model_validate(program.options)
+    config = llm_config(spec, options, program, manifest.parent, {}, "xnnpack")
+    methods = {m.method_name: m.lora_config for m in config.multimethod.methods}
+    assert list(methods) == ["forward", "story"]
+    assert methods["forward"] is None
+    story = manifest.parent / "chat" / "lora_story"
+    assert (methods["story"].adapter_checkpoint, methods["story"].adapter_config) == (
+        str(story / "adapter_model.safetensors"), str(story / "adapter_config.json"))
+    assert config.multimethod.share_mutable_buffers is True
+    assert config.base.lora_config is None
+    assert config.backend.xnnpack.enabled
 
 
 def test_changing_one_methods_adapter_changes_the_key(tmp_path):
@@ -119,6 +150,7 @@ def test_changing_one_methods_adapter_changes_the_key(tmp_path):
     assert explain_changes(before, after) == ["source file chat/lora_story/adapter_model.safetensors changed"]
 
 
+@pytest.mark.slow  # fast sibling: test_the_methods_go_to_upstreams_multimethod_config
 def test_a_method_checked_against_another_methods_model_is_named_wrong(multi_build, tmp_path):
     """The check itself, run again on the built program: ``story`` against ExecuTorch's plain
     Transformer with the story adapter merged into its weights (``W + alpha / r * B @ A``, LoRA's

@@ -51,6 +51,33 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
+def _initialise(conn: Any) -> None:
+    """WAL journal, the schema of this version. While another process makes a new database, SQLite
+    answers the journal-mode change "database is locked" at once, without its busy timeout: that is
+    retried until :data:`BUSY_TIMEOUT_S`, so that builders starting together on an empty cache all
+    use it (and none drops its counts)."""
+    import sqlite3
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version not in (0, SCHEMA_VERSION):
+        conn.execute("DROP TABLE IF EXISTS stat")
+        conn.execute("DROP TABLE IF EXISTS counters")
+    for sql in _SCHEMA:
+        conn.execute(sql)
+    if version != SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
 class StatCache:
     """The sqlite-backed stat cache of one store; opened lazily, shared between threads."""
 
@@ -82,16 +109,7 @@ class StatCache:
                     check_same_thread=False,
                 )
                 try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                    version = conn.execute("PRAGMA user_version").fetchone()[0]
-                    if version not in (0, SCHEMA_VERSION):
-                        conn.execute("DROP TABLE IF EXISTS stat")
-                        conn.execute("DROP TABLE IF EXISTS counters")
-                    for sql in _SCHEMA:
-                        conn.execute(sql)
-                    if version != SCHEMA_VERSION:
-                        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    _initialise(conn)
                 except BaseException:
                     conn.close()
                     raise

@@ -97,7 +97,7 @@ def describe(name: str, problem: str) -> str:
 def glob_problem(pattern: str) -> str | None:
     """Why ``pattern`` is not a glob of files inside the manifest's folder, or None if it is: the
     phrase that follows the pattern in the error (``'' is empty``). Path.glob refuses some of these
-    with ValueError, NotImplementedError, IndexError or OSError instead of matching nothing."""
+    with ValueError, NotImplementedError, IndexError, AttributeError or OSError instead of matching nothing."""
     if not pattern.strip():
         return "is empty"
     if "\x00" in pattern:

@@ -186,32 +186,10 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
 
     from ptebuild.errors import CheckError
     from ptebuild.lowering.check import WrongProgram
-    from ptebuild.manifest import load_manifest
-    from ptebuild.models.executorch_llm import token_agreement_floor
-    from ptebuild.models.executorch_llm.build import random_checkpoint
-    from ptebuild.models.executorch_llm.export import llm_config
-    from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner, register_llm_kernels
-    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
-    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+    from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner, register_llm_kernels
 
-    manifest, out, *_ = chat_build
-    plan = load_manifest(manifest)
-    program = next(p for p in plan.programs if p.name == "chat_xnnpack")
-    spec = LlmModelSpec.model_validate(program.model_entry)
-    options = LlmXnnpackOptions.model_validate(program.options)
-    shape = Shape(True, True, 64, 64)
-    tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", str(manifest), "models.chat.tokenizer")
-    buffers = tuple(f"layers.{i}.attention.kv_cache.{c}" for i in (0, 1) for c in ("k_cache", "v_cache"))
-    floor = token_agreement_floor(program)
-
-    def eager(seed: int):
-        from executorch.examples.models.llama.export_llama_lib import _prepare_for_llama_export
-
-        checkpoint = random_checkpoint(spec, manifest.parent, seed, tmp_path)
-        config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
-        return _prepare_for_llama_export(config).model
-
-    pte, ptds = out / "chat_xnnpack.pte", [out / "chat_xnnpack_weights.ptd"]
+    _, out, *_ = chat_build
+    program, shape, tokenizer, buffers, floor, (pte, ptds), eager = _chat_check_inputs(chat_build, tmp_path)
     with pytest.raises(WrongProgram) as refused:
         check_generation(eager(program.seed + 1), program, shape, pte, ptds, tokenizer, buffers, floor)
     message = str(refused.value)
@@ -243,6 +221,98 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
     wrong = replace(agreement, continuation="something else")
     with pytest.raises(CheckError, match=r"ExecuTorch's TextLLMRunner generated '.*' from 'Once upon a time', the program run step by step 'something else'"):
         check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", wrong)
+
+
+def _chat_check_inputs(chat_build, tmp_path):
+    """What :func:`check_generation` takes for the built ``chat_xnnpack``, and ``eager(seed)``:
+    upstream's eager model of the chat params with the random weights of ``seed``."""
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm import token_agreement_floor
+    from ptebuild.models.executorch_llm.build import random_checkpoint
+    from ptebuild.models.executorch_llm.export import llm_config
+    from ptebuild.models.executorch_llm.generation import Shape
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+
+    manifest, out, *_ = chat_build
+    program = next(p for p in load_manifest(manifest).programs if p.name == "chat_xnnpack")
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = LlmXnnpackOptions.model_validate(program.options)
+
+    def eager(seed: int):
+        from executorch.examples.models.llama.export_llama_lib import _prepare_for_llama_export
+
+        checkpoint = random_checkpoint(spec, manifest.parent, seed, tmp_path)
+        config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
+        return _prepare_for_llama_export(config).model
+
+    tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", str(manifest), "models.chat.tokenizer")
+    buffers = tuple(f"layers.{i}.attention.kv_cache.{c}" for i in (0, 1) for c in ("k_cache", "v_cache"))
+    files = (out / "chat_xnnpack.pte", [out / "chat_xnnpack_weights.ptd"])
+    return program, Shape(True, True, 64, 64), tokenizer, buffers, token_agreement_floor(program), files, eager
+
+
+def test_the_eager_model_is_called_once_for_the_prefill_and_every_decode_step(chat_build, tmp_path):
+    """The eager side knows every token in advance (the program's greedy ones), so one call over
+    the prompt and the 16 decoded tokens gives each step's logits: an eager 8da4w model
+    dequantizes all its weights in every call (seconds per call at 1B), 17 calls before."""
+    from ptebuild.models.executorch_llm.generation import check_generation
+
+    program, shape, tokenizer, buffers, floor, (pte, ptds), eager = _chat_check_inputs(chat_build, tmp_path)
+    model = eager(program.seed)
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(args[0].shape[-1]))
+    prefill, decode = check_generation(model, program, shape, pte, ptds, tokenizer, buffers, floor).figures
+    assert calls == [16 + 16]
+    assert decode["tokens_agreed"] == 16 and decode["verdict"] == prefill["verdict"] == "passed"
+    assert prefill["max_abs_error"] <= 1e-3 and decode["cosine"] >= 0.9999
+
+
+def test_one_eager_call_over_the_sequence_gives_the_logits_of_its_steps(chat_build, tmp_path):
+    """What makes the single call right: its rows are the logits the step-by-step calls through the
+    eager model's KV cache give (the same prefix at each position), to float32's rounding."""
+    import torch
+
+    from ptebuild.models.executorch_llm.generation import eager_logits, takes_whole_sequence
+
+    program, shape, _, buffers, *_, eager = _chat_check_inputs(chat_build, tmp_path)
+    model = eager(program.seed)
+    generator = torch.Generator().manual_seed(7)
+    prompt, fed = (torch.randint(0, 256, (n,), generator=generator).tolist() for n in (16, 16))
+    assert takes_whole_sequence(model, shape, 32)
+    whole = eager_logits(model, buffers, shape, prompt, fed, whole=True)
+    steps = eager_logits(model, buffers, shape, prompt, fed, whole=False)
+    assert len(whole) == len(steps) == 17 and model.generate_full_logits is False
+    for one, other in zip(whole, steps, strict=True):
+        assert float((one - other).abs().max()) <= 1e-4 * float(other.abs().max())
+        assert int(one.argmax()) == int(other.argmax())
+
+
+def test_a_cache_of_other_values_or_a_fixed_sequence_is_called_step_by_step():
+    """A quantized, ring or attention-sink KV cache, KV-sharing layers, a program of a fixed
+    sequence, a sequence past the program's bound, or a model that cannot give every position's
+    logits: the eager model is called as the program is."""
+    from torch import nn
+
+    from ptebuild.models.executorch_llm.generation import Shape, takes_whole_sequence
+
+    def model(cache: str = "KVCache", full=False, shared=0):
+        layer = type(cache, (nn.Module,), {})()
+        module = nn.Sequential(nn.Sequential(layer))
+        if full is not None:
+            module.generate_full_logits = full
+        module.num_kv_shared_layers = shared
+        return module
+
+    dynamic = Shape(True, True, 64, 128)
+    assert takes_whole_sequence(model(), dynamic, 32) and takes_whole_sequence(model("CustomKVCache"), dynamic, 63)
+    assert takes_whole_sequence(model(), Shape(False, True, 64, 64), 32)  # no KV cache: each call takes the sequence
+    assert not takes_whole_sequence(model(), dynamic, 64)  # past max_seq_length - 1
+    assert not takes_whole_sequence(model(), Shape(True, False, 64, 128), 32)
+    for cache in ("QuantizedKVCache", "RingKVCache", "CustomRingKVCache", "KVCacheWithAttentionSink"):
+        assert not takes_whole_sequence(model(cache), dynamic, 32), cache
+    assert not takes_whole_sequence(model(shared=2), dynamic, 32)
+    assert not takes_whole_sequence(model(full=None), dynamic, 32)
 
 
 @pytest.mark.slow

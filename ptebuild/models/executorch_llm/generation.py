@@ -10,13 +10,20 @@
    logits are measured and judged as every check's outputs are (:func:`ptebuild.lowering.check.
    measure` and ``judge``), held to the program's tolerance for the logits' dtype
    (:mod:`ptebuild.tolerances`: the kind's defaults, the manifest's ``check`` over them).
-2. Decode: ``decode_steps`` greedy steps through the program's own KV cache. Both models are fed
-   the eager model's greedy token at each step (teacher forcing), so every step compares the two
-   on the same context: the step's logits (judged as the prefill's) and its token. A step agrees
-   when the program's greedy token is the eager model's, or ties with it: eager's logits of the
-   two tokens within the sum of their bounds (a right program may move each by its bound; random
-   weights give near-ties). Float programs must agree on every step; quantized ones on
-   ``min_token_agreement`` of them.
+2. Decode: ``decode_steps`` greedy steps through the program's own KV cache, each fed the
+   program's greedy token, as a runner generates. The eager model is given the same tokens
+   (teacher forcing), so every step compares the two on the same context: the step's logits
+   (judged as the prefill's) and its token. A step agrees when the program's greedy token is the
+   eager model's, or ties with it: eager's logits of the two tokens within the sum of their bounds
+   (a right program may move each by its bound; random weights give near-ties). Float programs
+   must agree on every step; quantized ones on ``min_token_agreement`` of them.
+
+   The eager side (:func:`eager_logits`) knows every token in advance, so it runs once over the
+   prompt and the decoded tokens and reads each position's logits, where that computes what its
+   step-by-step calls would (upstream's ``Transformer`` with a dynamic sequence and a plain KV
+   cache: :func:`takes_whole_sequence`); otherwise it is called as the program was. One eager
+   call instead of ``1 + decode_steps``: an eager 8da4w model dequantizes its weights in every
+   call (about 4 s per call at Llama-3.2-1B's size on 2 cores).
 
    The verdicts are the check's (:mod:`ptebuild.figures`): logits far from eager's (a cosine
    under :data:`~ptebuild.tolerances.WRONG_COSINE`, an error the size of the logits) or tokens
@@ -134,16 +141,22 @@ class _Stepper:
         return logits
 
 
-def _last_logits(value: Any) -> Any:
+def _logit_rows(value: Any) -> Any:
+    """The logits of each position a call returned, one row each (float64, on the CPU)."""
     import torch
 
     out = value[0] if isinstance(value, (list, tuple)) else value
     out = out.detach().to("cpu", torch.float64)  # the eager model's on the GPU, beside the program's
-    return out.reshape(-1, out.shape[-1])[-1]
+    return out.reshape(-1, out.shape[-1])
+
+
+def _last_logits(value: Any) -> Any:
+    return _logit_rows(value)[-1]
 
 
 def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cpu") -> Any:
-    """``call(tokens, input_pos)`` of the eager model (on ``device``), its mutable buffers zeroed first."""
+    """``call(tokens, input_pos, every=False)`` of the eager model (on ``device``), its mutable
+    buffers zeroed first: the last position's logits, or (``every``) each position's rows."""
     import torch
 
     buffers = dict(model.named_buffers())
@@ -152,14 +165,58 @@ def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cp
             if name in buffers:
                 buffers[name].zero_()
 
-    def call(tokens: Any, input_pos: Any) -> Any:
+    def call(tokens: Any, input_pos: Any, every: bool = False) -> Any:
         tokens = tokens.to(device)
         with torch.no_grad():
-            if input_pos is None:
-                return _last_logits(model(tokens))
-            return _last_logits(model(tokens, {"input_pos": input_pos.to(device)}))
+            out = model(tokens) if input_pos is None else model(tokens, {"input_pos": input_pos.to(device)})
+        return _logit_rows(out) if every else _last_logits(out)
 
     return call
+
+
+PLAIN_KV_CACHES = frozenset({"KVCache", "CustomKVCache"})
+"""Upstream's KV caches that store each position's keys and values as computed (float): a call
+over many tokens attends to what its step-by-step calls would read back. A quantized cache (the
+current call attends to its own keys unquantized), a ring buffer or an attention sink do not."""
+
+
+def takes_whole_sequence(model: Any, shape: Shape, length: int) -> bool:
+    """Whether one eager call over ``length`` tokens from position 0 gives, at every position, the
+    logits its step-by-step calls would: upstream's ``Transformer`` (every position's logits with
+    ``generate_full_logits``), a dynamic sequence ``length`` fits (``max_seq_length - 1``, the
+    program's own bound), no KV-sharing layers (upstream skips them in a call of many tokens) and
+    only :data:`PLAIN_KV_CACHES`."""
+    if not shape.dynamic or length > shape.max_seq_length - 1:
+        return False
+    if not isinstance(getattr(model, "generate_full_logits", None), bool):
+        return False
+    if getattr(model, "num_kv_shared_layers", None):
+        return False
+    caches = {type(module).__name__ for module in model.modules() if "kvcache" in type(module).__name__.lower()}
+    return caches <= PLAIN_KV_CACHES
+
+
+def eager_logits(model: Any, mutable_buffers: tuple[str, ...], shape: Shape, prompt: list[int], fed: list[int],
+                 device: str = "cpu", whole: bool | None = None) -> list[Any]:
+    """The eager model's logits of the prompt's last token and of each token of ``fed`` after it
+    (teacher forcing): ``1 + len(fed)`` rows. One call over the whole sequence where
+    :func:`takes_whole_sequence` (``whole`` overrides), else called as the program is
+    (:class:`_Stepper`). The model's mutable buffers are zeroed first."""
+    import torch
+
+    call = eager_caller(model, mutable_buffers, device)
+    tokens = prompt + fed
+    if whole if whole is not None else takes_whole_sequence(model, shape, len(tokens)):
+        saved = model.generate_full_logits
+        model.generate_full_logits = True
+        try:
+            rows = call(torch.tensor([tokens], dtype=torch.long),
+                        torch.tensor([0], dtype=torch.long) if shape.use_kv_cache else None, every=True)
+        finally:
+            model.generate_full_logits = saved
+        return [rows[index] for index in range(len(prompt) - 1, len(tokens))]
+    stepper = _Stepper(call, shape)
+    return [stepper.feed(prompt)] + [stepper.feed([token]) for token in fed]
 
 
 class ProgramCaller:
@@ -223,28 +280,34 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
                 execute = Runtime.get().load_program(pte, data_path=ptd).load_method(method).execute
             except Exception as exc:
                 raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
-    eager = _Stepper(eager_caller(model, mutable_buffers, device), shape)
     ours = ProgramCaller(execute, device)
     stepper = _Stepper(ours, shape)
-    expected = eager.feed(prompt)
     with runtime_log() as log:
         try:
-            actual = stepper.feed(prompt)
+            actual = [stepper.feed(prompt)]
         except Exception as exc:
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
     tolerance = program.check_settings().for_dtype(ours.dtype)
-    prefill = _judged(program, method, f"method {method!r}, the prefill of a seeded prompt of {prompt_length} token ids "
-                      f"(seed {program.seed})", expected, actual, tolerance, how)
-    decode = _Decode(program, tolerance, how, method)
+
+    def prefill(expected: Any) -> _Judged:
+        return _judged(program, method, f"method {method!r}, the prefill of a seeded prompt of {prompt_length} token ids "
+                       f"(seed {program.seed})", expected, actual[0], tolerance, how)
+
+    fed: list[int] = []
     for step in range(steps):
-        decode.token(step, expected, actual)
-        expected = eager.feed([decode.tokens[-1]])
+        fed.append(int(actual[-1].argmax()))
         with runtime_log() as log:
             try:
-                actual = stepper.feed([decode.tokens[-1]])
+                actual.append(stepper.feed([fed[-1]]))
             except Exception as exc:
+                prefill(eager_logits(model, mutable_buffers, shape, prompt, [], device)[0])  # a wrong prefill is named first
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
-        decode.logits(step, expected, actual)
+    expected = eager_logits(model, mutable_buffers, shape, prompt, fed, device)
+    prefilled = prefill(expected[0])
+    decode = _Decode(program, tolerance, how, method)
+    for step in range(steps):
+        decode.token(step, expected[step], actual[step])
+        decode.logits(step, expected[step + 1], actual[step + 1])
     decode.verdict(min_agreement)
     # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
     # positions written is never read (attention stops at the current position), as when the
@@ -267,9 +330,9 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     common = {"method": method, "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
               "samples": 0, "reason": "", "prompt_seed": program.seed}
     figures = [
-        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefill.found.max_abs_error,
-         "cosine": prefill.found.cosine, "worst_excess": prefill.found.worst_excess, "magnitude": prefill.found.magnitude,
-         "verdict": prefill.verdict, "reason": prefill.reason},
+        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefilled.found.max_abs_error,
+         "cosine": prefilled.found.cosine, "worst_excess": prefilled.found.worst_excess, "magnitude": prefilled.found.magnitude,
+         "verdict": prefilled.verdict, "reason": prefilled.reason},
         {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
          "min_token_agreement": min_agreement},
     ]
@@ -317,7 +380,7 @@ class _Decode:
         self.judged: list[tuple[int, Any, str, str, bool]] = []
 
     def token(self, step: int, expected: Any, actual: Any) -> None:
-        """The eager model's greedy token (fed to both next), and whether the program's agrees:
+        """The eager model's greedy token, and whether the program's (fed to both next) agrees:
         the same token, or a tie: each logit within its bound of eager's can move a right program's
         by that bound, so two logits whose eager values are within the sum of their bounds may swap."""
         token, mine = int(expected.argmax()), int(actual.argmax())
@@ -351,7 +414,7 @@ class _Decode:
                      f"the program's floor is {min_agreement:.0%}")
             raise wrong_program(
                 self.program, f"method {self.method!r}, greedy decoding through its KV cache ({steps} steps after the "
-                              "prefill, each fed the eager model's token)", self.how,
+                              "prefill, each fed the program's greedy token, the eager model the same)", self.how,
                 f"its greedy token agrees with the eager model's on {self.agreed} of {steps} steps ({share:.0%}; "
                 f"{floor}, where a token that ties within the tolerance counts as agreeing); the decode logits differ by "
                 f"up to {worst.max_abs_error:.3g} ({worst.worst_excess:.3g}x their bound, tolerance {self.tolerance}; least "

@@ -4,6 +4,8 @@ configuration, side by side and alternating: wall time and peak RSS of both, and
 
 Run (it needs most of this machine's memory): ``flock /work/wt/heavy.lock .venv/bin/python
 bench/bench_llm_1b.py [--pairs N]``. Everything goes to a fresh temporary folder, deleted at the end.
+Each ptebuild build also prints its stages (``--timings``: import, export, emitting, checking,
+storing); ``--ptebuild-only`` builds with ptebuild alone (no ratio), to profile its side.
 
 Set-up, untimed:
 
@@ -176,6 +178,13 @@ def measured(command: list, cwd: Path, env: dict | None = None) -> tuple[float, 
     return seconds, tree_peak, maxrss * 1024, done
 
 
+def stage_seconds(out: Path) -> str:
+    """The program's stages as ``--timings`` wrote them (its Chrome trace): seconds each."""
+    trace = json.loads((out / ".ptebuild" / "timings.trace.json").read_text())
+    spans = [e for e in trace["traceEvents"] if e.get("cat") == "stage"]
+    return ", ".join(f"{e['name']} {e['dur'] / 1e6:.1f} s" for e in sorted(spans, key=lambda e: e["ts"]))
+
+
 def gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -185,6 +194,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="export_llm/ptebuild pairs, alternating")
     parser.add_argument("--keep", type=Path, help="copy the built programs here (for a look afterwards)")
     parser.add_argument("--dry", action="store_true", help="a model of 2 layers, 128 wide (tries the script, measures nothing)")
+    parser.add_argument("--ptebuild-only", action="store_true",
+                        help="build with ptebuild only: no export_llm, no ratio (to profile ptebuild's side)")
     args = parser.parse_args()
     params = dict(PARAMS, dim=128, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=512) if args.dry else PARAMS
     with tempfile.TemporaryDirectory(prefix="ptebuild-bench-llm1b-") as tmp:
@@ -216,17 +227,18 @@ def main() -> int:
         for pair in range(args.pairs):
             folder = tmp / f"upstream{pair}"
             folder.mkdir()
-            seconds, tree, single, _ = measured(
-                [PYTHON, "-m", "executorch.extension.llm.export.export_llm", f"base.params={project / 'params.json'}",
-                 f"base.checkpoint={project / 'weights.pth'}", f"base.tokenizer_path={project / 'tokenizer.json'}",
-                 f"base.metadata='{json.dumps(METADATA)}'", *EXPORT_LLM], cwd=folder)
-            theirs.append((seconds, tree, single))
-            sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.suffix in (".pte", ".ptd")}
-            print(f"pair {pair + 1}: export_llm {seconds:.1f} s, peak memory {gib(tree)} (largest process RSS {gib(single)}); "
-                  f"files {sizes}", flush=True)
+            if not args.ptebuild_only:
+                seconds, tree, single, _ = measured(
+                    [PYTHON, "-m", "executorch.extension.llm.export.export_llm", f"base.params={project / 'params.json'}",
+                     f"base.checkpoint={project / 'weights.pth'}", f"base.tokenizer_path={project / 'tokenizer.json'}",
+                     f"base.metadata='{json.dumps(METADATA)}'", *EXPORT_LLM], cwd=folder)
+                theirs.append((seconds, tree, single))
+                sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.suffix in (".pte", ".ptd")}
+                print(f"pair {pair + 1}: export_llm {seconds:.1f} s, peak memory {gib(tree)} (largest process RSS {gib(single)}); "
+                      f"files {sizes}", flush=True)
             seconds, tree, single, done = measured(
                 [PTEBUILD, "build", project / "llama1b.toml", "--executor", "local", "--cache", tmp / f"cache{pair}",
-                 "--out", tmp / f"out{pair}", "--json", "-j1"], cwd=tmp, env=env)
+                 "--out", tmp / f"out{pair}", "--json", "-j1", "--timings"], cwd=tmp, env=env)
             ours.append((seconds, tree, single))
             program = json.loads(done.stdout)["targets"][0]
             if program["status"] != "built":
@@ -234,6 +246,7 @@ def main() -> int:
             sizes = {Path(o["path"]).name: o["bytes"] for o in program["outputs"] if o["path"].endswith((".pte", ".ptd"))}
             print(f"pair {pair + 1}: ptebuild {seconds:.1f} s (the program's own {program['seconds']:.1f} s), peak memory {gib(tree)} (largest process RSS {gib(single)}); "
                   f"files {sizes}; check {json.dumps(program['figures'])}", flush=True)
+            print(f"pair {pair + 1}: ptebuild's stages {stage_seconds(tmp / f'out{pair}')}", flush=True)
             if args.keep and pair == 0:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 for path in list(folder.glob("*.pt[ed]")) + list((tmp / "out0").glob("*.pt[ed]")):
@@ -250,6 +263,8 @@ def main() -> int:
         restored = [p["status"] for p in json.loads(done.stdout)["targets"]]
         subprocess.run([str(PTEBUILD), "workers", "stop"], env={**os.environ, **env}, capture_output=True)
 
+    if args.ptebuild_only:
+        return 0
     print()
     t_seconds, t_tree, t_single = (statistics.median(x) for x in zip(*theirs, strict=True))
     o_seconds, o_tree, o_single = (statistics.median(x) for x in zip(*ours, strict=True))

@@ -206,7 +206,9 @@ def eager_logits(model: Any, mutable_buffers: tuple[str, ...], shape: Shape, pro
 
     call = eager_caller(model, mutable_buffers, device)
     tokens = prompt + fed
-    if whole if whole is not None else takes_whole_sequence(model, shape, len(tokens)):
+    if whole is None:
+        whole = takes_whole_sequence(model, shape, len(tokens))
+    if whole:
         saved = model.generate_full_logits
         model.generate_full_logits = True
         try:

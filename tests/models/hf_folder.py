@@ -12,6 +12,7 @@ definitions and of ptebuild's conversion.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -22,13 +23,22 @@ DIMS = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "nu
 
 def config_for(model_type: str, *, tied: bool = True) -> dict:
     config = {
-        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]],
+        "architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
+                           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]],
         "model_type": model_type, **DIMS, "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
         "max_position_embeddings": 128, "tie_word_embeddings": tied, "torch_dtype": "float32",
         "bos_token_id": 0, "eos_token_id": 1,
     }
     if model_type == "qwen3":
         config["head_dim"] = 16
+    if model_type == "mistral":
+        config.update(head_dim=16, sliding_window=64)  # a window no shorter than the programs' context: no effect
+    if model_type == "phi3":
+        # Phi-4-mini's shape of RoPE: 3/4 of each head rotated, LongRoPE factors (one per rotated pair)
+        # for a context stretched from 32 to 128 positions; the programs' context stays within 32.
+        config.update(partial_rotary_factor=0.75, original_max_position_embeddings=32, sliding_window=None,
+                      rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                                    "long_factor": [1.5, 2.0, 3.0, 4.5, 6.0, 8.0]})
     return config
 
 
@@ -48,6 +58,15 @@ def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True) 
                "model.norm.weight": 1 + rand(dim)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
+        if model_type == "phi3":  # fused: q, k, v rows in one matrix; gate then up rows in another
+            weights.update({
+                p + "self_attn.qkv_proj.weight": rand((heads + 2 * kv) * head_dim, dim),
+                p + "self_attn.o_proj.weight": rand(dim, heads * head_dim),
+                p + "mlp.gate_up_proj.weight": rand(2 * config["intermediate_size"], dim),
+                p + "mlp.down_proj.weight": rand(dim, config["intermediate_size"]),
+                p + "input_layernorm.weight": 1 + rand(dim), p + "post_attention_layernorm.weight": 1 + rand(dim),
+            })
+            continue
         weights.update({
             p + "self_attn.q_proj.weight": rand(heads * head_dim, dim), p + "self_attn.k_proj.weight": rand(kv * head_dim, dim),
             p + "self_attn.v_proj.weight": rand(kv * head_dim, dim), p + "self_attn.o_proj.weight": rand(dim, heads * head_dim),
@@ -89,9 +108,30 @@ def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
     head_dim, eps = config.get("head_dim", dim // heads), config["rms_norm_eps"]
     n = len(tokens)
     positions = torch.arange(n, dtype=torch.float64)
-    inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    rotary = int(head_dim * config.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, rotary, 2, dtype=torch.float64) / rotary))
+    scale = 1.0
+    scaling = config.get("rope_scaling") or {}
+    if scaling.get("type") == "longrope":  # transformers' _compute_longrope_parameters, a sequence within the original
+        original = config["original_max_position_embeddings"]
+        assert n <= original
+        inv_freq = inv_freq / torch.tensor(scaling["short_factor"], dtype=torch.float64)
+        factor = config["max_position_embeddings"] / original
+        scale = scaling.get("attention_factor") or (math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
     angles = torch.cat([positions[:, None] * inv_freq[None, :]] * 2, dim=-1)
-    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    cos, sin = (angles.cos() * scale)[:, None, :], (angles.sin() * scale)[:, None, :]
+
+    def rope(x: torch.Tensor) -> torch.Tensor:
+        turned, kept = x[..., :rotary], x[..., rotary:]
+        return torch.cat([turned * cos + _rotate_half(turned) * sin, kept], dim=-1)
+
+    if config["model_type"] == "phi3":  # the fused matrices, split as Phi-3's forward splits its outputs
+        for i in range(config["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            q, k, v = w.pop(p + "self_attn.qkv_proj.weight").split([heads * head_dim, kv * head_dim, kv * head_dim])
+            gate, up = w.pop(p + "mlp.gate_up_proj.weight").chunk(2)
+            w.update({p + "self_attn.q_proj.weight": q, p + "self_attn.k_proj.weight": k, p + "self_attn.v_proj.weight": v,
+                      p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up})
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
     mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
     for i in range(config["num_hidden_layers"]):
@@ -107,7 +147,7 @@ def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
         q, k, v = project("q", heads), project("k", kv), project("v", kv)
         if config["model_type"] == "qwen3":
             q, k = _rms(q, w[p + "self_attn.q_norm.weight"], eps), _rms(k, w[p + "self_attn.k_norm.weight"], eps)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        q, k = rope(q), rope(k)
         k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q, k) / head_dim**0.5 + mask
         attended = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, heads * head_dim)

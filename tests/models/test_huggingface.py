@@ -6,6 +6,7 @@ plain torch (:mod:`hf_folder`), so the conversion itself is checked too."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ptebuild.models.executorch_llm.huggingface import FolderProblem, params_fro
 
 ROOT = Path(__file__).resolve().parents[2]
 TIED_WEIGHTS = frozenset({"model.embed_tokens.weight"})
+PHI3_WEIGHTS = frozenset({"model.embed_tokens.weight", "model.layers.0.self_attn.qkv_proj.weight"})
 
 MANIFEST = """
 [defaults]
@@ -80,10 +82,12 @@ def test_a_hugging_face_llama_folder_builds_and_computes_what_transformers_compu
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type,tied", [("qwen2", False), ("qwen3", True)])
-def test_qwen2_and_qwen3_folders(tmp_path, model_type, tied):
+@pytest.mark.parametrize("model_type,tied", [("qwen2", False), ("qwen3", True), ("mistral", False), ("phi3", True)])
+def test_qwen2_qwen3_mistral_and_phi3_folders(tmp_path, model_type, tied):
     """Qwen2: q/k/v biases and its own output layer (upstream's qwen2_5 converter); Qwen3: per-head
-    q/k norms (upstream's qwen3 converter)."""
+    q/k norms (upstream's qwen3 converter); Mistral: Llama's layout with a sliding window no shorter
+    than the context; Phi-3: fused q/k/v and gate/up weights (upstream's phi_4_mini mapping), 3/4 of
+    each head rotated, LongRoPE's short factors and attention factor."""
     _build_and_compare(tmp_path, model_type, tied)
 
 
@@ -101,8 +105,49 @@ def test_params_as_executorchs_own_files_spell_them():
     assert params_from_config(config, TIED_WEIGHTS)["rope_theta"] == 500000.0
 
 
+def test_mistral_within_its_window_is_llamas_definition():
+    """A window no shorter than the context never leaves a key out: the whole-context attention of
+    ExecuTorch's Llama definition computes what Mistral's computes (none: Mistral v0.3's null)."""
+    llama = params_from_config(config_for("llama"), TIED_WEIGHTS, context=32)
+    assert params_from_config(config_for("mistral"), TIED_WEIGHTS, context=64) == llama
+    assert params_from_config({**config_for("mistral"), "sliding_window": None}, TIED_WEIGHTS, context=4096) == llama
+
+
+def test_phi3_as_executorchs_phi_4_mini_spells_it():
+    """Partial rotary, and LongRoPE as transformers computes it for a sequence within
+    original_max_position_embeddings: the short factors, and the attention factor of the stretch."""
+    params = params_from_config(config_for("phi3"), PHI3_WEIGHTS, context=32)
+    assert params["partial_rotary_factor"] == 0.75 and params["use_hf_rope"] is True
+    assert params["rope_scaling_short_factor"] == [1.0, 1.1, 1.3, 1.6, 2.0, 2.5]
+    assert "rope_scaling_long_factor" not in params and "original_max_position_embeddings" not in params
+    assert params["rope_scaling_attention_factor"] == pytest.approx(math.sqrt(1 + math.log(4) / math.log(32)))
+    given = {**config_for("phi3"), "rope_scaling": {**config_for("phi3")["rope_scaling"], "attention_factor": 1.5}}
+    assert params_from_config(given, PHI3_WEIGHTS, context=32)["rope_scaling_attention_factor"] == 1.5
+    plain = {**config_for("phi3"), "rope_scaling": None, "partial_rotary_factor": 1.0}
+    assert "rope_scaling_short_factor" not in params_from_config(plain, PHI3_WEIGHTS, context=128)
+
+
+def test_phi3s_fused_weights_are_split_by_executorchs_mapping(tmp_path):
+    import torch
+
+    from ptebuild.models.executorch_llm.huggingface import convert, read_folder
+
+    weights = make_folder(tmp_path / "hf", "phi3", seed=3, tied=True)
+    params, checkpoint = convert(tmp_path / "hf", read_folder(tmp_path / "hf", context=32), tmp_path)
+    converted = torch.load(checkpoint, weights_only=True)
+    qkv = weights["model.layers.1.self_attn.qkv_proj.weight"]
+    assert torch.equal(converted["layers.1.attention.wq.weight"], qkv[:64])
+    assert torch.equal(converted["layers.1.attention.wk.weight"], qkv[64:96])
+    assert torch.equal(converted["layers.1.attention.wv.weight"], qkv[96:])
+    gate_up = weights["model.layers.0.mlp.gate_up_proj.weight"]
+    assert torch.equal(converted["layers.0.feed_forward.w1.weight"], gate_up[:96])  # the gate: silu(w1 x) * w3 x
+    assert torch.equal(converted["layers.0.feed_forward.w3.weight"], gate_up[96:])
+    assert torch.equal(converted["output.weight"], weights["model.embed_tokens.weight"])  # tied
+    assert json.loads(params.read_text())["partial_rotary_factor"] == 0.75
+
+
 @pytest.mark.parametrize("change,message", [
-    ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take llama, qwen2, qwen3"),
+    ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take llama, mistral, phi3, qwen2, qwen3"),
     ({"hidden_act": "gelu"}, "config.json has hidden_act 'gelu'; ExecuTorch's llama definition computes silu"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 32.0}}, "config.json scales RoPE ('llama3')"),
     ({"tie_word_embeddings": False}, "config.json has tie_word_embeddings = false, and the weights have no lm_head.weight"),
@@ -113,15 +158,33 @@ def test_what_executorchs_definitions_do_not_compute_is_refused(change, message)
         params_from_config({**config_for("llama"), **change}, TIED_WEIGHTS)
 
 
+@pytest.mark.parametrize("model_type,change,context,message", [
+    ("mistral", {"sliding_window": 16}, 32,
+     "config.json has sliding_window 16, shorter than the context (max_context_length 32): each token would see only "
+     "the last 16, and ExecuTorch's llama3 definition attends to the whole context; set max_context_length to at most 16"),
+    ("phi3", {}, 64,
+     "config.json's LongRoPE (rope_scaling) switches to its long factors past original_max_position_embeddings (32), "
+     "and ExecuTorch's table takes one set for every position; set max_context_length to at most 32"),
+    ("phi3", {"attention_bias": True}, 32,
+     "config.json has attention_bias = true; ExecuTorch's phi3 definition has no such biases"),
+    ("phi3", {"rope_scaling": {"type": "longrope", "short_factor": [1.0, 2.0], "long_factor": [1.0, 2.0]}}, 32,
+     "config.json's LongRoPE has 2 short factors; the rotated part of a head (12 of 16) takes 6"),
+])
+def test_what_a_context_or_a_family_does_not_fit_is_refused(model_type, change, context, message):
+    weights = PHI3_WEIGHTS if model_type == "phi3" else TIED_WEIGHTS
+    with pytest.raises(FolderProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
+        params_from_config({**config_for(model_type), **change}, weights, context=context)
+
+
 def test_a_folder_that_cannot_be_taken_is_one_located_line(tmp_path):
     manifest = _project(tmp_path, "llama")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "model_type": "mistral"}))
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "model_type": "gemma"}))
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        f"error: {manifest}: models.hf.huggingface: 'hf': config.json has model_type 'mistral'; ExecuTorch's "
-        "definitions take llama, qwen2, qwen3 from a Hugging Face folder (use params and checkpoint for the others)"
+        f"error: {manifest}: models.hf.huggingface: 'hf': config.json has model_type 'gemma'; ExecuTorch's "
+        "definitions take llama, mistral, phi3, qwen2, qwen3 from a Hugging Face folder (use params and checkpoint for the others)"
     )
     (tmp_path / "hf" / "model.safetensors").unlink()
     (tmp_path / "hf" / "config.json").write_text(json.dumps(config))

@@ -165,7 +165,7 @@ class ExecutorchLlmKind(ModelKind):
             from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
 
             try:
-                folder = read_folder(manifest_dir / spec.huggingface)
+                folder = read_folder(manifest_dir / spec.huggingface, spec.context_length)
             except FolderProblem as exc:
                 raise ManifestError(f"{display}: models.{model_name}.huggingface: {spec.huggingface!r}: {exc}") from None
             model_files = tuple(("huggingface", (Path(spec.huggingface) / name).as_posix()) for name in folder.files)

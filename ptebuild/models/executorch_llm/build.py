@@ -104,7 +104,7 @@ def _read_huggingface(spec: Any, manifest_dir: Path, display: str, where: str) -
     from ptebuild.models.executorch_llm.huggingface import FolderProblem, read_folder
 
     try:
-        return read_folder(manifest_dir / spec.huggingface)
+        return read_folder(manifest_dir / spec.huggingface, spec.context_length)
     except FolderProblem as exc:
         raise ManifestError(f"{spec.huggingface!r}: {exc}", manifest=display, location=f"{where}.huggingface") from None
 

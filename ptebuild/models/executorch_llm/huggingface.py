@@ -11,20 +11,29 @@ then the ``LlmConfig`` export), less the download:
    files spell the same models (``examples/models/qwen3/config/0_6b_config.json``,
    ``qwen2_5/config/0_5b_config.json``): ``use_hf_rope`` (the weights stay in Hugging Face's
    layout, RoPE applied as Hugging Face applies it), ``attention_qkv_bias`` (Qwen2),
-   ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3). What ExecuTorch's definitions do not
-   compute (another activation, biases on the output or MLP projections, a RoPE scaling, a sliding
-   window, untied output weights that the folder lacks) is refused with one line.
+   ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3), ``partial_rotary_factor`` and LongRoPE's
+   factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them). Mistral is Llama's definition where
+   its sliding window is no shorter than the program's context (then it never leaves a key out).
+   What ExecuTorch's definitions do not compute (another activation, biases on the output or MLP
+   projections, a RoPE scaling other than Phi-3's LongRoPE, a sliding window shorter than the
+   context, LongRoPE's switch to its long factors within the context, untied output weights that
+   the folder lacks) is refused with one line.
 2. :func:`convert` (in the worker) writes that params JSON and converts the weights with
    ExecuTorch's own converter for the layout into a checkpoint of ExecuTorch's layout:
-   ``examples/models/qwen3/convert_weights.py`` for ``qwen3`` and ``llama`` (Hugging Face's Llama
-   keys are Qwen3's without the q/k norms: the same map), ``examples/models/qwen2_5/convert_weights.py``
-   for ``qwen2`` (its q/k/v biases). Upstream's converter reads the folder once and writes the
-   checkpoint; the export then maps it (``torch.load(mmap=True)``): one copy of the weights in
+   ``examples/models/qwen3/convert_weights.py`` for ``qwen3``, ``llama`` and ``mistral`` (Hugging
+   Face's Llama and Mistral keys are Qwen3's without the q/k norms: the same map),
+   ``examples/models/qwen2_5/convert_weights.py`` for ``qwen2`` (its q/k/v biases),
+   ``examples/models/phi_4_mini/convert_weights.py``'s ``phi_4_hf_to_meta`` for ``phi3`` (it splits
+   the fused ``qkv_proj`` and ``gate_up_proj``; its ``convert_weights`` reads only two named shards
+   through torchtune, so the folder is read by qwen3's loader, and a tied output layer is the
+   embedding, as qwen3's converter writes it). Upstream's converter reads the folder once and writes
+   the checkpoint; the export then maps it (``torch.load(mmap=True)``): one copy of the weights in
    memory at a time.
 
-ExecuTorch 1.5.1's ``qwen2_5/convert_weights.py`` imports ``get_mapped_key`` from torchtune (not
-installed: nothing else here needs it); :func:`_qwen2_converter` gives it ExecuTorch's own copy of
-that function (``examples/models/checkpoint.py``) for the import.
+ExecuTorch 1.5.1's ``qwen2_5`` and ``phi_4_mini`` converters import torchtune at their top (not
+installed: nothing else here needs it, and neither converter calls it on a safetensors folder);
+:func:`_upstream_module` imports them with stand-ins for those names: ExecuTorch's own copy of
+``get_mapped_key`` (``examples/models/checkpoint.py``) for qwen2_5's.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ CONFIG = "config.json"
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
-MODEL_TYPES = {"llama": "llama3", "qwen2": "qwen2_5_0_5b", "qwen3": "qwen3_0_6b"}
+MODEL_TYPES = {"llama": "llama3", "mistral": "llama3", "phi3": "phi_4_mini", "qwen2": "qwen2_5_0_5b", "qwen3": "qwen3_0_6b"}
 """Hugging Face ``model_type`` -> the ``LlmConfig.base.model_class`` it is exported as (ExecuTorch's
 definition of that family; the class only names it: the params JSON says what it computes)."""
 
@@ -62,22 +71,65 @@ class HuggingFaceModel:
         return MODEL_TYPES[self.model_type]
 
 
-def _rope(config: dict[str, Any]) -> tuple[float, str]:
-    """``(theta, rope type)`` of a config, in the spelling of transformers 4 (``rope_theta``,
-    ``rope_scaling``) or 5 (``rope_parameters``)."""
+UNTIED_BY_DEFAULT = ("llama", "mistral", "phi3")
+"""The families whose transformers config defaults ``tie_word_embeddings`` to false."""
+SLIDING_WINDOW = ("mistral", "phi3")
+"""The families whose attention honours ``sliding_window`` whenever it is set (Qwen2's only with
+``use_sliding_window``)."""
+
+
+def _rope(config: dict[str, Any]) -> tuple[float, str, dict[str, Any]]:
+    """``(theta, rope type, its parameters)`` of a config, in the spelling of transformers 4
+    (``rope_theta``, ``rope_scaling``) or 5 (``rope_parameters``)."""
     parameters = config.get("rope_parameters")
     if isinstance(parameters, dict):
-        return float(parameters.get("rope_theta", config.get("rope_theta", 10000.0))), str(parameters.get("rope_type", "default"))
+        kind = str(parameters.get("rope_type", parameters.get("type", "default")))
+        return float(parameters.get("rope_theta", config.get("rope_theta", 10000.0))), kind, parameters
     scaling = config.get("rope_scaling")
-    kind = "default"
     if isinstance(scaling, dict):
-        kind = str(scaling.get("rope_type", scaling.get("type", "default")))
-    return float(config.get("rope_theta", 10000.0)), kind
+        return float(config.get("rope_theta", 10000.0)), str(scaling.get("rope_type", scaling.get("type", "default"))), scaling
+    return float(config.get("rope_theta", 10000.0)), "default", {}
 
 
-def params_from_config(config: dict[str, Any], weights: frozenset[str]) -> dict[str, Any]:
+def _longrope(config: dict[str, Any], scaling: dict[str, Any], head_dim: int, context: int | None) -> dict[str, Any]:
+    """ExecuTorch's params for Phi-3's LongRoPE, as transformers computes it
+    (``_compute_longrope_parameters``) for every sequence the program can see. transformers takes
+    the short factors while the sequence is within ``original_max_position_embeddings`` and the long
+    ones past it; ExecuTorch's table takes one set for all positions: only a context within the
+    original length is taken (short factors). The attention factor (cos and sin scaled) is the
+    config's, else transformers' ``sqrt(1 + ln(stretch) / ln(original))``."""
+    import math
+
+    original = config.get("original_max_position_embeddings", scaling.get("original_max_position_embeddings"))
+    if isinstance(original, int):
+        stretch = float(config.get("max_position_embeddings", original)) / original
+    else:
+        original = int(config.get("max_position_embeddings", 0)) or None
+        stretch = float(scaling.get("factor") or 1.0)
+    if original is None:
+        raise FolderProblem(f"{CONFIG}'s LongRoPE has no original_max_position_embeddings (nor max_position_embeddings)")
+    if context is None or context > original:
+        raise FolderProblem(
+            f"{CONFIG}'s LongRoPE (rope_scaling) switches to its long factors past original_max_position_embeddings "
+            f"({original}), and ExecuTorch's table takes one set for every position; set max_context_length to at most {original}"
+        )
+    short = scaling.get("short_factor")
+    rotated = int(head_dim * float(config.get("partial_rotary_factor", 1.0)))
+    if not isinstance(short, list) or len(short) != rotated // 2:
+        count = len(short) if isinstance(short, list) else 0
+        raise FolderProblem(
+            f"{CONFIG}'s LongRoPE has {count} short factors; the rotated part of a head ({rotated} of {head_dim}) takes {rotated // 2}"
+        )
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = math.sqrt(1 + math.log(stretch) / math.log(original)) if stretch > 1.0 else 1.0
+    return {"rope_scaling_short_factor": [float(f) for f in short], "rope_scaling_attention_factor": float(attention)}
+
+
+def params_from_config(config: dict[str, Any], weights: frozenset[str], context: int | None = None) -> dict[str, Any]:
     """ExecuTorch ``ModelArgs`` params for a Hugging Face ``config.json`` (its keys of ``weights``
-    tell whether the output layer is its own). Raises FolderProblem."""
+    tell whether the output layer is its own) in a program whose KV cache holds ``context``
+    positions (None: not known, so a sliding window or LongRoPE is refused). Raises FolderProblem."""
     model_type = config.get("model_type")
     if model_type not in MODEL_TYPES:
         raise FolderProblem(
@@ -91,17 +143,27 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str]) -> dict[
     activation = config.get("hidden_act", "silu")
     if activation != "silu":
         raise FolderProblem(f"{CONFIG} has hidden_act {activation!r}; ExecuTorch's {model_type} definition computes silu")
-    for key in ("mlp_bias", "attention_bias") if model_type == "llama" else ("mlp_bias",):
+    for key in ("mlp_bias",) if model_type == "qwen2" else ("mlp_bias", "attention_bias"):
         if config.get(key):
             raise FolderProblem(f"{CONFIG} has {key} = true; ExecuTorch's {model_type} definition has no such biases")
     if config.get("use_sliding_window"):
         raise FolderProblem(f"{CONFIG} has use_sliding_window = true; ExecuTorch's {model_type} definition attends to the whole context")
-    theta, rope_type = _rope(config)
-    if rope_type != "default":
+    window = config.get("sliding_window") if model_type in SLIDING_WINDOW else None
+    if isinstance(window, int) and (context is None or context > window):
+        raise FolderProblem(
+            f"{CONFIG} has sliding_window {window}, shorter than the context (max_context_length {context}): each token "
+            f"would see only the last {window}, and ExecuTorch's {MODEL_TYPES[model_type]} definition attends to the whole "
+            f"context; set max_context_length to at most {window}"
+        )
+    partial = float(config.get("partial_rotary_factor", 1.0))
+    if partial != 1.0 and model_type != "phi3":
+        raise FolderProblem(f"{CONFIG} has partial_rotary_factor {partial:g}; ExecuTorch's {model_type} definition rotates whole heads")
+    theta, rope_type, scaling = _rope(config)
+    if rope_type != "default" and not (rope_type == "longrope" and model_type == "phi3"):
         raise FolderProblem(
             f"{CONFIG} scales RoPE ({rope_type!r}); ExecuTorch's Hugging Face RoPE (use_hf_rope) computes it unscaled"
         )
-    tied = bool(config.get("tie_word_embeddings", model_type != "llama"))
+    tied = bool(config.get("tie_word_embeddings", model_type not in UNTIED_BY_DEFAULT))
     if not tied and "lm_head.weight" not in weights:
         raise FolderProblem(f"{CONFIG} has tie_word_embeddings = false, and the weights have no lm_head.weight")
     heads = config["num_attention_heads"]
@@ -124,6 +186,10 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str]) -> dict[
         params["head_dim"] = head_dim
     if model_type == "qwen3":
         params.update(head_dim=head_dim or config["hidden_size"] // heads, use_qk_norm=True, qk_norm_before_rope=True)
+    if partial != 1.0:
+        params["partial_rotary_factor"] = partial
+    if rope_type == "longrope":
+        params.update(_longrope(config, scaling, head_dim if isinstance(head_dim, int) else config["hidden_size"] // heads, context))
     return params
 
 
@@ -145,8 +211,9 @@ def safetensors_keys(path: Path) -> frozenset[str]:
     return frozenset(k for k in header if k != "__metadata__")
 
 
-def read_folder(folder: Path) -> HuggingFaceModel:
-    """Read ``folder``'s config and weight names (no tensor data). Raises FolderProblem."""
+def read_folder(folder: Path, context: int | None) -> HuggingFaceModel:
+    """Read ``folder``'s config and weight names (no tensor data), for a program whose KV cache
+    holds ``context`` positions (:func:`params_from_config`). Raises FolderProblem."""
     from ptebuild.manifest.paths import file_problem
 
     if not folder.is_dir():
@@ -178,7 +245,7 @@ def read_folder(folder: Path) -> HuggingFaceModel:
             raise FolderProblem(f"{shard}: {problem} (the weights in safetensors: save_pretrained's model.safetensors)")
         if not (folder / INDEX).is_file():
             names = safetensors_keys(folder / shard)
-    params = params_from_config(config, names)
+    params = params_from_config(config, names, context)
     return HuggingFaceModel(str(config["model_type"]), params, files)
 
 
@@ -191,7 +258,7 @@ def convert(folder: Path, model: HuggingFaceModel, scratch: Path) -> tuple[Path,
     params = scratch / "huggingface_params.json"
     params.write_text(json.dumps(model.params, sort_keys=True))
     checkpoint = scratch / "huggingface_weights.pth"
-    converter = _qwen2_converter() if model.model_type == "qwen2" else _qwen3_converter()
+    converter = {"qwen2": _qwen2_converter, "phi3": _phi3_converter}.get(model.model_type, _qwen3_converter)()
     with contextlib.redirect_stdout(sys.stderr):  # upstream prints its progress
         converter(str(folder), str(checkpoint))
     return params, checkpoint
@@ -204,28 +271,55 @@ def _qwen3_converter() -> Any:
 
 
 def _qwen2_converter() -> Any:
+    from executorch.examples.models.checkpoint import get_mapped_key
+
+    stand_ins = {"torchtune": {}, "torchtune.models": {}, "torchtune.models.convert_weights": {"get_mapped_key": get_mapped_key}}
+    return _upstream_module("executorch.examples.models.qwen2_5.convert_weights", stand_ins).convert_weights
+
+
+def _phi3_converter() -> Any:
+    """Upstream's Phi-3 mapping (``phi_4_hf_to_meta``) over the folder as qwen3's loader reads it."""
+    stand_ins = {"torchtune": {}, "torchtune.training": {"FullModelHFCheckpointer": None}}
+    phi = _upstream_module("executorch.examples.models.phi_4_mini.convert_weights", stand_ins)
+
+    def convert_weights(input_dir: str, output_file: str) -> None:
+        import torch
+        from executorch.examples.models.qwen3.convert_weights import load_checkpoint_from_safetensors
+
+        state = load_checkpoint_from_safetensors(input_dir)
+        tied = "lm_head.weight" not in state
+        converted = phi.phi_4_hf_to_meta(state)
+        del state
+        if tied:
+            converted["output.weight"] = converted["tok_embeddings.weight"]
+        torch.save(converted, output_file)
+
+    return convert_weights
+
+
+def _upstream_module(name: str, stand_ins: dict[str, dict[str, Any]]) -> Any:
+    """Import upstream's module ``name``; if it needs a module that is not installed, import it
+    with ``stand_ins`` (module name -> its attributes) in place of those, for the import only."""
     import importlib
     import sys
     import types
 
     try:
-        return importlib.import_module("executorch.examples.models.qwen2_5.convert_weights").convert_weights
+        return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("torchtune"):
+        if not any((exc.name or "").startswith(missing) for missing in stand_ins):
             raise
-    from executorch.examples.models.checkpoint import get_mapped_key
-
-    names = ("torchtune", "torchtune.models", "torchtune.models.convert_weights")
-    stand_ins = {name: types.ModuleType(name) for name in names}
-    stand_ins["torchtune.models.convert_weights"].get_mapped_key = get_mapped_key  # type: ignore[attr-defined]
-    saved = {name: sys.modules.get(name) for name in names}
-    sys.modules.update(stand_ins)
+    saved = {missing: sys.modules.get(missing) for missing in stand_ins}
+    for missing, attributes in stand_ins.items():
+        module = types.ModuleType(missing)
+        for attribute, value in attributes.items():
+            setattr(module, attribute, value)
+        sys.modules[missing] = module
     try:
-        module = importlib.import_module("executorch.examples.models.qwen2_5.convert_weights")
+        return importlib.import_module(name)
     finally:
-        for name, before in saved.items():
+        for missing, before in saved.items():
             if before is None:
-                sys.modules.pop(name, None)
+                sys.modules.pop(missing, None)
             else:
-                sys.modules[name] = before
-    return module.convert_weights
+                sys.modules[missing] = before

@@ -41,7 +41,7 @@ class LlmModelSpec(BaseModel):
     kind: Literal["executorch-llm"]
     model_class: ModelClass | None = None
     """``LlmConfig.base.model_class``: which of ExecuTorch's model definitions (default ``llama3``;
-    with ``huggingface``, the family of its ``model_type``: ``llama3``, ``qwen2_5_0_5b``, ``qwen3_0_6b``)."""
+    with ``huggingface``, the family of its ``model_type``: ``llama3``, ``phi_4_mini``, ``qwen2_5_0_5b``, ``qwen3_0_6b``)."""
     params: str | None = None
     """The model's params JSON (``dim``, ``n_layers``, ``n_heads``, ``vocab_size``...), relative to the
     manifest. Give it, or ``huggingface``."""
@@ -50,7 +50,7 @@ class LlmModelSpec(BaseModel):
     absent: random weights from ``seed`` (not with ``huggingface``, which has its weights)."""
     huggingface: str | None = None
     """A Hugging Face causal LM saved in a folder (``config.json`` and ``model.safetensors``, or
-    shards with ``model.safetensors.index.json``), relative to the manifest: Llama, Qwen2 or Qwen3.
+    shards with ``model.safetensors.index.json``), relative to the manifest: Llama, Mistral, Phi-3, Qwen2 or Qwen3.
     Its config becomes the params, its weights are converted by ExecuTorch's own converter
     (``examples/models/*/convert_weights.py``); nothing is downloaded. Instead of ``params``."""
     tokenizer: str

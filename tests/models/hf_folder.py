@@ -21,7 +21,13 @@ DIMS = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "nu
         "intermediate_size": 96, "vocab_size": 256}
 
 
-def config_for(model_type: str, *, tied: bool = True) -> dict:
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
+"""Llama 3.1/3.2's RoPE scaling, its original length made small enough that a head of 16 has
+frequencies of all three kinds (kept, divided by the factor, smoothed between)."""
+
+
+def config_for(model_type: str, *, tied: bool = True, rope_scaling: dict | None = None) -> dict:
     config = {
         "architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
                            "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]],
@@ -39,14 +45,16 @@ def config_for(model_type: str, *, tied: bool = True) -> dict:
         config.update(partial_rotary_factor=0.75, original_max_position_embeddings=32, sliding_window=None,
                       rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
                                     "long_factor": [1.5, 2.0, 3.0, 4.5, 6.0, 8.0]})
+    if rope_scaling is not None:
+        config["rope_scaling"] = rope_scaling
     return config
 
 
-def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True) -> dict[str, torch.Tensor]:
+def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True, rope_scaling: dict | None = None) -> dict[str, torch.Tensor]:
     """Write a tiny model's ``config.json`` and ``model.safetensors``; return its weights."""
     from safetensors.torch import save_file
 
-    config = config_for(model_type, tied=tied)
+    config = config_for(model_type, tied=tied, rope_scaling=rope_scaling)
     dim, heads, kv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim", dim // heads)
     generator = torch.Generator().manual_seed(seed)
@@ -118,6 +126,17 @@ def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
         inv_freq = inv_freq / torch.tensor(scaling["short_factor"], dtype=torch.float64)
         factor = config["max_position_embeddings"] / original
         scale = scaling.get("attention_factor") or (math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
+    if scaling.get("rope_type", scaling.get("type")) == "linear":  # transformers' _compute_linear_scaling_rope_parameters
+        inv_freq = inv_freq / scaling["factor"]
+    if scaling.get("rope_type", scaling.get("type")) == "llama3":  # transformers' _compute_llama3_parameters
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        divided = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * divided / factor + smooth * divided
+        medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+        inv_freq = torch.where(medium, smoothed, divided)
     angles = torch.cat([positions[:, None] * inv_freq[None, :]] * 2, dim=-1)
     cos, sin = (angles.cos() * scale)[:, None, :], (angles.sin() * scale)[:, None, :]
 

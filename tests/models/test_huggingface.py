@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ptebuild
-from hf_folder import config_for, make_folder, reference_logits
+from hf_folder import LLAMA3_ROPE, config_for, make_folder, reference_logits
 
 from ptebuild.models.executorch_llm.huggingface import FolderProblem, params_from_config
 
@@ -39,8 +39,8 @@ options = { use_sdpa_with_kv_cache = true }
 """
 
 
-def _project(root: Path, model_type: str, *, tied: bool = True, manifest: str = MANIFEST) -> Path:
-    make_folder(root / "hf", model_type, seed=3, tied=tied)
+def _project(root: Path, model_type: str, *, tied: bool = True, manifest: str = MANIFEST, rope_scaling: dict | None = None) -> Path:
+    make_folder(root / "hf", model_type, seed=3, tied=tied, rope_scaling=rope_scaling)
     shutil.copy(ROOT / "manifests" / "chat" / "tokenizer.json", root / "tokenizer.json")
     (root / "hf.toml").write_text(manifest)
     return root / "hf.toml"
@@ -58,8 +58,8 @@ def _program_logits(out: Path, tokens: list[int]):
     return logits.to(torch.float64).reshape(-1)
 
 
-def _build_and_compare(tmp_path: Path, model_type: str, tied: bool) -> dict:
-    manifest = _project(tmp_path / "project", model_type, tied=tied)
+def _build_and_compare(tmp_path: Path, model_type: str, tied: bool, rope_scaling: dict | None = None) -> dict:
+    manifest = _project(tmp_path / "project", model_type, tied=tied, rope_scaling=rope_scaling)
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json")
     assert done.returncode == 0, done.stderr
     program = json.loads(done.stdout)["targets"][0]
@@ -91,6 +91,14 @@ def test_qwen2_qwen3_mistral_and_phi3_folders(tmp_path, model_type, tied):
     _build_and_compare(tmp_path, model_type, tied)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("rope_scaling", [LLAMA3_ROPE, {"rope_type": "linear", "factor": 4.0}], ids=["llama3", "linear"])
+def test_a_llama_folder_with_scaled_rope(tmp_path, rope_scaling):
+    """Llama 3.1/3.2's RoPE scaling (and the linear one): each frequency divided by a factor of its
+    own, as transformers computes them."""
+    _build_and_compare(tmp_path, "llama", True, rope_scaling)
+
+
 def test_params_as_executorchs_own_files_spell_them():
     assert params_from_config(config_for("qwen3"), TIED_WEIGHTS) == {
         "dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "hidden_dim": 96, "ffn_dim_multiplier": 1,
@@ -103,6 +111,19 @@ def test_params_as_executorchs_own_files_spell_them():
     config = {**config_for("llama"), "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
     del config["rope_theta"]
     assert params_from_config(config, TIED_WEIGHTS)["rope_theta"] == 500000.0
+
+
+def test_scaled_rope_as_a_factor_per_frequency():
+    """transformers' llama3 and linear RoPE scalings divide each frequency by a factor of its own:
+    ExecuTorch's Hugging Face RoPE takes such factors (LongRoPE's short factors), attention unscaled."""
+    params = params_from_config(config_for("llama", rope_scaling=LLAMA3_ROPE), TIED_WEIGHTS, context=32)
+    factors = params["rope_scaling_short_factor"]
+    # head 16, theta 1e4: wavelengths 6.3 19.9 62.8 199 628 1987 6283 19869 against 64/4 and 64/1
+    assert factors[0] == 1.0 and factors[3:] == [8.0] * 5
+    assert 1.0 < factors[1] < factors[2] < 8.0
+    assert params["rope_scaling_attention_factor"] == 1.0 and params["use_hf_rope"] is True
+    linear = params_from_config(config_for("llama", rope_scaling={"type": "linear", "factor": 4.0}), TIED_WEIGHTS, context=32)
+    assert linear["rope_scaling_short_factor"] == [4.0] * 8
 
 
 def test_mistral_within_its_window_is_llamas_definition():
@@ -149,7 +170,10 @@ def test_phi3s_fused_weights_are_split_by_executorchs_mapping(tmp_path):
 @pytest.mark.parametrize("change,message", [
     ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take llama, mistral, phi3, qwen2, qwen3"),
     ({"hidden_act": "gelu"}, "config.json has hidden_act 'gelu'; ExecuTorch's llama definition computes silu"),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 32.0}}, "config.json scales RoPE ('llama3')"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "config.json scales RoPE ('yarn')"),
+    ({"rope_scaling": {**LLAMA3_ROPE, "factor": None}}, "config.json's RoPE scaling ('llama3') has no factor above 0"),
+    ({"rope_scaling": {**LLAMA3_ROPE, "high_freq_factor": 1.0}},
+     "config.json's RoPE scaling ('llama3') needs high_freq_factor above low_freq_factor (1.0 and 1.0)"),
     ({"tie_word_embeddings": False}, "config.json has tie_word_embeddings = false, and the weights have no lm_head.weight"),
     ({"attention_bias": True}, "config.json has attention_bias = true; ExecuTorch's llama definition has no such biases"),
 ])

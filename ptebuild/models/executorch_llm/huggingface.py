@@ -12,10 +12,11 @@ then the ``LlmConfig`` export), less the download:
    ``qwen2_5/config/0_5b_config.json``): ``use_hf_rope`` (the weights stay in Hugging Face's
    layout, RoPE applied as Hugging Face applies it), ``attention_qkv_bias`` (Qwen2),
    ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3), ``partial_rotary_factor`` and LongRoPE's
-   factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them). Mistral is Llama's definition where
+   factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them); Llama 3.1/3.2's ``llama3`` and the
+   ``linear`` RoPE scalings as one such factor per frequency. Mistral is Llama's definition where
    its sliding window is no shorter than the program's context (then it never leaves a key out).
    What ExecuTorch's definitions do not compute (another activation, biases on the output or MLP
-   projections, a RoPE scaling other than Phi-3's LongRoPE, a sliding window shorter than the
+   projections, a RoPE scaling other than those, a sliding window shorter than the
    context, LongRoPE's switch to its long factors within the context, untied output weights that
    the folder lacks) is refused with one line.
 2. :func:`convert` (in the worker) writes that params JSON and converts the weights with
@@ -91,6 +92,44 @@ def _rope(config: dict[str, Any]) -> tuple[float, str, dict[str, Any]]:
     return float(config.get("rope_theta", 10000.0)), "default", {}
 
 
+PER_FREQUENCY = ("linear", "llama3")
+"""transformers' RoPE scalings that divide each frequency by a factor of its own, whatever the
+sequence: ExecuTorch's Hugging Face RoPE takes such factors (LongRoPE's ``short_factor``)."""
+
+
+def _per_frequency(kind: str, scaling: dict[str, Any], theta: float, rotated: int) -> dict[str, Any]:
+    """ExecuTorch's params for a ``linear`` or ``llama3`` RoPE scaling: each frequency's factor
+    (its unscaled value over its scaled one, as transformers' ``_compute_linear_scaling_rope_parameters``
+    and ``_compute_llama3_parameters`` scale it), attention unscaled."""
+    import math
+
+    def number(key: str) -> float:
+        value = scaling.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise FolderProblem(f"{CONFIG}'s RoPE scaling ({kind!r}) has no {key} above 0")
+        return float(value)
+
+    factor = number("factor")
+    frequencies = [theta ** (-(2 * i) / rotated) for i in range(rotated // 2)]
+    if kind == "linear":
+        return {"rope_scaling_short_factor": [factor] * len(frequencies), "rope_scaling_attention_factor": 1.0}
+    low, high, original = number("low_freq_factor"), number("high_freq_factor"), number("original_max_position_embeddings")
+    if high <= low:
+        raise FolderProblem(f"{CONFIG}'s RoPE scaling ({kind!r}) needs high_freq_factor above low_freq_factor ({high} and {low})")
+    factors = []
+    for frequency in frequencies:
+        wavelength = 2 * math.pi / frequency
+        if wavelength < original / high:
+            scaled = frequency
+        elif wavelength > original / low:
+            scaled = frequency / factor
+        else:
+            smooth = (original / wavelength - low) / (high - low)
+            scaled = (1 - smooth) * frequency / factor + smooth * frequency
+        factors.append(frequency / scaled)
+    return {"rope_scaling_short_factor": factors, "rope_scaling_attention_factor": 1.0}
+
+
 def _longrope(config: dict[str, Any], scaling: dict[str, Any], head_dim: int, context: int | None) -> dict[str, Any]:
     """ExecuTorch's params for Phi-3's LongRoPE, as transformers computes it
     (``_compute_longrope_parameters``) for every sequence the program can see. transformers takes
@@ -159,7 +198,7 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
     if partial != 1.0 and model_type != "phi3":
         raise FolderProblem(f"{CONFIG} has partial_rotary_factor {partial:g}; ExecuTorch's {model_type} definition rotates whole heads")
     theta, rope_type, scaling = _rope(config)
-    if rope_type != "default" and not (rope_type == "longrope" and model_type == "phi3"):
+    if rope_type not in ("default", *PER_FREQUENCY) and not (rope_type == "longrope" and model_type == "phi3"):
         raise FolderProblem(
             f"{CONFIG} scales RoPE ({rope_type!r}); ExecuTorch's Hugging Face RoPE (use_hf_rope) computes it unscaled"
         )
@@ -188,8 +227,11 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
         params.update(head_dim=head_dim or config["hidden_size"] // heads, use_qk_norm=True, qk_norm_before_rope=True)
     if partial != 1.0:
         params["partial_rotary_factor"] = partial
+    whole_head = head_dim if isinstance(head_dim, int) else config["hidden_size"] // heads
     if rope_type == "longrope":
-        params.update(_longrope(config, scaling, head_dim if isinstance(head_dim, int) else config["hidden_size"] // heads, context))
+        params.update(_longrope(config, scaling, whole_head, context))
+    if rope_type in PER_FREQUENCY:
+        params.update(_per_frequency(rope_type, scaling, theta, int(whole_head * partial)))
     return params
 
 

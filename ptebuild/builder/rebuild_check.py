@@ -84,7 +84,7 @@ def check_rebuilds(context: BuildContext, targets: list[ProgramTarget]) -> None:
         return result.status is not Status.FAILED or context.options.keep_going
 
     with tempfile.TemporaryDirectory(prefix="ptebuild-check-") as elsewhere:
-        threads = "1" if (os.cpu_count() or 1) > 1 else "2"  # another thread count than the build's
+        threads = "2" if _build_threads(min(context.options.jobs, len(jobs))) == 1 else "1"  # another count than the build's
         environment = {
             "PYTHONHASHSEED": str(random.SystemRandom().randrange(1, 2**31)),
             "TMPDIR": elsewhere,
@@ -94,6 +94,19 @@ def check_rebuilds(context: BuildContext, targets: list[ProgramTarget]) -> None:
         options = {"environment": environment, "cwd": elsewhere}
         run_jobs("local", options, jobs, None, context.report, workers=context.options.jobs,
                  ready=lambda job: False, started=lambda job: None, finished=finished)
+
+
+def _build_threads(workers: int) -> int:
+    """The torch thread count a build's worker runs with: its share of the cores beside
+    ``workers - 1`` others (:func:`ptebuild.worker.tasks.threads_per_worker`), else the count the
+    environment sets, else torch's own (about the cores)."""
+    from ptebuild.worker.tasks import threads_per_worker
+
+    share = threads_per_worker(workers)
+    if share:
+        return share
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    return int(given) if given.isdigit() else (os.cpu_count() or 1)
 
 
 def _first_difference(published: Path, again: Path) -> str:

@@ -280,6 +280,10 @@ def execute(task: Task, progress: Callable[[str], None]) -> TaskResult | TaskFai
     """Run a task and turn any failure into a value (:class:`~ptebuild.worker.tasks.TaskFailure`).
     Shared by every executor's worker side."""
     try:
+        if task.threads:  # its share of the cores (:func:`ptebuild.worker.tasks.threads_per_worker`)
+            import torch
+
+            torch.set_num_threads(task.threads)
         return run_task(task, progress)
     except Exception as exc:  # the model's code or the toolchain too: keep the worker alive
         model_memo.drop()  # its model may be half-changed: the next task builds its own

@@ -18,7 +18,7 @@ the builder's job, from its store (the bytes verified as they are copied).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,10 @@ class Task:
     node_cache: bool = False
     """The node looks the key up in the shared cache, and stores what it builds there itself
     (an executor whose nodes open their own tiers: ``ray``); the result then names the entry."""
+    threads: int = 0
+    """torch's intra-op threads for the task (:func:`threads_per_worker`: its share of the cores of
+    a machine whose workers run side by side); 0 leaves torch's own count. Not in the key: a
+    program's bytes do not depend on it (``ptebuild build --check`` lowers again with other counts)."""
 
     @property
     def program(self) -> str:
@@ -85,6 +89,7 @@ class Task:
             "debug": self.debug,
             "inputs": dict(self.inputs),
             "node_cache": self.node_cache,
+            "threads": self.threads,
         }
 
     @classmethod
@@ -103,7 +108,22 @@ class Task:
             debug=bool(data.get("debug")),
             inputs=dict(data.get("inputs") or {}),
             node_cache=bool(data.get("node_cache")),
+            threads=int(data.get("threads") or 0),
         )
+
+
+def threads_per_worker(workers: int, cores: int | None = None, environment: Mapping[str, str] | None = None) -> int:
+    """torch's intra-op threads for each of ``workers`` workers side by side on a machine of
+    ``cores`` (default: this process's): its share, at least one; 0 (torch's own count) for one
+    worker, or where the environment sets the count (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``)."""
+    import os
+
+    environment = os.environ if environment is None else environment
+    if workers <= 1 or any(environment.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
+        return 0
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
 
 
 def input_paths(task: Task) -> dict[str, Path]:

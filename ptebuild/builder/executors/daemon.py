@@ -94,8 +94,13 @@ class DaemonExecutor:
         return self.jobs - len(self._waiting) - len(self._sent)
 
     def submit(self, task: Task) -> None:
+        from dataclasses import replace
+
+        from ptebuild.worker.tasks import threads_per_worker
+
         self._attempts[task.task_id] = self._attempts.get(task.task_id, 0) + 1
-        self._waiting.append(task)
+        # this build's workers side by side share the cores (torch's own count in each would oversubscribe them)
+        self._waiting.append(replace(task, threads=threads_per_worker(self.jobs)))
 
     def poll(self, timeout: float) -> list[Event]:
         deadline = time.monotonic() + max(0.0, timeout)

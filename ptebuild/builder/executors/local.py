@@ -90,8 +90,13 @@ class LocalExecutor:
         return self.size - busy
 
     def submit(self, task: Task) -> None:
+        from dataclasses import replace
+
+        from ptebuild.worker.tasks import threads_per_worker
+
         task_id = task.task_id
-        payload = task.to_json()
+        # the workers side by side share the cores (torch's own count in each would oversubscribe them)
+        payload = replace(task, threads=threads_per_worker(self.size, environment={**os.environ, **self.environment})).to_json()
         worker = next((w for w in self._workers if w.task_id is None), None)
         if worker is None:
             if len(self._workers) >= self.size:

@@ -51,38 +51,29 @@ def test_the_share_of_the_cores():
     assert threads_per_worker(workers=4, cores=16, environment={"OMP_NUM_THREADS": "3"}) == 0  # the user's
 
 
-@pytest.mark.parametrize("executor", ["local", "daemon"])
-def test_each_of_two_workers_runs_torch_on_its_share_of_the_cores(executor, tmp_path, monkeypatch):
+def _threads_seen(tmp_path: Path, monkeypatch, executor: str, jobs: int) -> set[int]:
+    """The torch thread counts tiny.toml's programs were built with by ``jobs`` workers of ``executor``."""
     recorded = tmp_path / "threads"
     recorded.mkdir()
     monkeypatch.setenv("TINY_THREADS_DIR", str(recorded))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    manifest = _recording_project(tmp_path / "project")
-    tasks = make_tasks(manifest, tmp_path / "store")
+    tasks = make_tasks(_recording_project(tmp_path / "project"), tmp_path / "store")
     cache = tmp_path / "cache"
-    runs = LocalExecutor(jobs=2) if executor == "local" else DaemonExecutor(jobs=2, cache_dir=cache)
+    runs = LocalExecutor(jobs=jobs) if executor == "local" else DaemonExecutor(jobs=jobs, cache_dir=cache)
     try:
         finals = run_all(runs, tasks)
     finally:
         runs.close()
         stop_servers(cache)
     assert all(final.kind is EventKind.DONE for final in finals.values()), [f.text for f in finals.values()]
+    return {int(p.read_text()) for p in recorded.iterdir()}
+
+
+@pytest.mark.parametrize("executor", ["local", "daemon"])
+def test_each_of_two_workers_runs_torch_on_its_share_of_the_cores(executor, tmp_path, monkeypatch):
     cores = len(os.sched_getaffinity(0))
-    seen = {int(p.read_text()) for p in recorded.iterdir()}
-    assert seen == {max(1, cores // 2)}, (seen, cores)
+    assert _threads_seen(tmp_path, monkeypatch, executor, jobs=2) == {max(1, cores // 2)}
 
 
 def test_one_worker_keeps_torchs_own_thread_count(tmp_path, monkeypatch):
-    recorded = tmp_path / "threads"
-    recorded.mkdir()
-    monkeypatch.setenv("TINY_THREADS_DIR", str(recorded))
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    manifest = _recording_project(tmp_path / "project")
-    tasks = make_tasks(manifest, tmp_path / "store")
-    runs = LocalExecutor(jobs=1)
-    try:
-        finals = run_all(runs, tasks)
-    finally:
-        runs.close()
-    assert all(final.kind is EventKind.DONE for final in finals.values())
-    assert {int(p.read_text()) for p in recorded.iterdir()} == {_torch_default()}
+    assert _threads_seen(tmp_path, monkeypatch, "local", jobs=1) == {_torch_default()}

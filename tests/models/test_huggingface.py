@@ -126,6 +126,16 @@ def test_scaled_rope_as_a_factor_per_frequency():
     assert linear["rope_scaling_short_factor"] == [4.0] * 8
 
 
+def test_dynamic_rope_within_the_original_length_is_unscaled():
+    """transformers' dynamic NTK scaling changes RoPE's base only for a sequence past
+    max_position_embeddings (128 here): a program whose context stays within computes plain RoPE."""
+    dynamic = {**config_for("llama"), "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+    assert params_from_config(dynamic, TIED_WEIGHTS, context=128) == params_from_config(config_for("llama"), TIED_WEIGHTS, context=128)
+    with pytest.raises(FolderProblem, match=r"config.json's dynamic RoPE \('dynamic'\) changes RoPE's base past "
+                                            r"max_position_embeddings \(128\); set max_context_length to at most 128"):
+        params_from_config(dynamic, TIED_WEIGHTS, context=256)
+
+
 def test_mistral_within_its_window_is_llamas_definition():
     """A window no shorter than the context never leaves a key out: the whole-context attention of
     ExecuTorch's Llama definition computes what Mistral's computes (none: Mistral v0.3's null)."""

@@ -13,7 +13,8 @@ then the ``LlmConfig`` export), less the download:
    layout, RoPE applied as Hugging Face applies it), ``attention_qkv_bias`` (Qwen2),
    ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3), ``partial_rotary_factor`` and LongRoPE's
    factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them); Llama 3.1/3.2's ``llama3`` and the
-   ``linear`` RoPE scalings as one such factor per frequency. Mistral is Llama's definition where
+   ``linear`` RoPE scalings as one such factor per frequency; the ``dynamic`` one as plain RoPE
+   where the context is within ``max_position_embeddings`` (it scales only past it). Mistral is Llama's definition where
    its sliding window is no shorter than the program's context (then it never leaves a key out).
    What ExecuTorch's definitions do not compute (another activation, biases on the output or MLP
    projections, a RoPE scaling other than those, a sliding window shorter than the
@@ -198,6 +199,14 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
     if partial != 1.0 and model_type != "phi3":
         raise FolderProblem(f"{CONFIG} has partial_rotary_factor {partial:g}; ExecuTorch's {model_type} definition rotates whole heads")
     theta, rope_type, scaling = _rope(config)
+    if rope_type == "dynamic":  # transformers' dynamic NTK: RoPE's base grows only past max_position_embeddings
+        longest = config.get("max_position_embeddings")
+        if not isinstance(longest, int) or context is None or context > longest:
+            raise FolderProblem(
+                f"{CONFIG}'s dynamic RoPE ('dynamic') changes RoPE's base past max_position_embeddings ({longest}); "
+                f"set max_context_length to at most {longest}"
+            )
+        rope_type = "default"
     if rope_type not in ("default", *PER_FREQUENCY) and not (rope_type == "longrope" and model_type == "phi3"):
         raise FolderProblem(
             f"{CONFIG} scales RoPE ({rope_type!r}); ExecuTorch's Hugging Face RoPE (use_hf_rope) computes it unscaled"

@@ -258,6 +258,11 @@ class Backend:
 
         weightkeys.key_constants_by_sha256(manager, config)
 
+    def ready_runtime(self) -> None:
+        """Make this process's ExecuTorch runtime able to load the backend's programs (a library it
+        opens, found here): called by :meth:`check` and by any other check that loads a program of
+        it (a language model's generation check). Default: nothing to do."""
+
     def reference_model(self, model: Any, program: ProgramPlan) -> Any:
         """The eager model whose outputs the check's ``atol`` and ``min_cosine`` bound (default:
         ``model``): what :meth:`check` compares with, and whose outputs a ``.bpte`` bundles

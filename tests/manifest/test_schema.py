@@ -47,6 +47,8 @@ CLI_ONLY = {
     "bad-token-agreement-factory": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-etrecord": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-vulkan-dynamic": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-openvino-unquantized": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-openvino-dynamic": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-cuda-dynamic": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-methods-adapter": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-methods-backend": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",

@@ -362,16 +362,19 @@ def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
-def test_portable_and_vulkan_programs(tmp_path):
+def test_portable_vulkan_and_openvino_programs(tmp_path):
     """Portable (upstream's export with no backend enabled): checked by generation. Vulkan (a
     fixed shape: upstream's Vulkan lowering fails with a dynamic one): its backend's structural
-    check, ExecuTorch's pip runtime having no Vulkan delegate."""
+    check, ExecuTorch's pip runtime having no Vulkan delegate. OpenVINO (a fixed shape, NNCF's 8-bit
+    weights, without which upstream's export fails): checked by generation in ExecuTorch's runtime,
+    which finds the openvino package's library (failed before: 'OpenVINO runtime not found')."""
     manifest = copy_chat_project(tmp_path / "project")
     text = manifest.read_text().split("# Float32, XNNPACK")[0]
     text = text.replace("[models.chat]", '[models.chat_static]\nkind = "executorch-llm"\nparams = "chat/params.json"\n'
                         'tokenizer = "chat/tokenizer.json"\nmax_seq_length = 64\nenable_dynamic_shape = false\nseed = 7\n\n[models.chat]')
     text += '[programs.chat_portable]\nmodel = "chat"\nbackend = "portable"\n\n'
-    text += '[programs.chat_vulkan]\nmodel = "chat_static"\nbackend = "vulkan"\n'
+    text += '[programs.chat_vulkan]\nmodel = "chat_static"\nbackend = "vulkan"\n\n'
+    text += '[programs.chat_openvino]\nmodel = "chat_static"\nbackend = "openvino"\noptions = { pt2e_quantize = "openvino_8wo" }\n'
     manifest.write_text(text)
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json", "-j1")
     assert done.returncode == 0, done.stderr
@@ -382,6 +385,11 @@ def test_portable_and_vulkan_programs(tmp_path):
     vulkan = api.inspect(tmp_path / "out" / "chat" / "chat_vulkan.pte")
     assert {d.backend for d in vulkan.method("forward").delegates} == {"VulkanBackend"}
     assert len(vulkan.method("forward").mutable_buffers) == 4
+    openvino = programs["chat_openvino"]
+    assert openvino["check"] == "executorch-llm-generation" and openvino["figures"][1]["tokens_agreed"] >= 8
+    assert openvino["figures"][0]["cosine"] >= 0.99 and openvino["figures"][-1]["runner_tokens"] >= 1
+    inspection = api.inspect(tmp_path / "out" / "chat" / "chat_openvino.pte")
+    assert {d.backend for d in inspection.method("forward").delegates} == {"OpenvinoBackend"}
 
 
 def test_each_program_says_what_is_inside_it(chat_build):

@@ -251,18 +251,21 @@ class OpenvinoBackend(Backend):
 
         return [OpenvinoPartitioner([CompileSpec("device", options.device.encode())])]
 
+    def ready_runtime(self) -> None:
+        _point_runtime_at_openvino()
+
     def check(self, model, program, pte, ptd, samples=None):
         """Run in ExecuTorch's runtime (its OpenvinoBackend loads the openvino package's runtime)
         against eager PyTorch; the check's name says the precision OpenVINO ran at."""
         from ptebuild.lowering.check import check_program
 
         options = bound_backend(program).options
-        point_runtime_at_openvino()
+        self.ready_runtime()
         figures = check_program(model, program, pte, ptd, samples=samples)
         return figures, f"{EXECUTORCH_RUNTIME_OPENVINO.name}-{inference_precision(options.device)}"
 
 
-def point_runtime_at_openvino() -> None:
+def _point_runtime_at_openvino() -> None:
     """Set ``OPENVINO_LIB_PATH`` to the openvino package's ``libopenvino_c.so``, unless set.
 
     ExecuTorch's OpenvinoBackend ``dlopen``s that library at the first OpenVINO program, from

@@ -228,6 +228,14 @@ class ExecutorchLlmKind(ModelKind):
         if backend_name == "vulkan" and spec.enable_dynamic_shape:
             return ("backend", "ExecuTorch 1.5.1's LLM export fails for Vulkan with a dynamic shape (seen: "
                                "AssertionError: graph_output_allocated not set); set enable_dynamic_shape = false on the model")
+        if backend_name == "openvino":
+            if spec.enable_dynamic_shape:
+                return ("backend", "OpenVINO compiles each partition at fixed shapes in ExecuTorch 1.5.1; "
+                                   "set enable_dynamic_shape = false on the model")
+            if options.pt2e_quantize is None:  # upstream indexes its (empty) list of quantizers
+                return ("options", "ExecuTorch 1.5.1's LLM export for OpenVINO compresses the weights with NNCF and fails "
+                                   "without it (IndexError in _to_edge_and_lower_llama_openvino); set pt2e_quantize = "
+                                   "'openvino_8wo' (8-bit weights) or 'openvino_4wo' (4-bit, in groups of group_size)")
         if backend_name in PTEBUILD_LOWERED_BACKENDS:
             if options.dtype_override != "bf16":
                 return ("options.dtype_override", "ExecuTorch's CUDA attention takes bfloat16 only: set dtype_override = 'bf16'")
@@ -241,7 +249,7 @@ class ExecutorchLlmKind(ModelKind):
         return None
 
     def check_defaults(self, backend: Backend, options: Any) -> CheckTolerances:
-        if options.qmode or options.embedding_quantize or options.quantize_kv_cache:
+        if options.qmode or options.embedding_quantize or options.quantize_kv_cache or getattr(options, "pt2e_quantize", None):
             return QUANTIZED_CHECK
         return BF16_CHECK if options.dtype_override == "bf16" else FLOAT_CHECK
 

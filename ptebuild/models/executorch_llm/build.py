@@ -164,8 +164,10 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
         else:
             import gc
 
+            from ptebuild.backends import get_backend
             from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
 
+            get_backend(program.backend).ready_runtime()  # OpenVINO's: where ExecuTorch's runtime finds its library
             shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
             # Each method against its own eager model (a multi-method program's: the model, or the
             # model with that method's adapter), forward last: the runner checks its continuation.

@@ -122,8 +122,14 @@ def llm_config(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, ma
         coreml.enable_state = options.enable_state  # type: ignore[attr-defined]
         coreml.preserve_sdpa = options.preserve_sdpa  # type: ignore[attr-defined]
     elif backend == "openvino":
-        config.backend.openvino.enabled = True
-        config.backend.openvino.device = options.device  # type: ignore[attr-defined]
+        from executorch.extension.llm.export.config.llm_config import Pt2eQuantize
+
+        openvino = config.backend.openvino
+        openvino.enabled = True
+        openvino.device = options.device  # type: ignore[attr-defined]  # an LlmOpenvinoOptions
+        openvino.openvino_awq = options.awq  # type: ignore[attr-defined]
+        openvino.openvino_scale_estimation = options.scale_estimation  # type: ignore[attr-defined]
+        config.quantization.pt2e_quantize = Pt2eQuantize(options.pt2e_quantize)  # type: ignore[attr-defined]
     return config
 
 

@@ -233,7 +233,8 @@ class LlmOptions(BackendOptions):
 
     @model_validator(mode="after")
     def _groups(self) -> Self:
-        if self.group_size is not None and self.qmode not in ("8da4w", "4w"):
+        grouped = self.qmode in ("8da4w", "4w") or getattr(self, "pt2e_quantize", None) == "openvino_4wo"
+        if self.group_size is not None and not grouped:
             given = f"qmode is {self.qmode!r}" if self.qmode else "no qmode"
             raise ValueError(f"group_size is for qmode '8da4w' or '4w' ({given}); remove it")
         problem = _adapter_problem(self.adapter_checkpoint, self.adapter_config)
@@ -292,6 +293,14 @@ class LlmOpenvinoOptions(LlmOptions):
 
     device: Literal["CPU", "GPU", "NPU"] = "CPU"
     """``LlmConfig.backend.openvino.device``."""
+    pt2e_quantize: Literal["openvino_8wo", "openvino_4wo"] | None = None
+    """``LlmConfig.quantization.pt2e_quantize``: NNCF's weight compression, 8-bit, or 4-bit in groups
+    of ``group_size`` input features (upstream's default 128). ExecuTorch 1.5.1's LLM export for
+    OpenVINO needs one (without, it fails)."""
+    awq: bool = False
+    """``LlmConfig.backend.openvino.openvino_awq``: NNCF's activation-aware weight quantization."""
+    scale_estimation: bool = False
+    """``LlmConfig.backend.openvino.openvino_scale_estimation``: NNCF's scale estimation."""
 
 
 OPTIONS_BY_BACKEND: dict[str, type[LlmOptions]] = {

@@ -154,6 +154,11 @@ def test_phi3_as_executorchs_phi_4_mini_spells_it():
     assert params["rope_scaling_attention_factor"] == pytest.approx(math.sqrt(1 + math.log(4) / math.log(32)))
     given = {**config_for("phi3"), "rope_scaling": {**config_for("phi3")["rope_scaling"], "attention_factor": 1.5}}
     assert params_from_config(given, PHI3_WEIGHTS, context=32)["rope_scaling_attention_factor"] == 1.5
+    # transformers 5 spells RoPE's parameters, the partial factor among them, as rope_parameters
+    five = {k: v for k, v in config_for("phi3").items() if k not in ("rope_scaling", "partial_rotary_factor", "rope_theta")}
+    five["rope_parameters"] = {**config_for("phi3")["rope_scaling"], "rope_type": "longrope", "rope_theta": 10000.0,
+                               "partial_rotary_factor": 0.75}
+    assert params_from_config(five, PHI3_WEIGHTS, context=32) == params
     plain = {**config_for("phi3"), "rope_scaling": None, "partial_rotary_factor": 1.0}
     assert "rope_scaling_short_factor" not in params_from_config(plain, PHI3_WEIGHTS, context=128)
 

@@ -154,7 +154,7 @@ def _longrope(config: dict[str, Any], scaling: dict[str, Any], head_dim: int, co
             f"({original}), and ExecuTorch's table takes one set for every position; set max_context_length to at most {original}"
         )
     short = scaling.get("short_factor")
-    rotated = int(head_dim * float(config.get("partial_rotary_factor", 1.0)))
+    rotated = int(head_dim * float(config.get("partial_rotary_factor", scaling.get("partial_rotary_factor", 1.0))))
     if not isinstance(short, list) or len(short) != rotated // 2:
         count = len(short) if isinstance(short, list) else 0
         raise FolderProblem(
@@ -195,10 +195,11 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
             f"would see only the last {window}, and ExecuTorch's {MODEL_TYPES[model_type]} definition attends to the whole "
             f"context; set max_context_length to at most {window}"
         )
-    partial = float(config.get("partial_rotary_factor", 1.0))
+    theta, rope_type, scaling = _rope(config)
+    # transformers 4 spells it at the top of the config, 5 among the RoPE parameters
+    partial = float(config.get("partial_rotary_factor", scaling.get("partial_rotary_factor", 1.0)))
     if partial != 1.0 and model_type != "phi3":
         raise FolderProblem(f"{CONFIG} has partial_rotary_factor {partial:g}; ExecuTorch's {model_type} definition rotates whole heads")
-    theta, rope_type, scaling = _rope(config)
     if rope_type == "dynamic":  # transformers' dynamic NTK: RoPE's base grows only past max_position_embeddings
         longest = config.get("max_position_embeddings")
         if not isinstance(longest, int) or context is None or context > longest:

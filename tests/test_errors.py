@@ -610,7 +610,7 @@ ERROR_PATHS = {
             "{}: {}.shape: unknown dynamic dim {}{}",
         ],
         "_resolve_program": [
-            "declare it as [models.{}]",
+            "declare it as [{}]",
             "set backend here or in [defaults]",
             "list at least one method or leave it out",
             "remove methods here",
@@ -629,7 +629,7 @@ ERROR_PATHS = {
         "_resolve_options": [
             "keep one",
             "<describe_validation_error(exc, display, options_model, prefix=prefix)>",
-            "declare it as [shims.{}]",
+            "declare it as [{}]",
             "name the shim target {}",
         ],
         "check_collisions": [
@@ -641,7 +641,7 @@ ERROR_PATHS = {
         ],
         "_bundle_programs": [
             "name one of {}",
-            "declare it as [programs.{}] or name one of {}",
+            "declare it as [{}] or name one of {}",
         ],
         "_resolve_bundle": [
             "name it NAME.tar.gz, NAME.tgz or NAME.zip",

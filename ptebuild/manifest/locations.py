@@ -20,13 +20,16 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def dotted(loc: tuple[Any, ...]) -> str:
-    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``, keys quoted as TOML does."""
+    """``('programs', 'p', 'methods', 0)`` -> ``programs.p.methods[0]``, keys quoted as TOML does
+    (a basic string: a quote, a backslash and control characters escaped, so always one line)."""
+    import json
+
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            key = str(part) if _BARE_KEY.fullmatch(str(part)) else '"' + str(part).replace('"', '\\"') + '"'
+            key = str(part) if _BARE_KEY.fullmatch(str(part)) else json.dumps(str(part), ensure_ascii=False).replace("\x7f", "\\u007f")
             out += ("." if out else "") + key
     return out
 

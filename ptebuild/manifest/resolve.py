@@ -108,7 +108,7 @@ def _resolve_program(
     if program.model not in manifest.models:
         raise ManifestError(
             f"{display}: {where}.model: unknown model {program.model!r}"
-            f"{did_you_mean(program.model, manifest.models)}; declare it as [models.{program.model}]"
+            f"{did_you_mean(program.model, manifest.models)}; declare it as [{dotted(('models', program.model))}]"
         )
     model = manifest.models[program.model]
     kind = get_model_kind(model.kind)
@@ -207,7 +207,7 @@ def _resolve_program(
     for index, pattern in enumerate(resolved.sources):
         not_a_glob = glob_problem(pattern)
         if not_a_glob:
-            raise ManifestError(f"{display}: models.{program.model}.sources[{index}]: {pattern!r} {not_a_glob}; "
+            raise ManifestError(f"{display}: {dotted(('models', program.model, 'sources', index))}: {pattern!r} {not_a_glob}; "
                                 "give globs of files relative to the manifest")
     for key, path in program_files:
         unreadable = file_problem(manifest_dir / path) if manifest_dir is not None else None  # offline: not there
@@ -303,7 +303,7 @@ def _resolve_options(
         if shim not in manifest.shims:
             raise ManifestError(
                 f"{display}: {at}: no shim target {shim!r}{did_you_mean(shim, manifest.shims)}; "
-                f"declare it as [shims.{shim}]"
+                f"declare it as [{dotted(('shims', shim))}]"
             )
         required = backend.shim_library_name
         if required and shim != required:
@@ -412,7 +412,7 @@ def _bundle_programs(display: str, bundle: str, spec: BundleSpec, programs: list
         else:
             raise ManifestError(
                 f"{display}: {where}: unknown program {pattern!r}{did_you_mean(pattern, programs)}; "
-                f"declare it as [programs.{pattern}] or name one of {', '.join(sorted(programs))}"
+                f"declare it as [{dotted(('programs', pattern))}] or name one of {', '.join(sorted(programs))}"
             )
     return tuple(sorted(found))
 

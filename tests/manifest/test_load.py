@@ -182,3 +182,17 @@ def test_bundles_resolve_into_the_plan(tmp_path: Path, tiny_project: Path):
     assert programs["tiny_portable"].program_entry == plain["tiny_portable"].program_entry
     assert plan.dist_dir() == tmp_path / "bundles" / "dist"
     assert BuildPlan.from_json(plan.to_json(), manifest=plan.manifest, manifest_dir=plan.manifest_dir) == plan
+
+
+@pytest.mark.parametrize("name,key", [("\n", '"\\n"'), ("a b", '"a b"'), ('q"t', '"q\\"t"'), ("tab\there", '"tab\\there"')])
+def test_a_name_no_bare_key_can_spell_is_quoted_as_toml_does_on_one_line(tmp_path: Path, name: str, key: str):
+    """Found by the fuzz test's random draws: a program's model named "\\n" gave a message whose
+    fix clause, [models.<name>], broke the line."""
+    import tomli_w
+
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(tomli_w.dumps({"programs": {"p": {"model": name, "backend": "portable"}}}))
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(manifest)
+    line = str(caught.value)
+    assert "\n" not in line and line.endswith(f"; declare it as [models.{key}]"), line

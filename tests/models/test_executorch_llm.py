@@ -231,6 +231,41 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
         check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", wrong)
 
 
+def test_the_runner_emits_the_eos_it_stops_at_and_never_stops_at_the_prefills_token():
+    """What ExecuTorch's TextLLMRunner prints, greedily (text_llm_runner.cpp, text_token_generator.h):
+    the prefill's token whatever it is, then each token until one is an EOS id, that one included.
+    Before: the expected continuation left the EOS out (and stopped at an EOS from the prefill), so
+    a right program whose greedy text reached its EOS failed the check (found with a tiny qwen2_5)."""
+    import torch
+
+    from ptebuild.models.executorch_llm.generation import greedy_as_the_runner
+
+    following = {7: 3, 3: 9, 9: 2, 2: 5, 5: 5}  # the token each fed token leads to
+
+    def feed(tokens):
+        return torch.nn.functional.one_hot(torch.tensor(following[tokens[-1]]), 10).float()
+
+    assert greedy_as_the_runner(feed, [1, 7], 8, stops=set()) == [3, 9, 2, 5, 5, 5, 5, 5]
+    assert greedy_as_the_runner(feed, [1, 7], 8, stops={2}) == [3, 9, 2]  # the EOS is printed, then it stops
+    assert greedy_as_the_runner(feed, [1, 7], 8, stops={3}) == [3, 9, 2, 5, 5, 5, 5, 5]  # the prefill's is not tested
+    assert greedy_as_the_runner(feed, [1, 7], 1, stops=set()) == [3]
+
+
+@pytest.mark.slow
+def test_a_program_whose_greedy_text_reaches_its_eos_passes_the_runner_check(tmp_path):
+    """Every id is an EOS id (get_eos_ids): the runner prints the prefill's token and the next one,
+    and stops. Failed before: the continuation expected was empty."""
+    import json
+
+    manifest = copy_chat_project(tmp_path / "project")
+    eos = f"metadata = {{ get_eos_ids = {list(range(256))} }}"
+    manifest.write_text(manifest.read_text().replace("seed = 20261203", "seed = 20261203\n" + eos, 1))
+    done = ptebuild("build", manifest, "--only", "chat_xnnpack", "--cache", tmp_path / "cache", "--json")
+    assert done.returncode == 0, done.stderr
+    (target,) = json.loads(done.stdout)["targets"]
+    assert target["figures"][-1]["runner_tokens"] == 2
+
+
 def _chat_check_inputs(chat_build, tmp_path):
     """What :func:`check_generation` takes for the built ``chat_xnnpack``, and ``eager(seed)``:
     upstream's eager model of the chat params with the random weights of ``seed``."""

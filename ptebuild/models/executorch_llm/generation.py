@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,17 +319,8 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     # runner itself is reset between two prompts.
     runner_prompt = tokenizer.encode(RUNNER_PROMPT)
     wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
-    stops = _stop_ids(pte, tokenizer)
-    again = _Stepper(ProgramCaller(execute, device), shape)
-    logits = again.feed(runner_prompt)
-    tokens: list[int] = []
-    while len(tokens) < wanted:
-        token = int(logits.argmax())
-        if token in stops:
-            break
-        tokens.append(token)
-        if len(tokens) < wanted:
-            logits = again.feed([token])
+    tokens = greedy_as_the_runner(_Stepper(ProgramCaller(execute, device), shape).feed, runner_prompt, wanted,
+                                  _stop_ids(pte, tokenizer))
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
     common = {"method": method, "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
@@ -474,6 +465,20 @@ def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer
             location=f"programs.{program.name}",
         )
     return len(pieces)
+
+
+def greedy_as_the_runner(feed: Callable[[list[int]], Any], prompt: list[int], wanted: int, stops: set[int]) -> list[int]:
+    """The tokens ExecuTorch's ``TextLLMRunner`` emits, greedily, from ``prompt`` (``feed(tokens)``:
+    the logits after feeding them), asked for ``wanted``: the prefill's token, emitted whatever it
+    is; then up to ``wanted - 1`` more, each emitted and, if it is one of ``stops`` (the program's
+    EOS ids), the last (``text_llm_runner.cpp``, ``text_token_generator.h``: the callback gets the
+    piece before the EOS test). Raises nothing."""
+    tokens = [int(feed(prompt).argmax())]
+    while len(tokens) < wanted:
+        tokens.append(int(feed([tokens[-1]]).argmax()))
+        if tokens[-1] in stops:
+            break
+    return tokens
 
 
 def _stop_ids(pte: Path, tokenizer: Any) -> set[int]:

@@ -6,8 +6,10 @@ Pure Python (the reader of :mod:`.pte_file`); imports neither torch nor executor
 ``get_vocab_size``, ``get_eos_ids``, ``use_kv_cache``...) as a method of its own that returns a
 constant (``to_edge(constant_methods=...)``): a plan with no inputs and no instructions whose one
 output is an ``Int``, ``Bool``, ``Double`` or ``String`` value, or an ``IntList`` whose items
-are the indexes of ``Int`` values of the same plan (ExecuTorch boxes a list's ints so). The
-runner calls it; :func:`constant_value` reads the value it returns from the plan.
+are the indexes of ``Int`` values of the same plan (ExecuTorch boxes a list's ints so). A list
+of several items (``get_eos_ids`` of a model with two or three EOS ids) is returned flattened:
+one such output per item, read as a list (a list of one item is its item: the runner reads both
+alike). The runner calls it; :func:`constant_value` reads the value it returns from the plan.
 
 **Mutable buffers** (a KV cache): ExecuTorch's emitter gives every placeholder of a method's
 graph one value, in order, before any other value, so the values before the method's first input
@@ -45,10 +47,14 @@ def constant_value(plan: ExecutionPlan, values: list[Value] | None = None) -> tu
     if plan.inputs() or any(chain.instructions for chain in plan.chains()):
         return False, None
     outputs = plan.outputs()
-    if len(outputs) != 1:
-        return False, None
     values = values if values is not None else plan.values()
-    if not 0 <= outputs[0] < len(values):
+    if not outputs or not all(0 <= index < len(values) for index in outputs):
+        return False, None
+    if len(outputs) > 1:  # a returned list is flattened: one constant output per item
+        items = [values[index] for index in outputs]
+        kinds = {item.kind for item in items}
+        if len(kinds) == 1 and kinds <= set(_SCALARS) and all(item.present for item in items):
+            return True, [bool(item.scalar) if item.kind == "Bool" else item.scalar for item in items]
         return False, None
     value = values[outputs[0]]
     if value.kind in _SCALARS and value.present:

@@ -35,3 +35,21 @@ def test_reading_them_imports_neither_torch_nor_executorch(chat_build):
         "assert 'torch' not in sys.modules and 'executorch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_several_eos_ids_are_read_as_a_list(tmp_path):
+    """A metadata method returning a list of several ints (Llama 3's three EOS ids, Qwen's two) has
+    one output per int. Failed before: it was not read at all (only one output was taken as a
+    value), so `inspect` did not list get_eos_ids and the runner check stopped at the tokenizer's EOS only."""
+    import torch
+    from executorch.exir import to_edge
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    constants = {"get_eos_ids": [128001, 128008, 128009], "get_bos_id": 128000, "use_kv_cache": True}
+    edge = to_edge(torch.export.export(AddOne(), (torch.ones(2),)), constant_methods=constants)
+    path = tmp_path / "several.pte"
+    path.write_bytes(edge.to_executorch().buffer)
+    assert metadata_values(path) == constants

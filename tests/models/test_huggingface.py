@@ -259,3 +259,23 @@ def test_the_key_covers_the_folders_config_and_weights_by_content(tmp_path):
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     (tmp_path / "hf" / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
     assert "source file hf/config.json changed" in explain_changes(before, inputs())
+
+
+@pytest.mark.parametrize(("value", "ids"), [(1, (1,)), ([128001, 128008, 128009], (128001, 128008, 128009)),
+                                             ([2, 2, 5], (2, 5)), (None, ()), ("</s>", ()), ([1, True], ())])
+def test_the_configs_eos_ids_are_the_runners_too(value, ids):
+    """Llama 3 Instruct's config has three EOS ids and the tokenizer one: the runner must stop at
+    each (get_eos_ids). Before, only the tokenizer's EOS was written."""
+    from ptebuild.models.executorch_llm.huggingface import config_eos_ids
+
+    assert config_eos_ids({"eos_token_id": value}) == ids
+
+
+def test_a_folder_reads_the_eos_ids_of_its_config(tmp_path):
+    from ptebuild.models.executorch_llm.huggingface import read_folder
+
+    folder = tmp_path / "hf"
+    make_folder(folder, "llama", seed=1)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": [1, 7]}))
+    assert read_folder(folder, 32).eos_ids == (1, 7)

@@ -4,8 +4,9 @@
    ``vocab_size`` (:mod:`.tokenizer`); a misfit is one line at ``models.NAME.tokenizer``.
 2. The metadata methods: upstream's (``get_max_seq_len``, ``get_max_context_len``, ``get_n_layers``,
    ``get_vocab_size``, ``use_kv_cache``, ``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``,
-   written by ``LLMEdgeManager``), plus ``get_bos_id`` and ``get_eos_ids`` from the tokenizer, with
-   the manifest's ``metadata`` over them (all given to upstream as ``LlmConfig.base.metadata``).
+   written by ``LLMEdgeManager``), plus ``get_bos_id`` and ``get_eos_ids`` from the tokenizer (a
+   Hugging Face folder's ``eos_token_id`` ids added to its EOS), with the manifest's ``metadata``
+   over them (all given to upstream as ``LlmConfig.base.metadata``).
 3. The export (:mod:`.export`). Without a checkpoint the model's random weights are made here,
    seeded, by ExecuTorch's own model definition constructed on the CPU (:func:`random_checkpoint`),
    and given to the export as its checkpoint: upstream's export without one builds the model on
@@ -77,7 +78,8 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
         assert spec.params is not None  # the table gives params or huggingface
         vocab_size, params_name = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params"), spec.params
     check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", params_name)
-    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": [tokenizer.eos], **spec.metadata}
+    eos_ids = [tokenizer.eos, *(i for i in (huggingface.eos_ids if huggingface else ()) if i != tokenizer.eos)]
+    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": eos_ids, **spec.metadata}
 
     scratch = _scratch()
     try:

@@ -67,6 +67,9 @@ class HuggingFaceModel:
     params: dict[str, Any]
     files: tuple[str, ...]
     """``config.json``, the index if sharded, then the safetensors files: names inside the folder."""
+    eos_ids: tuple[int, ...] = ()
+    """``config.json``'s ``eos_token_id`` (an id or a list: Llama 3 Instruct's three, Qwen's two), ids
+    the runner stops at besides the tokenizer's EOS (``get_eos_ids``)."""
 
     @property
     def model_class(self) -> str:
@@ -298,7 +301,16 @@ def read_folder(folder: Path, context: int | None) -> HuggingFaceModel:
         if not (folder / INDEX).is_file():
             names = safetensors_keys(folder / shard)
     params = params_from_config(config, names, context)
-    return HuggingFaceModel(str(config["model_type"]), params, files)
+    return HuggingFaceModel(str(config["model_type"]), params, files, config_eos_ids(config))
+
+
+def config_eos_ids(config: dict[str, Any]) -> tuple[int, ...]:
+    """``config``'s ``eos_token_id`` as a tuple of ids (absent, null or not ids: none)."""
+    value = config.get("eos_token_id")
+    ids = value if isinstance(value, list) else [value]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        return ()
+    return tuple(dict.fromkeys(ids))
 
 
 def convert(folder: Path, model: HuggingFaceModel, scratch: Path) -> tuple[Path, Path]:

@@ -7,7 +7,7 @@ worker for the tasks that remain. Workers are started lazily, and only as many a
 Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
 
 - parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.worker.tasks.Task` as
-  JSON, or ``("stop",)``;
+  JSON, or ``("stop",)`` (the worker exits at once, without the interpreter's teardown);
 - worker -> parent: ``("ready",)`` once imports are done; ``("progress", text, stage)`` while working;
   ``("done", TaskResult)`` or ``("failed", TaskFailure.to_json())`` at the end of each task.
 
@@ -26,7 +26,14 @@ from multiprocessing.connection import Connection, wait
 from types import TracebackType
 from typing import Any
 
-from ptebuild.processes import describe_exit, die_with_parent, last_words, redirect_output, worker_environment
+from ptebuild.processes import (
+    describe_exit,
+    die_with_parent,
+    exit_without_teardown,
+    last_words,
+    redirect_output,
+    worker_environment,
+)
 from ptebuild.results import FailureKind
 from ptebuild.worker.tasks import Event, EventKind, StagedProgress, Task, TaskFailure
 
@@ -231,10 +238,10 @@ def worker_main(conn: Connection, log_path: str | None = None, cwd: str | None =
     while True:
         try:
             message = conn.recv()
-        except EOFError:
-            return
+        except EOFError:  # the build is gone
+            exit_without_teardown()
         if message[0] == "stop":
-            return
+            exit_without_teardown()
         outcome = execute(Task.from_json(message[1]), StagedProgress(lambda text, stage: conn.send(("progress", text, stage))))
         if isinstance(outcome, TaskFailure):
             conn.send(("failed", outcome.to_json()))

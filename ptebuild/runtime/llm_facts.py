@@ -54,11 +54,11 @@ def constant_value(plan: ExecutionPlan, values: list[Value] | None = None) -> tu
         items = [values[index] for index in outputs]
         kinds = {item.kind for item in items}
         if len(kinds) == 1 and kinds <= set(_SCALARS) and all(item.present for item in items):
-            return True, [bool(item.scalar) if item.kind == "Bool" else item.scalar for item in items]
+            return True, [_scalar(item) for item in items]
         return False, None
     value = values[outputs[0]]
     if value.kind in _SCALARS and value.present:
-        return True, bool(value.scalar) if value.kind == "Bool" else value.scalar
+        return True, _scalar(value)
     if value.kind == "IntList" and value.items is not None:
         boxed = [values[int(i)] if 0 <= int(i) < len(values) else None for i in value.items]
         if all(v is not None and v.kind == "Int" for v in boxed):
@@ -66,6 +66,11 @@ def constant_value(plan: ExecutionPlan, values: list[Value] | None = None) -> tu
     if value.kind in ("BoolList", "DoubleList") and value.items is not None:
         return True, [bool(i) for i in value.items] if value.kind == "BoolList" else list(value.items)
     return False, None
+
+
+def _scalar(value: Value) -> Any:
+    """A present scalar value as Python has it (a ``Bool``'s as a bool)."""
+    return bool(value.scalar) if value.kind == "Bool" else value.scalar
 
 
 def mutable_buffers(plan: ExecutionPlan, values: list[Value] | None = None) -> tuple[MutableBuffer, ...]:

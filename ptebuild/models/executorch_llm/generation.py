@@ -157,10 +157,12 @@ def _last_logits(value: Any) -> Any:
 def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cpu") -> Any:
     """``call(tokens, input_pos, every=False)`` of the eager model (on ``device``), its mutable
     buffers zeroed first: the last position's logits, or (``every``) each position's rows. Its
-    quantized embeddings dequantize only the rows looked up (:mod:`.eager_embedding`: the same values)."""
+    quantized embeddings dequantize only the rows looked up (:mod:`.eager_embedding`), its large
+    quantized linear layers a block of rows at a time (:mod:`.eager_linear`): the same values."""
     import torch
 
     from ptebuild.models.executorch_llm.eager_embedding import looked_up_rows
+    from ptebuild.models.executorch_llm.eager_linear import rows_in_chunks
 
     buffers = dict(model.named_buffers())
     with torch.no_grad():
@@ -170,7 +172,7 @@ def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cp
 
     def call(tokens: Any, input_pos: Any, every: bool = False) -> Any:
         tokens = tokens.to(device)
-        with torch.no_grad(), looked_up_rows(model):
+        with torch.no_grad(), looked_up_rows(model), rows_in_chunks(model):
             out = model(tokens) if input_pos is None else model(tokens, {"input_pos": input_pos.to(device)})
         return _logit_rows(out) if every else _last_logits(out)
 

@@ -27,14 +27,11 @@ def looked_up_rows(model: Any) -> Iterator[None]:
     its tokens look up; its own ``forward`` is back afterwards."""
     from executorch.examples.models.llama.source_transformation.quantize import QuantizedGroupEmbedding
 
-    patched = [module for module in model.modules() if isinstance(module, QuantizedGroupEmbedding)]
-    for module in patched:
-        module.forward = _rows_forward(module)
-    try:
+    from ptebuild.models.executorch_llm.forwards import forwards_replaced
+
+    with forwards_replaced([(module, _rows_forward(module)) for module in model.modules()
+                            if isinstance(module, QuantizedGroupEmbedding)]):
         yield
-    finally:
-        for module in patched:
-            del module.forward  # the instance attribute: the class's forward again
 
 
 def _rows_forward(module: Any) -> Any:

@@ -36,16 +36,12 @@ def rows_in_chunks(model: Any) -> Iterator[None]:
     a block of rows at a time; its own ``forward`` is back afterwards."""
     import torch
 
-    patched = [module for module in model.modules()
-               if isinstance(module, torch.nn.Linear) and type(module).forward is torch.nn.Linear.forward
-               and "forward" not in vars(module) and _rows(module.weight) < module.weight.shape[0]]
-    for module in patched:
-        module.forward = _chunked_forward(module, _rows(module.weight))  # type: ignore[method-assign]
-    try:
+    from ptebuild.models.executorch_llm.forwards import forwards_replaced
+
+    with forwards_replaced([(module, _chunked_forward(module, _rows(module.weight))) for module in model.modules()
+                            if isinstance(module, torch.nn.Linear) and type(module).forward is torch.nn.Linear.forward
+                            and "forward" not in vars(module) and _rows(module.weight) < module.weight.shape[0]]):
         yield
-    finally:
-        for module in patched:
-            del module.forward  # the instance attribute: the class's forward again
 
 
 def _rows(weight: Any) -> int:

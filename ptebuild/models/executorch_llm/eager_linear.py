@@ -4,10 +4,10 @@ ExecuTorch's LLM export quantizes a model's linear layers with torchao (``8da4w`
 ``4w``): each weight becomes an ``IntxUnpackedToInt8Tensor`` whose eager ``linear`` dequantizes
 the whole weight into a new float tensor on every call (three transient copies of its size: the
 cast, the zero point's subtraction, the scale's product), then multiplies. For Llama-3.2-1B's
-output layer (128256 rows of 2048) that is three transient 1 GiB tensors per call; measured on this
-machine (a VM whose freed memory goes back to its host), the call took 0.9 s alone and 8 to 11 s in
-a process that had just used a few GiB (the check's, after the export): each fresh page faulted in
-again. It was most of the 1B program's check.
+output layer (128256 rows of 2048) that is three transient 1 GiB tensors per call. Measured on this
+machine (a VM), the call took 0.9 s in a fresh process, 11 s right after the process had touched
+6 GiB, and 8 s in the check's worker after the export (fresh memory pages are slow to come there):
+most of the 1B program's check.
 
 :func:`rows_in_chunks` makes each such layer, while the block runs, compute its output a block of
 rows at a time (:data:`CHUNK_ELEMENTS` weights each, so a few tens of MiB of transients, reused):

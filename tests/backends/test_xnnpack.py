@@ -164,3 +164,36 @@ def test_a_bundled_8da4w_program_holds_the_outputs_its_check_holds_it_to(tmp_pat
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.count(": ok (") == 3  # the example batch, its min and its max
+
+
+@pytest.mark.slow
+def test_an_attention_model_builds_with_its_out_projection_float(tmp_path):
+    """nn.MultiheadAttention's out_proj is a linear whose weight the attention takes itself:
+    8da4w keeps it float (torchao's 4-bit weight fails torch.export there) and quantizes the
+    block's other linears; the program passes its check against torchao's eager model
+    (the fast sibling: tests/backends/xnnpack/test_linear_use.py)."""
+    text = MANIFEST + """
+[models.block]
+factory = "edgemodels.attention:make_block"
+seed = 5
+dims = { batch = { min = 1, max = 3 } }
+
+[models.block.methods.forward]
+inputs = [{ name = "x", shape = ["batch", 6, 64] }]
+
+[programs.block_8da4w]
+model = "block"
+backend = "xnnpack"
+options = { quantize = "8da4w" }
+"""
+    manifest = project(tmp_path / "attention", text)
+    code, document = build_json(manifest, "--cache", tmp_path / "cache", "--only", "block_8da4w")
+    assert code == 0, document
+    assert programs(document)["block_8da4w"]["status"] == "built"
+    float_build = build_json(project(tmp_path / "float", text.replace('options = { quantize = "8da4w" }', "")),
+                             "--cache", tmp_path / "cache", "--only", "block_8da4w")
+    assert float_build[0] == 0
+    quantized_size = (manifest.parent / "out" / "block_8da4w.pte").stat().st_size
+    float_size = (tmp_path / "float" / "out" / "block_8da4w.pte").stat().st_size
+    feed_forward = 4 * 2 * 64 * 128  # float32 bytes of the feed-forward's two linears
+    assert float_size - quantized_size > 0.75 * feed_forward  # they are 4-bit (the attention's weights stay float)

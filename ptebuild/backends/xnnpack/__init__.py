@@ -30,6 +30,7 @@ from typing import Literal
 
 from ptebuild.backends import bound_backend
 from ptebuild.backends.base import EXECUTORCH_RUNTIME, Backend, CheckKind, CheckTolerances
+from ptebuild.backends.xnnpack.linear_use import example_probe, linears_used_elsewhere
 from ptebuild.backends.xnnpack.payload import XnnpackReader
 
 
@@ -180,7 +181,7 @@ class XnnpackBackend(Backend):
         """``8da4w``: a copy of ``model`` whose linears torchao quantized (:func:`quantized_8da4w`)."""
         if options.quantize != "8da4w":
             return model
-        return quantized_8da4w(model, options, program.name)
+        return quantized_8da4w(model, options, program.name, probe=example_probe(program))
 
     def prepare(self, exported_program, data_name, options, export, calibration):
         if options.quantize in ("int8-dynamic", "int8"):
@@ -220,7 +221,7 @@ class XnnpackBackend(Backend):
         options = bound_backend(program).options
         if options.quantize != "8da4w":
             return model
-        return quantized_8da4w(model, options, program.name)
+        return quantized_8da4w(model, options, program.name, probe=example_probe(program))
 
     def check(self, model, program, pte, ptd, samples=None):
         """``8da4w``: against torchao's eager model quantized as the program was, within the
@@ -275,11 +276,13 @@ def eight_da_four_w_config(group_size: int):
     )
 
 
-def quantized_8da4w(model, options, program_name: str):
+def quantized_8da4w(model, options, program_name: str, probe=None):
     """A copy of ``model`` whose ``nn.Linear`` layers are 8da4w (``model`` is left as it is).
 
-    Raises a BuildError naming the first linear whose input features ``group_size`` does not
-    divide (unless ``skip_ungroupable``: such linears stay float), or if no linear is left.
+    Linears whose weight other code takes, found by ``probe(model)`` (a call of the model's
+    methods: :mod:`ptebuild.backends.xnnpack.linear_use`), stay float. Raises a BuildError naming
+    the first linear whose input features ``group_size`` does not divide (unless
+    ``skip_ungroupable``: such linears stay float), or if no linear is left.
     """
     import copy
 
@@ -289,7 +292,9 @@ def quantized_8da4w(model, options, program_name: str):
     from ptebuild.errors import BuildError
 
     group = options.group_size or DEFAULT_GROUP_SIZE
-    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    quantized = copy.deepcopy(model)
+    elsewhere = linears_used_elsewhere(quantized, probe) if probe is not None else {}
+    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and name not in elsewhere}
     ungroupable = {name for name, m in linears.items() if m.in_features % group}
     where = f"programs.{program_name}"
     if ungroupable and not options.skip_ungroupable:
@@ -301,10 +306,11 @@ def quantized_8da4w(model, options, program_name: str):
         )
     if len(ungroupable) == len(linears):
         what = "no nn.Linear" if not linears else f"no linear whose input features group_size {group} divides"
+        if elsewhere:
+            what += f" (beside {len(elsewhere)} whose weight other code takes: {', '.join(elsewhere)})"
         raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}; use quantize = 'int8-dynamic'",
                          location=where)
-    quantized = copy.deepcopy(model)
-    quantize_(quantized, eight_da_four_w_config(group), filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and fqn not in ungroupable)
+    quantize_(quantized, eight_da_four_w_config(group), filter_fn=lambda m, fqn: fqn in linears and fqn not in ungroupable)
     return quantized
 
 

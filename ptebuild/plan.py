@@ -55,6 +55,8 @@ class DimPlan:
     min: int
     max: int
     example: int
+    multiple_of: int = 1
+    """Every size is a multiple of this (min, max and example are)."""
 
 
 @dataclass(frozen=True)

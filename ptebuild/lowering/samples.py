@@ -244,6 +244,9 @@ def _leaf_problem(spec: InputPlan, value: Any, label: str, sizes: dict[str, tupl
         if dim is not None and not dim.min <= size <= dim.max:
             return (f"{label}: shape {shape}, declared {list(spec.shape)} ({want} is {size}, outside its range "
                     f"{dim.min}..{dim.max})")
+        if dim is not None and size % dim.multiple_of:
+            return (f"{label}: shape {shape}, declared {list(spec.shape)} ({want} is {size}, not a multiple of its "
+                    f"multiple_of {dim.multiple_of})")
         seen = sizes.setdefault(want, (size, label))
         if seen[0] != size:
             return f"{label}: {want} is {size}, and {seen[0]} in {seen[1]}: one sample has one size per dim"

@@ -90,7 +90,7 @@ def resolve_methods(display: str, model_name: str, model: ModelSpec) -> dict[str
             function=method.function or method_name,
             inputs=tuple(_input_plan(i) for i in method.inputs),
             dims=tuple(
-                DimPlan(name=n, min=d.min, max=d.max, example=d.example_size())
+                DimPlan(name=n, min=d.min, max=d.max, example=d.example_size(), multiple_of=d.multiple_of)
                 for n, d in sorted(dims.items())
                 if n in used
             ),

@@ -47,7 +47,11 @@ class DynamicDim(_Strict):
     min: Annotated[int, Field(ge=1)] = 1
     max: Annotated[int, Field(ge=1)]
     example: Annotated[int, Field(ge=2)] | None = None
-    """The size used for the example inputs; default: 2 (clamped to [min, max])."""
+    """The size used for the example inputs; default: 2 (clamped to [min, max]; with
+    ``multiple_of``: twice it, or min if larger)."""
+    multiple_of: Annotated[int, Field(ge=1)] = 1
+    """Every size is a multiple of this (a model that halves the size, or cuts it into blocks);
+    min, max and example must be multiples of it."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -55,13 +59,26 @@ class DynamicDim(_Strict):
             raise ValueError(f"min ({self.min}) is larger than max ({self.max}); give min <= max")
         if self.example is not None and not self.min <= self.example <= self.max:
             raise ValueError(f"example ({self.example}) is outside [min, max] = [{self.min}, {self.max}]; give one inside")
+        step = self.multiple_of
+        for key in ("min", "max", "example"):
+            value = getattr(self, key)
+            if value is not None and value % step:
+                below, above = value // step * step, (value // step + 1) * step
+                fits = f"{below} or {above}" if below else str(above)
+                raise ValueError(f"{key} ({value}) is not a multiple of multiple_of ({step}); give {fits}")
+        if step > 1 and self.min < self.max and self.example_size() < 2 * step:
+            raise ValueError(
+                f"example ({self.example_size()}) is one block of multiple_of ({step}): torch.export fixes a number of "
+                f"blocks it traces as 1; give example >= {2 * step}" + ("" if self.max >= 2 * step else f" (and max >= {2 * step})")
+            )
         return self
 
     def example_size(self) -> int:
         if self.example is not None:
             return self.example
-        # torch.export specialises a dimension traced with size 0 or 1, so trace with 2 or more.
-        return min(max(2, self.min), self.max)
+        # torch.export specialises a dimension traced with size 0 or 1, so trace with 2 or more
+        # (2 or more blocks of multiple_of).
+        return min(max(2 * self.multiple_of, self.min), self.max)
 
 
 class InputSpec(_Strict):
@@ -434,7 +451,7 @@ def json_schema() -> dict[str, Any]:
 
 
 CLI_ONLY_CHECKS = (
-    "dims: min <= max, and example within [min, max]",
+    "dims: min <= max, example within [min, max], all multiples of multiple_of (an example of 2 blocks or more)",
     "programs.NAME.model names a declared model",
     "a shape names a declared dynamic dim",
     "programs.NAME.methods name methods of the model",

@@ -19,9 +19,10 @@ from ptebuild.errors import TOOLCHAIN, BuildError, ManifestError
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.lowering.binding import Binding, bind
+from ptebuild.lowering.dims_fit import explain_dims
 from ptebuild.lowering.fit import explain_misfit
 from ptebuild.lowering.known_limits import explain, operators_of
-from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
+from ptebuild.plan import DimPlan, InputPlan, MethodPlan, ProgramPlan
 from ptebuild.results import OutputFile
 from ptebuild.typos import did_you_mean
 
@@ -184,8 +185,16 @@ def dynamic_shapes(method: MethodPlan) -> tuple[Any, ...] | None:
 
     if not method.dims:
         return None
-    dims = {d.name: torch.export.Dim(d.name, min=d.min, max=d.max) for d in method.dims}
+    dims = {d.name: _dim(torch, d) for d in method.dims}
     return tuple(_dynamic_spec(spec, dims) for spec in method.inputs)
+
+
+def _dim(torch: Any, dim: DimPlan) -> Any:
+    """torch.export's Dim for ``dim``: with ``multiple_of`` k, k times a Dim of blocks."""
+    if dim.multiple_of == 1:
+        return torch.export.Dim(dim.name, min=dim.min, max=dim.max)
+    step = dim.multiple_of
+    return step * torch.export.Dim(f"{dim.name}_blocks", min=dim.min // step, max=dim.max // step)
 
 
 def export_key(method: MethodPlan, distinct: bool, contiguous: bool) -> tuple[Any, ...]:
@@ -241,6 +250,9 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
         misfit = explain_misfit(function, arguments, method, program.model, example_inputs)
         if misfit is not None:
             raise misfit from exc
+        pinned = explain_dims(_chained_text(exc), method, program.model)
+        if pinned is not None:
+            raise pinned from exc
         raise BuildError(
             f"torch.export of method {method.name!r} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
@@ -391,6 +403,17 @@ def _lower(
 
 def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
     return [(plan.name, plan) for plan in executorch_program.executorch_program.execution_plan]
+
+
+def _chained_text(exc: BaseException) -> str:
+    """The messages of ``exc`` and of the exceptions it was raised from or during."""
+    texts, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts.append(str(current))
+        current = current.__cause__ or current.__context__
+    return "\n".join(texts)
 
 
 def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:

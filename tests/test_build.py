@@ -177,6 +177,9 @@ def test_corrupt_blob_and_garbled_record_rebuild_identical_bytes(built, tmp_path
     document = json.loads(result.stdout)
     assert [p["status"] for p in document["targets"]] == ["built", "built"]
     assert "is corrupt" in result.stderr and "rebuilding" in result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: tiny_portable:")]
+    assert len(warned) == 1 and warned[0].endswith("; rebuilding"), warned  # once, without "build again" advice
+    assert "build again" not in warned[0]
     assert not blob.exists() or blob.read_bytes() != bytes(data)
     for name in ("tiny_portable.pte", "tiny_portable_weights.ptd", "tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"):
         assert (out / name).read_bytes() == (built.out / name).read_bytes(), name

@@ -9,6 +9,7 @@ own :class:`~ptebuild.results.TargetResult`, which the build returns.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,8 @@ class Target:
         """Its own result once built or restored (a program's own ``.ptd``, before its group merges it)."""
         self.blobs: Blobs | None = None
         """Where the bytes of :attr:`action` are."""
+        self.rebuilding = False
+        """A cached object of it was found corrupt or missing (warned once): it is built again."""
 
     @property
     def name(self) -> str:
@@ -86,7 +89,10 @@ class Target:
         try:
             self.publisher.publish(self.name, hit.result, CacheBlobs(cache, hit))
         except CorruptObject as exc:
-            self.context.report(self.name, "warning", f"{exc}; rebuilding")
+            if not self.rebuilding:  # a later lookup (after its lock) finds the same entry without the removed object
+                said = re.sub(r"[:;] build again[^;]*$", "", str(exc))  # the advice is what happens now
+                self.context.report(self.name, "warning", f"{said}; rebuilding")
+                self.rebuilding = True
             return False
         except StoreError:
             return False

@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 def verify(path: str | os.PathLike[str], *, verify_bytes: bool = False, runtime: str | None = None) -> VerifyReport | BundleReport:
     """The report of a folder (every file of its record present with its size and SHA-256, every
     ``.pte`` served by its ``.ptd``, every ``.bpte`` bundling its ``.pte``; ``verify_bytes``: every
-    blob rehashed) or of a bundle (its entries, ``SHA256SUMS``, provenance, lock, operator list,
+    blob rehashed; a manifest ``.toml``: the folder its ``defaults.out`` names) or of a bundle (its
+    entries, ``SHA256SUMS``, provenance, lock, operator list,
     then the same checks with every blob rehashed). ``runtime`` (``"1.5.1"``): each program is also
     judged against that ExecuTorch runtime; what it cannot load is a problem of the program.
 
-    Raises UsageError when the folder has no readable build record, the bundle cannot be read or
-    ``runtime`` is not a version.
+    Raises ManifestError for a manifest that does not load, UsageError when the folder has no
+    readable build record, the bundle cannot be read or ``runtime`` is not a version.
     """
     from ptebuild.release.bundle import is_bundle_path
     from ptebuild.runtime.compat import parse_version
@@ -32,6 +33,10 @@ def verify(path: str | os.PathLike[str], *, verify_bytes: bool = False, runtime:
         version = parse_version(runtime)
         if version is None:
             raise UsageError(f"--runtime: {runtime!r} is not an ExecuTorch version; give one such as 1.5.1")
+    if Path(path).suffix == ".toml" and Path(path).is_file():  # a manifest: the folder its build wrote
+        from ptebuild.manifest import load_manifest
+
+        path = load_manifest(Path(path)).out_dir()
     if is_bundle_path(path) and not Path(path).is_dir():
         from ptebuild.release.bundle import verify_bundle
 

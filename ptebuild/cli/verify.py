@@ -29,7 +29,8 @@ def register(subparsers: Subparsers) -> None:
             "or the bundle cannot be read."
         ),
     )
-    parser.add_argument("out_dir", metavar="OUT_DIR|BUNDLE", help="the output folder of a build, or a bundle")
+    parser.add_argument("out_dir", metavar="OUT_DIR|BUNDLE",
+                        help="the output folder of a build (or its manifest: the folder its defaults.out names), or a bundle")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     parser.add_argument(
         "--bytes", action="store_true", help="also hash every blob of every .ptd and compare it with its key (always on for bundles)"

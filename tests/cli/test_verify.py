@@ -209,3 +209,23 @@ def test_runtime_judges_every_program_of_a_folder(out, capsys):
     assert {t["runtime"]["minimum"] for t in document["targets"]} == {"0.7.0"}
     assert cli.main(["verify", str(out), "--runtime", "1.5.1"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(f"judged for runtime 1.5.1) -> {out}")
+
+
+def test_a_manifest_names_its_output_folder(built, verify):
+    """``ptebuild verify MANIFEST``: the folder its defaults.out names (what ``build`` wrote),
+    without importing torch or executorch."""
+    manifest = built.parent / "tiny.toml"
+    assert manifest.is_file()
+    code, lines, err = verify(manifest)
+    assert (code, err) == (0, "")
+    assert lines[-1].startswith("2 targets: all ok (4 files, ") and lines[-1].endswith(f"-> {built}")
+    script = (
+        "import sys\n"
+        "from ptebuild import cli\n"
+        f"code = cli.main(['verify', {str(manifest)!r}])\n"
+        "print('heavy:', sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'executorch')))\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "heavy: []"

@@ -191,6 +191,11 @@ class Backend:
         """
         return model
 
+    def transform_notes(self, model: Any) -> list[str]:
+        """What :meth:`transform_model` left as it was in the copy it returned (the build's
+        warnings: a linear kept float). Default: nothing."""
+        return []
+
     def prepare(
         self,
         exported_program: Any,

@@ -338,6 +338,7 @@ def _lower(
             f"preparing the model for {program.backend} failed: {summary_of(exc)}{known_limit(exc, program.backend)}",
             location=f"programs.{program.name}",
         ) from exc
+    notes = backend.transform_notes(model) if model is not original else []
     if model is not original:
         exports = None  # a transformed copy (torchao's 8da4w): its exports are its own
     stages.begin(Stage.EXPORT)
@@ -349,7 +350,7 @@ def _lower(
     stages.begin(Stage.LOWER)
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
-    problems: list[str] = []
+    problems: list[str] = list(notes)
     try:
         with backend.lowering_context(options):
             edge = to_edge_transform_and_lower(

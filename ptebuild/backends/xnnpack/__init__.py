@@ -25,6 +25,7 @@ the ``.ptd`` after emitting.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 
@@ -183,6 +184,16 @@ class XnnpackBackend(Backend):
             return model
         return quantized_8da4w(model, options, program.name, probe=example_probe(program))
 
+    def transform_notes(self, model) -> list[str]:
+        """The linears an 8da4w copy keeps float because other code takes their weight."""
+        kept = KEPT_FLOAT.get(model)
+        if not kept:
+            return []
+        shown = ", ".join(f"{name} ({taker})" for name, taker in list(kept.items())[:3])
+        more = f" and {len(kept) - 3} more" if len(kept) > 3 else ""
+        return [f"8da4w: {len(kept)} linear{'s' if len(kept) > 1 else ''} kept float: {shown}{more} (their weight is "
+                "taken by other code than their forward, which torchao's 4-bit weights do not serve); the others are 4-bit"]
+
     def prepare(self, exported_program, data_name, options, export, calibration):
         if options.quantize in ("int8-dynamic", "int8"):
             exported_program = export(_quantized(exported_program.module(), options.quantize, calibration))
@@ -257,6 +268,10 @@ def _quantized(module, scheme: str, calibration):
     return convert_pt2e(prepared)
 
 
+KEPT_FLOAT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""An 8da4w copy -> ``{linear: the function that took its weight}`` of the linears it kept float."""
+
+
 def eight_da_four_w_config(group_size: int):
     """torchao's 8da4w config: int4 weights in groups of ``group_size``, int8 dynamic activations.
 
@@ -311,6 +326,7 @@ def quantized_8da4w(model, options, program_name: str, probe=None):
         raise BuildError(f"quantize = '8da4w' quantizes linear layers, and the model has {what}; use quantize = 'int8-dynamic'",
                          location=where)
     quantize_(quantized, eight_da_four_w_config(group), filter_fn=lambda m, fqn: fqn in linears and fqn not in ungroupable)
+    KEPT_FLOAT[quantized] = elsewhere
     return quantized
 
 

@@ -85,6 +85,8 @@ def test_the_8da4w_copy_of_an_attention_model_exports():
     quantized = quantized_8da4w(model, options, "attention", probe=lambda m: m(x))
     assert type(quantized.attn.out_proj.weight) is nn.Parameter and type(quantized.attn.out_proj.weight.data) is torch.Tensor
     assert type(quantized.head.weight.data) is not torch.Tensor  # still 4-bit
+    [note] = get_backend("xnnpack").transform_notes(quantized)
+    assert note.startswith("8da4w: 1 linear kept float: attn.out_proj (torch.nn.functional.multi_head_attention_forward)")
     exported = torch.export.export(quantized, (x,), strict=False)
     with torch.no_grad():
         assert torch.allclose(exported.module()(x), quantized(x), atol=1e-5)

@@ -167,3 +167,34 @@ def test_without_the_extra_a_program_is_restored_from_the_cache_or_reported(buil
     assert "not in the cache, and this machine cannot build it: the openvino and nncf packages are not installed " \
            "(pip install 'ptebuild[openvino]')" in reported.stderr + reported.stdout
     assert "Traceback" not in reported.stderr
+
+
+def test_a_transformer_passes_its_check_at_the_precision_openvino_infers_at(tmp_path):
+    """Two transformer layers (the attention's softmax, LayerNorm): on a CPU with AMX or
+    AVX512-BF16, OpenVINO computes a float32 program in bf16, whose error on such a model reaches
+    a few units of bf16's rounding of the output (seen: 0.0106 on an element of 0.25, cosine
+    0.999993); the defaults are then bf16's and the check says so. At f32 they are f32's."""
+    from ptebuild.backends.openvino import cpu_precision
+
+    require_module("openvino", WHY)
+    folder = tmp_path / "block"
+    manifest = project(folder)
+    manifest.write_text(MANIFEST.replace("DEVICE", "CPU") + """
+[models.block]
+factory = "edgemodels.attention:make_block"
+kwargs = { layers = 6, tokens = true }
+seed = 3
+
+[models.block.methods.forward]
+inputs = [{ name = "x", shape = [2, 16, 64] }]
+
+[programs.block_openvino]
+model = "block"
+backend = "openvino"
+""")
+    code, document = build_json(manifest, "--cache", folder / "cache", "--only", "block_openvino")
+    assert code == 0, document
+    [program] = document["targets"]
+    precision = cpu_precision()
+    assert program["check"] == f"executorch-runtime-openvino-{precision}"
+    assert {(f["rtol"], f["min_cosine"]) for f in program["figures"]} == {(1e-3, 0.9999) if precision == "f32" else (0.25, 0.999)}

@@ -298,7 +298,7 @@ ERROR_PATHS = {
         "read_reference": [
             "{}: corrupt Core ML reference ({}): {}",
         ],
-        "list_files.walk": [
+        "_walk.walk": [
             "{}: corrupt Core ML folder index: node {} (of {}) named twice or missing",
             "{}: corrupt Core ML folder: file {} [{}, {}) overlaps the index at {}",
             "{}: corrupt Core ML folder index: node {} has kind {}",

@@ -137,6 +137,42 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         unfixed="executorch/backends/cuda/triton/kernels/sdpa.py checks the mask's dims and dtype and broadcasts none",
     ),
     KnownLimit(
+        name="coreml-input-dtype",
+        toolchain="coremltools 9.0 (ExecuTorch 1.5.1's Core ML backend)",
+        pattern=re.compile(r"_construct_ct_tensor_type_from_torch[\s\S]*?KeyError: torch\.\w+"),
+        backends=("coreml",),
+        what_to_do=(
+            "a Core ML model takes float32, float16, int32, int16 and bool inputs (int64 and float64 as int32 "
+            "and float32), not uint8, int8 or bfloat16: declare the input float32 or int32 (an image as float "
+            "pixel values), or export a bfloat16 model in float32 or float16 (Core ML computes in its "
+            "compute_precision anyway)"
+        ),
+        unfixed="coremltools/converters/mil/frontend/torch/utils.py maps no other torch dtype",
+    ),
+    KnownLimit(
+        name="openvino-input-bfloat16",
+        toolchain="OpenVINO 2025.4's PyTorch frontend (ExecuTorch 1.5.1's OpenVINO backend)",
+        pattern=re.compile(r"openvino_compile[\s\S]*?KeyError: torch\.\w+"),
+        backends=("openvino",),
+        what_to_do=(
+            "its inputs may be float32, float16, float64, int64, int32, uint8, int8 or bool, not bfloat16: export "
+            "the model in float32 (OpenVINO computes it in bf16 on CPUs with AMX or AVX512-BF16 anyway) or float16"
+        ),
+        unfixed="openvino/frontend/pytorch/torchdynamo/compile.py's dtype_mapping has no bfloat16",
+    ),
+    KnownLimit(
+        name="openvino-zero-dim",
+        toolchain="ExecuTorch 1.5.1's OpenVINO runtime",
+        pattern=re.compile(r"OpenVINO delegate has arguments of 0 dims"),
+        backends=("openvino",),
+        what_to_do=(
+            "a delegate that takes or returns a tensor of 0 dims (a scalar such as x.sum(), or an input of shape []) "
+            "fails to run (error 0x1, Internal; seen with inputs and outputs alike): give it one dim (return "
+            "x.sum().reshape(1), declare the input with shape [1])"
+        ),
+        unfixed="seen with openvino 2025.4.1; the cause inside the runtime is not identified",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

@@ -240,3 +240,23 @@ def test_schema_describes_the_compile_specs(capsys):
     assert set(properties) >= {"compute_units", "minimum_deployment_target", "compute_precision", "model_type"}
     assert properties["minimum_deployment_target"]["description"].startswith("The oldest OS the model loads on")
     assert all(p.get("description") for p in properties.values())
+
+
+def test_a_bool_mask_model_without_weights_passes_the_structural_check(tmp_path):
+    """A Core ML package with no weights keeps an empty weights folder, which its Manifest.json
+    names: the check recreates it (it was 'Item does not exist for identifier'). Its bool input is
+    a float32 input of the Core ML model, which ExecuTorch's delegate converts a bool tensor into
+    (it was refused as a mismatch)."""
+    (tmp_path / "weightless.py").write_text(
+        "import torch\n\n\nclass Masked(torch.nn.Module):\n    def forward(self, x, mask):\n"
+        "        return x * mask.float()\n\n\ndef make():\n    return Masked()\n"
+    )
+    manifest = tmp_path / "weightless.toml"
+    manifest.write_text(
+        '[defaults]\nout = "out"\n\n[models.masked]\nfactory = "weightless:make"\n\n[models.masked.methods.forward]\n'
+        'inputs = [{ name = "x", shape = [2, 3] }, { name = "mask", shape = [2, 3], dtype = "bool" }]\n\n'
+        '[programs.masked_coreml]\nmodel = "masked"\nbackend = "coreml"\n'
+    )
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "coreml-structural" in done.stdout

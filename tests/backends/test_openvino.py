@@ -198,3 +198,21 @@ backend = "openvino"
     precision = cpu_precision()
     assert program["check"] == f"executorch-runtime-openvino-{precision}"
     assert {(f["rtol"], f["min_cosine"]) for f in program["figures"]} == {(1e-3, 0.9999) if precision == "f32" else (0.25, 0.999)}
+
+
+def test_a_scalar_at_the_delegate_is_a_named_known_limit(tmp_path):
+    """ExecuTorch 1.5.1's OpenVINO runtime fails (error 0x1) on a delegate argument of 0 dims: the
+    check's failure names the argument and what to do."""
+    require_module("openvino", WHY)
+    (tmp_path / "scalars.py").write_text(
+        "import torch\n\n\nclass Total(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n\n\n"
+        "def make():\n    return Total()\n"
+    )
+    manifest = tmp_path / "scalars.toml"
+    manifest.write_text('[defaults]\nout = "out"\n\n[models.total]\nfactory = "scalars:make"\n\n[models.total.methods.forward]\n'
+                        'inputs = [{ name = "x", shape = [2, 3] }]\n\n[programs.total]\nmodel = "total"\nbackend = "openvino"\n')
+    code, document = build_json(manifest, "--cache", tmp_path / "cache")
+    assert code == 1
+    message = document["targets"][0]["message"]
+    assert "its OpenVINO delegate has arguments of 0 dims: method 'forward' delegate 0 argument 1: float32[]" in message
+    assert "known limit of ExecuTorch 1.5.1's OpenVINO runtime" in message and "reshape(1)" in message

@@ -25,6 +25,21 @@ def test_each_failure_seen_on_the_toolchain_is_explained():
         assert "\n" not in found.advice() and found.advice().startswith("known limit of ")
 
 
+def test_an_input_dtype_a_converter_has_no_type_for_is_explained():
+    """Seen here: a uint8 image and a bfloat16 model lowered for Core ML and OpenVINO."""
+    coreml = ('  File ".../coremltools/converters/mil/frontend/torch/exir_utils.py", line 60, in '
+              "_construct_ct_tensor_type_from_torch\n    coreml_dtype = TORCH_DTYPE_TO_MIL_DTYPE[tensor.dtype]\n"
+              "KeyError: torch.uint8")
+    openvino = ('  File ".../openvino/frontend/pytorch/torchdynamo/compile.py", line 129, in openvino_compile\n'
+                "KeyError: torch.bfloat16")
+    found = explain(coreml, [], "coreml")
+    assert found is not None and found.name == "coreml-input-dtype" and "not uint8, int8 or bfloat16" in found.advice()
+    found = explain(openvino, [], "openvino")
+    assert found is not None and found.name == "openvino-input-bfloat16"
+    assert explain("KeyError: torch.uint8", [], "coreml") is None  # a KeyError of the model's own code
+    assert explain(coreml, [], "xnnpack") is None
+
+
 def test_the_model_and_the_backend_decide_too():
     text = "RuntimeError: Expected bfloat16 inputs"
     assert explain(text, ["aten.linear.default"], "cuda") is None  # a model without attention: not this limit

@@ -13,7 +13,8 @@ every structural check shares):
   on the program's ``minimum_deployment_target``; ``metadata.json`` binds the arguments by the
   names the model has, in its order; the model has one input per argument the call passes and
   one output per result, each a multi-array of a dtype the delegate converts from
-  (:func:`~ptebuild.lowering.structure.compatible`) and of a shape that takes the argument:
+  (:func:`converts`: a bool mask into the float32 input coremltools makes of it) and of a shape
+  that takes the argument:
   equal sizes, or a range holding them; for the method's own inputs, a range that also holds
   every size the manifest's dynamic dims allow (a batch of 1 when ``min = 1``).
 
@@ -82,18 +83,37 @@ class _ReadBack:
         return model, self._specs[key], function
 
     def _coremltools_spec(self, payload, model, number: int):
-        from ptebuild.backends.coreml.payload import list_files
+        from ptebuild.backends.coreml.payload import list_files, list_folders
 
         if model.specification_version is None:
             return None  # a compiled model keeps no specification to read back
         import coremltools as ct
 
         root = self.folder / f"model-{number}"
+        for relative in list_folders(payload):
+            (root / relative).mkdir(parents=True, exist_ok=True)
         for relative, (offset, size) in list_files(payload).items():
             path = root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(payload.read(offset, size, relative))
         return ct.models.MLModel(str(root / "model.mlpackage"), skip_model_load=True).get_spec()
+
+
+RUNTIME_DTYPES = frozenset({"bool", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"})
+"""The tensor dtypes ExecuTorch's Core ML delegate passes to a model (``coreml_backend_delegate.mm``,
+``get_data_type``: not int8, not bfloat16)."""
+MODEL_DTYPES = frozenset({"int32", "float16", "float32", "float64"})
+"""The multi-array dtypes of a model input or output it converts to and from, element by element
+(``ETCoreMLModel``'s ``prepareArgs``: a buffer of the model's dtype, ``MultiArray::copy``)."""
+
+
+def converts(dtype: str, model_dtype: str) -> bool:
+    """Whether the delegate binds a tensor of ``dtype`` to a model argument of ``model_dtype``:
+    a bool mask to the float32 input coremltools makes of it, an int64 index to int32, float32 to
+    float16; else only what :func:`~ptebuild.lowering.structure.compatible` allows."""
+    from ptebuild.lowering.structure import compatible
+
+    return (dtype in RUNTIME_DTYPES and model_dtype in MODEL_DTYPES) or compatible(dtype, model_dtype)
 
 
 def _function_features(spec, function: str | None):
@@ -159,7 +179,7 @@ class _Matcher:
 
     def __call__(self, found):
         from ptebuild.backends.coreml.payload import SPEC_VERSION_TARGETS
-        from ptebuild.lowering.structure import Matched, compatible, tensor_arg
+        from ptebuild.lowering.structure import Matched, tensor_arg
 
         if self._models is None:
             self._models = _ReadBack(found.reader, self.folder)
@@ -206,7 +226,7 @@ class _Matcher:
                         f"{at}: Core ML has a {feature.kind}, the .pte passes "
                         f"{'a ' + values[index].kind if arg is None else 'a tensor'}; {REPORT}"
                     )
-                if feature.dtype is None or not compatible(arg.dtype, feature.dtype):
+                if feature.dtype is None or not converts(arg.dtype, feature.dtype):
                     raise CheckError(f"{at}: Core ML takes {feature.dtype}, the .pte passes {arg.describe()}; {REPORT}")
                 declared: dict[int, tuple[int, int]] = {}
                 if role == "input" and index in tensor_inputs:

@@ -241,8 +241,19 @@ def read_reference(head: bytes, source: str) -> Reference | None:
 
 def list_files(blob: Blob) -> dict[str, tuple[int, int]]:
     """Path -> ``(offset, size)`` of every file of a flattened folder (the index at its end)."""
+    return _walk(blob)[0]
+
+
+def list_folders(blob: Blob) -> list[str]:
+    """The path of every folder of a flattened folder, empty ones too (a package without weights
+    keeps an empty ``weights`` folder, which its ``Manifest.json`` names), the top one as ``""``."""
+    return _walk(blob)[1]
+
+
+def _walk(blob: Blob) -> tuple[dict[str, tuple[int, int]], list[str]]:
     nodes, index_start = _read_index(blob)
     files: dict[str, tuple[int, int]] = {}
+    folders: list[str] = []
     seen: set[int] = set()
 
     def walk(i: int, prefix: str) -> None:
@@ -261,6 +272,7 @@ def list_files(blob: Blob) -> dict[str, tuple[int, int]]:
                     )
                 files[prefix] = (offset, size)
             elif kind == FOLDER:
+                folders.append(prefix)
                 for name, child in sorted(node["children"].items()):
                     walk(int(child), f"{prefix}/{name}" if prefix else str(name))
             else:
@@ -269,7 +281,7 @@ def list_files(blob: Blob) -> dict[str, tuple[int, int]]:
             raise FormatError(f"{blob.source}: corrupt Core ML folder index: node {i}: {exc!r}") from None
 
     walk(len(nodes) - 1, "")
-    return files
+    return files, folders
 
 
 def read_model(blob: Blob) -> CoreMLModel:

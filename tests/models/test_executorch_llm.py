@@ -175,6 +175,24 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_one_located_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_a_checkpoint_that_does_not_fit_the_params_is_one_located_line(tmp_path):
+    """A checkpoint of another model (here: two of its tensors) fails in upstream's model: the
+    line is at models.chat.checkpoint, with upstream's words (exit 2, like a factory's weights)."""
+    import torch
+
+    manifest = copy_chat_project(tmp_path / "project")
+    torch.save({"tok_embeddings.weight": torch.zeros(256, 64), "norm.weight": torch.ones(64)},
+               manifest.parent / "chat" / "partial.pth")
+    manifest.write_text(manifest.read_text().replace('seed = 20261203', 'seed = 20261203\ncheckpoint = "chat/partial.pth"'))
+    done = ptebuild("build", manifest, "--only", "chat_xnnpack", "--cache", tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"error: {manifest}: models.chat.checkpoint: 'chat/partial.pth' does not fit the model (chat/params.json, "
+        "model_class llama3): ValueError: The provided checkpoint is missing the following weights"
+    ) in done.stderr
+    assert "give a checkpoint in ExecuTorch's Llama layout" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_path):
     """The check names a wrong program as wrong (issue 26's vocabulary, never advice to loosen the
     check): the built chat program against the eager model of another seed fails at the prefill,

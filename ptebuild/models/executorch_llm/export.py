@@ -33,6 +33,7 @@ from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import REPORT, TOOLCHAIN, BuildError
 from ptebuild.models.base import Outputs
+from ptebuild.models.executorch_llm.model_fit import explain_model_files
 from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions
 from ptebuild.plan import ProgramPlan
 
@@ -233,6 +234,9 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     except BuildError:
         raise
     except Exception as exc:
+        misfit = explain_model_files(exc, spec, program.model)
+        if misfit is not None:
+            raise misfit from exc
         raise BuildError(
             f"ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}; {TOOLCHAIN}",
             location=f"programs.{program.name}",
@@ -295,6 +299,9 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     except BuildError:
         raise
     except Exception as exc:
+        misfit = explain_model_files(exc, spec, program.model)
+        if misfit is not None:
+            raise misfit from exc
         raise BuildError(
             f"lowering ExecuTorch's LLM export for {program.backend} failed: {describe(exc).line}; {TOOLCHAIN}",
             location=f"programs.{program.name}",

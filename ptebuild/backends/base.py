@@ -216,6 +216,12 @@ class Backend:
         """The partitioners for ``to_edge_transform_and_lower`` (``program`` gives method names)."""
         return []
 
+    def fallback_partitioners(self, error: BaseException, options: Any, program: ProgramPlan) -> tuple[list[Any], str] | None:
+        """After ``error`` from lowering with :meth:`partitioners`: the partitioners to lower again
+        with, when ``error`` is a known refusal that narrower partitions avoid, and the build's
+        warning that says so; None (the default): the failure stands."""
+        return None
+
     def lowering_context(self, options: Any) -> AbstractContextManager[object]:
         """A context the lowering runs in (partitioning, the delegate's compile, emitting): for
         backends that set compiler configuration for the duration (default: none)."""

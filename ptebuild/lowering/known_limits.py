@@ -173,6 +173,19 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         unfixed="seen with openvino 2025.4.1; the cause inside the runtime is not identified",
     ),
     KnownLimit(
+        name="xnnpack-cond-branches",
+        toolchain="ExecuTorch 1.5.1's XNNPACK partitioner",
+        pattern=re.compile(r"was not decomposed or delegated"),
+        backends=("xnnpack",),
+        operators=("cond",),
+        what_to_do=(
+            "it does not partition inside torch.cond's branches, where to_edge_transform_and_lower keeps the operators "
+            "it would have delegated (aten.linear) undecomposed, so nothing runs them: build this model for portable, "
+            "or compute both branches and pick with torch.where"
+        ),
+        unfixed="seen with ExecuTorch 1.5.1: both branches' linear layers left undecomposed and undelegated",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

@@ -351,14 +351,23 @@ def _lower(
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
     problems: list[str] = list(notes)
+
+    def edge_with(partitioners: list[Any]) -> Any:
+        return to_edge_transform_and_lower(exported, partitioner=partitioners, compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                                           generate_etrecord=program.etrecord)
+
     try:
         with backend.lowering_context(options):
-            edge = to_edge_transform_and_lower(
-                exported,
-                partitioner=backend.partitioners(options, program),
-                compile_config=EdgeCompileConfig(_check_ir_validity=False),
-                generate_etrecord=program.etrecord,
-            )
+            try:
+                edge = edge_with(backend.partitioners(options, program))
+            except Exception as exc:  # a known refusal of the backend's partitioning that narrower partitions avoid
+                fallback = backend.fallback_partitioners(exc, options, program)
+                if fallback is None:
+                    raise
+                partitioners, why = fallback
+                progress(f"lowering for {program.backend} again: {why.split(':')[0]}")
+                problems.append(why)
+                edge = edge_with(partitioners)
             figures = counted(edge, program, problems)
             config = backend.emit_config(data_name, options)
             stages.begin(Stage.EMIT)

@@ -197,3 +197,26 @@ options = { quantize = "8da4w" }
     float_size = (tmp_path / "float" / "out" / "block_8da4w.pte").stat().st_size
     feed_forward = 4 * 2 * 64 * 128  # float32 bytes of the feed-forward's two linears
     assert float_size - quantized_size > 0.75 * feed_forward  # they are 4-bit (the attention's weights stay float)
+
+
+def test_a_model_that_returns_its_updated_state_builds_with_the_clone_outside_the_delegate(tmp_path):
+    """XNNPACK refuses a partition whose output is one of its inputs ("pass through arguments"):
+    the delegated clone of a state updated in place. The program is lowered again with clones left
+    to the portable kernels, says so, and passes its check (the state's calls in lockstep)."""
+    text = MANIFEST + """
+[models.counter]
+factory = "edgemodels.stateful:make_counter"
+dims = { batch = { min = 1, max = 3 } }
+
+[models.counter.methods.forward]
+inputs = [{ name = "x", shape = ["batch", 8] }]
+
+[programs.counter_xnnpack]
+model = "counter"
+backend = "xnnpack"
+"""
+    manifest = project(tmp_path / "counter", text)
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--only", "counter_xnnpack")
+    assert done.returncode == 0, done.stderr
+    assert "warning: counter_xnnpack: lowered again with clones outside the XNNPACK delegate: XNNPACK refused" in done.stderr
+    assert "counter_xnnpack  xnnpack  built" in done.stdout and "3 sizes" in done.stdout

@@ -40,6 +40,14 @@ def test_an_input_dtype_a_converter_has_no_type_for_is_explained():
     assert explain(coreml, [], "xnnpack") is None
 
 
+def test_an_operator_kept_for_xnnpack_in_a_cond_branch_is_explained():
+    text = ("RuntimeError: Node aten_linear_default with op <EdgeOpOverload: aten.linear.default>: schema = "
+            "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor was not decomposed or delegated.")
+    found = explain(text, ["aten.gt.Scalar", "cond", "aten.linear.default"], "xnnpack")
+    assert found is not None and found.name == "xnnpack-cond-branches" and "torch.where" in found.advice()
+    assert explain(text, ["aten.linear.default"], "xnnpack") is None  # no torch.cond: another cause
+
+
 def test_the_model_and_the_backend_decide_too():
     text = "RuntimeError: Expected bfloat16 inputs"
     assert explain(text, ["aten.linear.default"], "cuda") is None  # a model without attention: not this limit

@@ -216,15 +216,24 @@ class XnnpackBackend(Backend):
 
         move_named_data(manager, config, data_name)
 
-    def partitioners(self, options, program=None) -> list:
+    def partitioners(self, options, program=None, keep_clones: bool = False) -> list:
         from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
         from executorch.backends.xnnpack.partition.config.generic_node_configs import MeanDimConfig
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-        configs = None
+        left_out = set()
         if program is not None and QS8_MEAN in self.workarounds(options, program):
-            configs = [config for config in ALL_PARTITIONER_CONFIGS if config is not MeanDimConfig]
+            left_out.add(MeanDimConfig)
+        if keep_clones:
+            left_out |= {config for config in ALL_PARTITIONER_CONFIGS if config.__name__ in ("CloneConfig", "CloneDimOrderConfig")}
+        configs = [config for config in ALL_PARTITIONER_CONFIGS if config not in left_out] if left_out else None
         return [XnnpackPartitioner(configs=configs, per_op_mode=options.per_op_mode)]
+
+    def fallback_partitioners(self, error, options, program):
+        """:data:`PASS_THROUGH`: lowered again with clones left to the portable kernels."""
+        if PASS_THROUGH_TEXT not in str(error):
+            return None
+        return self.partitioners(options, program, keep_clones=True), PASS_THROUGH_WHY
 
     def reference_model(self, model, program):
         """``8da4w``: torchao's eager model quantized as the program was (:meth:`check_defaults`);
@@ -270,6 +279,16 @@ def _quantized(module, scheme: str, calibration):
 
 KEPT_FLOAT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """An 8da4w copy -> ``{linear: the function that took its weight}`` of the linears it kept float."""
+
+
+PASS_THROUGH_TEXT = "This is likely due to pass through arguments"
+"""XNNPACK's refusal of a partition whose output is one of its inputs (``XNNPACKBackend.preprocess``)."""
+PASS_THROUGH_WHY = (
+    "lowered again with clones outside the XNNPACK delegate: XNNPACK refused a partition whose output is one of its "
+    "inputs (a delegated clone passes its input through, as in `return out, self.state.clone()` after the state's "
+    "in-place update); the clones run in ExecuTorch's portable kernels"
+)
+"""The build's warning when :meth:`XnnpackBackend.fallback_partitioners` applied."""
 
 
 def eight_da_four_w_config(group_size: int):

@@ -186,6 +186,16 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         unfixed="seen with ExecuTorch 1.5.1: both branches' linear layers left undecomposed and undelegated",
     ),
     KnownLimit(
+        name="coreml-state-target",
+        toolchain="coremltools 9.0 (ExecuTorch 1.5.1's Core ML backend)",
+        pattern=re.compile(r"State model is supported only >= iOS18"),
+        backends=("coreml",),
+        what_to_do=(
+            "a model that updates a buffer in place becomes a Core ML model with state, which loads on iOS 18 and "
+            "macOS 15 or later: set compile_specs = { minimum_deployment_target = \"iOS18\" } (or macOS15)"
+        ),
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

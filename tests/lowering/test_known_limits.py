@@ -48,6 +48,13 @@ def test_an_operator_kept_for_xnnpack_in_a_cond_branch_is_explained():
     assert explain(text, ["aten.linear.default"], "xnnpack") is None  # no torch.cond: another cause
 
 
+def test_a_core_ml_model_with_state_names_the_target_it_needs():
+    text = ("ValueError: State model is supported only >= iOS18. Please update the minimum_deployment_target to at "
+            "least coremltools.target.iOS18")
+    found = explain(text, [], "coreml")
+    assert found is not None and 'minimum_deployment_target = "iOS18"' in found.advice()
+
+
 def test_the_model_and_the_backend_decide_too():
     text = "RuntimeError: Expected bfloat16 inputs"
     assert explain(text, ["aten.linear.default"], "cuda") is None  # a model without attention: not this limit

@@ -13,7 +13,7 @@ needs on one line:
   :data:`MAX_ITEMS` of them and how many more;
 - at most :data:`MAX_LINE` characters.
 
-:func:`describe` gives an exception's ``(line, text)``: the line as above, prefixed with the
+:func:`chain` walks an exception's causes. :func:`describe` gives an exception's ``(line, text)``: the line as above, prefixed with the
 exception's type, and the full text (traceback with chained causes) for the log file that the
 line names. Nothing here imports torch; floor one.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_LINE = 400
@@ -109,6 +110,16 @@ def summary(text: str, limit: int = MAX_LINE) -> str:
             more = f" and {len(items) - MAX_ITEMS} more" if len(items) > MAX_ITEMS else ""
             head = f"{head} {', '.join(shown)}{more}"
     return shorten(_with_error_name(head), limit)
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, nearest first (each once)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def full_text(exc: BaseException) -> str:

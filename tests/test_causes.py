@@ -66,3 +66,21 @@ def test_describe_gives_the_type_and_the_whole_text():
     assert "frame #0: z" in cause.text and "direct cause" in cause.text
     assert plain.line == "RuntimeError: tensor does not have a device"
     assert describe(ValueError()).line == "ValueError"
+
+
+def test_chain_walks_causes_and_contexts_once_each():
+    from ptebuild.causes import chain
+
+    try:
+        try:
+            try:
+                raise KeyError("inner")
+            except KeyError as inner:
+                raise ValueError("middle") from inner
+        except ValueError:
+            raise RuntimeError("outer")  # noqa: B904 (a context, not a cause)
+    except RuntimeError as exc:
+        assert [type(e).__name__ for e in chain(exc)] == ["RuntimeError", "ValueError", "KeyError"]
+        loop = ValueError("loop")
+        loop.__cause__ = loop
+        assert list(chain(loop)) == [loop]

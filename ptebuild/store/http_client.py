@@ -47,13 +47,9 @@ def describe(exc: BaseException, timeout: float) -> str:
     """A fixed phrase for a transport exception (never its text, which may carry a URL)."""
     import requests
 
-    text = ""
-    seen: set[int] = set()
-    node: BaseException | None = exc
-    while node is not None and id(node) not in seen:  # the reason sits a few causes deep
-        seen.add(id(node))
-        text += f" {type(node).__name__} {node}"
-        node = node.__cause__ or node.__context__
+    from ptebuild.causes import chain
+
+    text = "".join(f" {type(node).__name__} {node}" for node in chain(exc))  # the reason sits a few causes deep
     low = text.lower()
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return f"no connection within {timeout:g} s"

@@ -417,13 +417,9 @@ def _plans(executorch_program: Any) -> list[tuple[str, Any]]:
 
 def _chained_text(exc: BaseException) -> str:
     """The messages of ``exc`` and of the exceptions it was raised from or during."""
-    texts, seen = [], set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        texts.append(str(current))
-        current = current.__cause__ or current.__context__
-    return "\n".join(texts)
+    from ptebuild.causes import chain
+
+    return "\n".join(str(e) for e in chain(exc))
 
 
 def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ()) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import traceback
 from pathlib import PurePath
 
-from ptebuild.causes import describe
+from ptebuild.causes import chain, describe
 from ptebuild.errors import ManifestError
 from ptebuild.models.executorch_llm.spec import LlmModelSpec
 
@@ -24,15 +24,11 @@ MAKERS = (("examples/models/llama/model.py", "__init__"), ("examples/models/chec
 
 
 def _made_the_model(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in chain(exc):
         for frame in traceback.extract_tb(current.__traceback__):
             path = PurePath(frame.filename).as_posix()
             if any(path.endswith(end) and (not name or frame.name == name) for end, name in MAKERS):
                 return True
-        current = current.__cause__ or current.__context__
     return False
 
 

@@ -78,7 +78,7 @@ def test_chain_walks_causes_and_contexts_once_each():
             except KeyError as inner:
                 raise ValueError("middle") from inner
         except ValueError:
-            raise RuntimeError("outer")  # noqa: B904 (a context, not a cause)
+            raise RuntimeError("outer")  # a context, not a cause
     except RuntimeError as exc:
         assert [type(e).__name__ for e in chain(exc)] == ["RuntimeError", "ValueError", "KeyError"]
         loop = ValueError("loop")

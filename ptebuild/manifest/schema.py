@@ -48,10 +48,11 @@ class DynamicDim(_Strict):
     max: Annotated[int, Field(ge=1)]
     example: Annotated[int, Field(ge=2)] | None = None
     """The size used for the example inputs; default: 2 (clamped to [min, max]; with
-    ``multiple_of``: twice it, or min if larger)."""
+    ``multiple_of``: min)."""
     multiple_of: Annotated[int, Field(ge=1)] = 1
     """Every size is a multiple of this (a model that halves the size, or cuts it into blocks);
-    min, max and example must be multiples of it."""
+    min, max and example must be multiples of it, and min at least twice it (torch.export fixes
+    a number of steps of 1)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -66,10 +67,11 @@ class DynamicDim(_Strict):
                 below, above = value // step * step, (value // step + 1) * step
                 fits = f"{below} or {above}" if below else str(above)
                 raise ValueError(f"{key} ({value}) is not a multiple of multiple_of ({step}); give {fits}")
-        if step > 1 and self.min < self.max and self.example_size() < 2 * step:
+        if step > 1 and self.min < self.max and self.min < 2 * step:
             raise ValueError(
-                f"example ({self.example_size()}) is one block of multiple_of ({step}): torch.export fixes a number of "
-                f"blocks it traces as 1; give example >= {2 * step}" + ("" if self.max >= 2 * step else f" (and max >= {2 * step})")
+                f"min ({self.min}) is one block of multiple_of ({step}): torch.export takes a dim in steps from two "
+                f"steps on (it fixes a number of steps of 1); give min >= {2 * step}"
+                + ("" if self.max >= 2 * step else f" and max >= {2 * step}, or min = max for one size")
             )
         return self
 

@@ -29,7 +29,7 @@ CLI_ONLY = {
     "bad-compile-specs-both": "a key given in both options and compile_specs",
     "bad-dim-min-max": "dims: min <= max, example within [min, max], all multiples of multiple_of (an example of 2 blocks or more)",
     "bad-dim-multiple-of": "dims: min <= max, example within [min, max], all multiples of multiple_of (an example of 2 blocks or more)",
-    "bad-dim-multiple-of-example": "dims: min <= max, example within [min, max], all multiples of multiple_of (an example of 2 blocks or more)",
+    "bad-dim-multiple-of-min": "dims: min <= max, example within [min, max], all multiples of multiple_of (an example of 2 blocks or more)",
     "bad-dim-unknown": "a shape names a declared dynamic dim",
     "bad-input-nested-dim": "a shape names a declared dynamic dim",
     "bad-factory-missing-module": "the factory's module can be imported",

@@ -1239,6 +1239,7 @@ ERROR_PATHS = {
         ],
         "_lower": [
             "preparing the model for {} failed: {}{}",
+            "remove data_name",
             "lowering for {} failed: {}{}",
             "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
         ],

@@ -350,6 +350,14 @@ def _lower(
     stages.begin(Stage.LOWER)
     progress(f"lowering for {program.backend}")
     data_name = program.data_name
+    # (A backend that always writes a data file, CUDA's compiled code, needs a data name anyway.)
+    if data_name and not backend.requires_data_name and not any(ep.state_dict or ep.constants for ep in exported.values()):
+        methods = ", ".join(repr(name) for name in exported)
+        raise ManifestError(
+            f"the model has no weights (no parameters, buffers or tensor constants in method{'s' if len(exported) > 1 else ''} "
+            f"{methods}): there is nothing to put in '{data_name}.ptd'; remove data_name",
+            location=f"programs.{program.name}.data_name",
+        )
     problems: list[str] = list(notes)
 
     def edge_with(partitioners: list[Any]) -> Any:

@@ -41,3 +41,25 @@ def embedding() -> nn.Module:
 def save_conv_weights(path) -> None:
     """Weights of another model (a Conv2d in a module), for ``misfit-weights.toml``."""
     torch.save(Conv().state_dict(), path)
+
+
+class Steps(nn.Module):
+    """A Python loop over a dim: torch.export makes it the constant it traced."""
+
+    def forward(self, x):
+        return torch.stack([x[:, i] * (i + 1) for i in range(x.shape[1])], 1)
+
+
+class Halves(nn.Module):
+    """Pairs of a dim summed: the dim must be even."""
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], x.shape[1] // 2, 2).sum(-1)
+
+
+def steps() -> nn.Module:
+    return Steps()
+
+
+def halves() -> nn.Module:
+    return Halves()

@@ -196,6 +196,19 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         ),
     ),
     KnownLimit(
+        name="vulkan-state",
+        toolchain="ExecuTorch 1.5.1's Vulkan partitioner",
+        pattern=re.compile(r"the Vulkan graph has[\s\S]*the model updates buffers in place|"
+                           r"the graph has [\s\S]*the model updates buffers in place"),
+        backends=("vulkan",),
+        what_to_do=(
+            "the delegate of a model that updates a buffer in place does not bind to its call (seen: a graph with one "
+            "output more than the call passes, or its outputs in another order): keep the state outside the model (take "
+            "it as an input and return the new one), or build this model for XNNPACK or portable"
+        ),
+        unfixed="seen with ExecuTorch 1.5.1",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

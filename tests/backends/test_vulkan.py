@@ -210,3 +210,21 @@ def test_bad_compile_spec_is_one_located_line():
     assert str(info.value).endswith(
         "programs.tiny_vulkan.compile_specs.storage_type: unknown value 'image'; expected one of 'buffer', 'texture_3d', 'texture_2d'"
     )
+
+
+def test_a_model_that_updates_a_buffer_is_refused_with_the_known_limit(tmp_path):
+    """A Vulkan delegate of a stateful model does not bind to its call (its graph has the state's
+    update as an output the call does not pass): refused by the structural check, named as the
+    partitioner's known limit with what to do, not as ptebuild's bug."""
+    project = tmp_path / "stateful"
+    shutil.copytree(Path(__file__).resolve().parent / "edgemodels", project / "edgemodels",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = project / "stateful.toml"
+    manifest.write_text('[defaults]\nout = "out"\n\n[models.counter]\nfactory = "edgemodels.stateful:make_counter"\n\n'
+                        '[models.counter.methods.forward]\ninputs = [{ name = "x", shape = [2, 8] }]\n\n'
+                        '[programs.counter_vulkan]\nmodel = "counter"\nbackend = "vulkan"\ndata_name = "counter_vulkan_weights"\n')
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 1, done.stderr
+    assert "the model updates buffers in place (calls); known limit of ExecuTorch 1.5.1's Vulkan partitioner" in done.stderr
+    assert "a bug in ptebuild" not in done.stderr
+    assert not (project / "out" / "counter_vulkan.pte").exists()

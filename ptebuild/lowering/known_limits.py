@@ -209,6 +209,19 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         unfixed="seen with ExecuTorch 1.5.1",
     ),
     KnownLimit(
+        name="xnnpack-pt2e-state",
+        toolchain="torchao's PT2E quantization (XNNPACK int8, int8-dynamic)",
+        pattern=re.compile(r"the model updates buffers in place \([^)]*\) and is PT2E-quantized"),
+        backends=("xnnpack",),
+        what_to_do=(
+            "it quantizes a state's in-place updates like any value (seen: a counter clamped to int8's range, a running "
+            "mean's add applied to a copy of the buffer, values that depend only on buffers folded into constants at "
+            "conversion), so the program computes something else: keep the state outside the model (take it as an "
+            "input and return the new one), or use quantize = '8da4w' or none"
+        ),
+        unfixed="seen with torchao 0.18's prepare_pt2e and convert_pt2e",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

@@ -220,3 +220,36 @@ backend = "xnnpack"
     assert done.returncode == 0, done.stderr
     assert "warning: counter_xnnpack: lowered again with clones outside the XNNPACK delegate: XNNPACK refused" in done.stderr
     assert "counter_xnnpack  xnnpack  built" in done.stdout and "3 sizes" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_stateful_model_quantized_with_pt2e(tmp_path):
+    """int8-dynamic: calibration ran the model, and the program started from the state the
+    calibration left (its check failed against the eager model); now from the model's own.
+    int8 (static): PT2E quantizes the state's updates themselves, a known limit named with what
+    to do (the fast siblings: tests/backends/xnnpack/test_quantize.py, test_known_limits.py)."""
+    text = MANIFEST + """
+[models.mean]
+factory = "edgemodels.stateful:make_counter"
+dims = { batch = { min = 1, max = 3 } }
+
+[models.mean.methods.forward]
+inputs = [{ name = "x", shape = ["batch", 8] }]
+
+[programs.mean_dynamic]
+model = "mean"
+backend = "xnnpack"
+options = { quantize = "int8-dynamic" }
+
+[programs.mean_static]
+model = "mean"
+backend = "xnnpack"
+options = { quantize = "int8" }
+"""
+    manifest = project(tmp_path / "mean", text)
+    code, document = build_json(manifest, "--cache", tmp_path / "cache", "--only", "mean_dynamic", "mean_static", "--keep-going")
+    assert code == 1
+    assert programs(document)["mean_dynamic"]["status"] == "built"
+    static = programs(document)["mean_static"]
+    assert static["status"] == "failed"
+    assert "the model updates buffers in place (calls) and is PT2E-quantized; known limit of torchao's PT2E" in static["message"]

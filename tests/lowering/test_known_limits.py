@@ -55,6 +55,13 @@ def test_a_core_ml_model_with_state_names_the_target_it_needs():
     assert found is not None and 'minimum_deployment_target = "iOS18"' in found.advice()
 
 
+def test_a_pt2e_quantized_model_with_state_is_explained():
+    text = ("method 'forward' at {'batch': 1} output 0: the program computes something else than eager PyTorch: ...; "
+            "the model updates buffers in place (mean) and is PT2E-quantized")
+    found = explain(text, [], "xnnpack")
+    assert found is not None and found.name == "xnnpack-pt2e-state" and "keep the state outside the model" in found.advice()
+
+
 def test_the_model_and_the_backend_decide_too():
     text = "RuntimeError: Expected bfloat16 inputs"
     assert explain(text, ["aten.linear.default"], "cuda") is None  # a model without attention: not this limit

@@ -17,3 +17,4 @@ class Counter(nn.Module):
 
 def make_counter() -> Counter:
     return Counter()
+

@@ -157,10 +157,6 @@ PASSES_ON = {
     ("shims/deffile.py", "parse_def", "{}: {}"): "shims/model.py ShimList's own messages",
     ("shims/deffile.py", "parse_toml", "{}: {}"): "shims/model.py Export's and deffile's own messages",
     ("worker/checkpoints.py", "load_state_dict", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
-    ("backends/xnnpack/__init__.py", "XnnpackBackend.check", "the model updates buffers in place ({}) and is PT2E-quantized"):
-        "the known limit xnnpack-pt2e-state, which these words match, appends what to do (worker/execute.py _raise_explained)",
-    ("backends/vulkan/__init__.py", "VulkanBackend.check", "the model updates buffers in place ({})"):
-        "the known limit vulkan-state, which these words match, appends what to do (worker/execute.py _raise_explained)",
     ("worker/lower.py", "_lower", "preparing the model for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
     ("worker/lower.py", "_lower", "lowering for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
     ("worker/lower.py", "export_method", "torch.export of method {} failed: {}{}"): "known_limit (as above)",
@@ -410,9 +406,6 @@ ERROR_PATHS = {
         ],
     },
     "backends/vulkan/__init__.py": {
-        "VulkanBackend.check": [
-            "the model updates buffers in place ({})",
-        ],
         "VulkanBackend.data_files": [
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
             "set data_name",
@@ -439,9 +432,6 @@ ERROR_PATHS = {
         ],
     },
     "backends/xnnpack/__init__.py": {
-        "XnnpackBackend.check": [
-            "the model updates buffers in place ({}) and is PT2E-quantized",
-        ],
         "quantized_8da4w": [
             "{}",
             "use quantize = 'int8-dynamic'",

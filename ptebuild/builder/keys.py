@@ -47,7 +47,8 @@ DigestFile = Callable[[Path], tuple[str, int]]
 
 LOWERING_MODULES = (
     "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py",
-    "lowering/placement.py", "lowering/bundled_io.py", "lowering/check.py", "lowering/samples.py", "runtime/bpte_file.py",
+    "lowering/placement.py", "lowering/bundled_io.py", "lowering/check.py", "lowering/samples.py", "lowering/state.py",
+    "runtime/bpte_file.py",
     "tolerances.py",
     "lowering/insight.py", "lowering/delegation.py", "lowering/memory.py",
     "insight/delegation.py", "insight/memory.py", "insight/program.py",

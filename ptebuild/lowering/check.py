@@ -48,6 +48,7 @@ from ptebuild.errors import REPORT, BuildError, CheckError
 from ptebuild.figures import OutputFigures, Verdict
 from ptebuild.lowering.binding import call_method
 from ptebuild.lowering.examples import check_inputs, check_sizes, flat_inputs
+from ptebuild.lowering.state import restore_buffers, saved_buffers, versions
 from ptebuild.plan import MethodPlan, ProgramPlan
 from ptebuild.tolerances import DTYPE_TOLERANCES, EXACT, WRONG_COSINE, WRONG_TOP1, Tolerance, is_float
 
@@ -540,10 +541,10 @@ class _MethodRunner:
         method, program = self.method, self.program
         sizes_list = check_sizes(method)
         inputs = {_key(s): check_inputs(program, method, s, self.samples) for s in sizes_list}
-        before, saved = _state(self.model), _buffers(self.model)
+        before, saved = versions(self.model), saved_buffers(self.model)
         first = self.eager(inputs[_key(sizes_list[0])])
-        if _state(self.model) != before:
-            _restore(self.model, saved)
+        if versions(self.model) != before:
+            restore_buffers(self.model, saved)
             return self.check_in_lockstep(sizes_list, inputs, direction, samples)
         del saved
         eager = {_key(sizes_list[0]): first}
@@ -644,33 +645,6 @@ def _key(sizes: dict[str, int]) -> tuple[tuple[str, int], ...]:
 
 def _words(sizes: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sizes.items()) or "the example"
-
-
-def _state(model: Any) -> dict[str, int]:
-    """The version counters of the model's buffers and parameters: an in-place update bumps them."""
-    import torch
-
-    found = {}
-    if isinstance(model, torch.nn.Module):
-        for name, tensor in [*model.named_buffers(), *model.named_parameters()]:
-            found[name] = tensor._version
-    return found
-
-
-def _buffers(model: Any) -> dict[str, Any]:
-    """A copy of the model's buffers (a cache the eager call may update in place)."""
-    import torch
-
-    return {name: b.detach().clone() for name, b in model.named_buffers()} if isinstance(model, torch.nn.Module) else {}
-
-
-def _restore(model: Any, saved: dict[str, Any]) -> None:
-    import torch
-
-    with torch.no_grad():
-        for name, b in model.named_buffers():
-            if name in saved:
-                b.copy_(saved[name])
 
 
 def concat_outputs(tensors: list[Any]) -> Any:

@@ -124,36 +124,6 @@ def delegate_calls(plan: ExecutionPlan) -> tuple[list[DelegateCall], int]:
     return calls, kernels
 
 
-def updated_buffers(model: Any, program: ProgramPlan) -> list[str]:
-    """The buffers of ``model`` that a call of each method on its example inputs updates in place
-    (a state: a counter, a cache), restored afterwards; for the message of a structural mismatch
-    that a delegate's handling of state explains."""
-    import torch
-
-    from ptebuild.lowering.binding import call_method
-    from ptebuild.lowering.examples import make_inputs
-
-    if not isinstance(model, torch.nn.Module):
-        return []
-    buffers = dict(model.named_buffers())
-    before = {name: b._version for name, b in buffers.items()}
-    saved = {name: b.detach().clone() for name, b in buffers.items()}
-    changed: list[str] = []
-    try:
-        with torch.no_grad():
-            for method in program.methods:
-                call_method(model, method, make_inputs(method, program.seed), program.model)
-        changed = [name for name, b in buffers.items() if b._version != before[name]]
-    except Exception:  # the model's own code: the mismatch stands as it was
-        return []
-    finally:
-        with torch.no_grad():
-            for name, b in model.named_buffers():
-                if name in saved:
-                    b.copy_(saved[name])
-    return changed
-
-
 def check_parses(pte: Path, ptd: Path | None, location: str) -> None:
     """The program and its weights file parse, and every constant key of every payload is in the
     ``.pte`` or the ``.ptd`` with the bytes it names; CheckError (at ``location``) if not."""

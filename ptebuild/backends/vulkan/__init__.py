@@ -241,19 +241,16 @@ class VulkanBackend(Backend):
 
     def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:
         from ptebuild.backends.vulkan.check import check_program
-        from ptebuild.errors import REPORT, CheckError
-        from ptebuild.lowering.structure import updated_buffers
+        from ptebuild.errors import CheckError
+        from ptebuild.lowering.state import with_state
 
         try:
             return check_program(model, program, pte, ptd), STRUCTURAL.name
         except CheckError as error:
-            state = updated_buffers(model, program)
-            if not state:
+            stated = with_state(error, model, program)  # the known limit vulkan-state matches its words
+            if stated is None:
                 raise
-            # The known limit (vulkan-state) matches these words and adds what to do.
-            said = error.message.removesuffix(f"; {REPORT}")  # not ptebuild's: the known limit says whose
-            raise CheckError(f"{said}; the model updates buffers in place ({', '.join(state)})",
-                             manifest=error.manifest, location=error.location) from error
+            raise stated from error
 
 
 

@@ -251,17 +251,15 @@ class XnnpackBackend(Backend):
         options = bound_backend(program).options
         if options.quantize in ("int8", "int8-dynamic"):
             from ptebuild.errors import CheckError
-            from ptebuild.lowering.structure import updated_buffers
+            from ptebuild.lowering.state import with_state
 
             try:
                 return super().check(model, program, pte, ptd, samples)
             except CheckError as error:
-                state = updated_buffers(model, program)
-                if not state:
+                stated = with_state(error, model, program, " and is PT2E-quantized")  # the known limit xnnpack-pt2e-state
+                if stated is None:
                     raise
-                # The known limit (xnnpack-pt2e-state) matches these words and adds what to do.
-                raise CheckError(f"{error.message}; the model updates buffers in place ({', '.join(state)}) and is "
-                                 "PT2E-quantized", manifest=error.manifest, location=error.location) from error
+                raise stated from error
         if options.quantize != "8da4w":
             return super().check(model, program, pte, ptd, samples)
         from ptebuild.lowering.check import DirectionBound, check_program
@@ -285,19 +283,21 @@ def _quantized(module, scheme: str, calibration):
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from ptebuild.lowering.state import restore_buffers, saved_buffers
+
     config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=scheme == "int8-dynamic")
     state = {name for name, _ in module.named_buffers()}  # the model's own, not the observers prepare adds
     reference = copy.deepcopy(module) if state and calibration else None
     prepared = prepare_pt2e(module, XNNPACKQuantizer().set_global(config))
-    saved = {name: b.detach().clone() for name, b in prepared.named_buffers() if name in state}
+    saved = saved_buffers(prepared, state)
     for inputs in calibration:
         prepared(*inputs)
     # Calibration ran the model: a state it updates in place (a counter, a running mean) goes back
     # to what it was, the program's initial state (it started from the calibration's last). What
     # PT2E computes of such a state is still not the model's (the known limit xnnpack-pt2e-state).
-    _restore(prepared, saved)
+    restore_buffers(prepared, saved)
     converted = convert_pt2e(prepared)
-    _restore(converted, saved)  # its constant folding ran the updates too
+    restore_buffers(converted, saved)  # its constant folding ran the updates too
     if reference is not None:
         _same_state_after_a_call(reference, converted, calibration[0], saved)
     return converted
@@ -327,15 +327,6 @@ def _same_state_after_a_call(reference, converted, inputs, saved) -> None:
     if astray:
         raise ValueError(f"the quantized model's state after one call is not the float model's ({'; '.join(astray)}): the "
                          f"model updates buffers in place ({', '.join(n.split(':')[0] for n in astray)}) and is PT2E-quantized")
-
-
-def _restore(module, saved) -> None:
-    import torch
-
-    with torch.no_grad():
-        for name, b in module.named_buffers():
-            if name in saved:
-                b.copy_(saved[name])
 
 
 KEPT_FLOAT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

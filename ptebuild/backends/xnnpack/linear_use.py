@@ -39,6 +39,8 @@ def linears_used_elsewhere(model: Any, probe: Callable[[Any], Any]) -> dict[str,
     from torch.overrides import TorchFunctionMode
     from torch.utils._pytree import tree_leaves
 
+    from ptebuild.lowering.state import restore_buffers, saved_buffers
+
     linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     holders: dict[int, set[str]] = {}
     for name, linear in linears.items():
@@ -65,7 +67,7 @@ def linears_used_elsewhere(model: Any, probe: Callable[[Any], Any]) -> dict[str,
             running.remove(name)
         return hook
 
-    saved = {name: b.detach().clone() for name, b in model.named_buffers()}
+    saved = saved_buffers(model)
     handles = []
     try:
         for name, linear in linears.items():
@@ -76,10 +78,7 @@ def linears_used_elsewhere(model: Any, probe: Callable[[Any], Any]) -> dict[str,
     finally:
         for handle in handles:
             handle.remove()
-        with torch.no_grad():
-            for name, b in model.named_buffers():
-                if name in saved:
-                    b.copy_(saved[name])
+        restore_buffers(model, saved)
     return {name: found[name] for name in linears if name in found}
 
 

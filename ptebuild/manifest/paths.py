@@ -3,9 +3,9 @@
 Every file a manifest names (a model's weights, a shim list, a ``sources`` match) must be a
 readable regular file; the output folder must be a folder that can be made; a glob of files
 (a model's ``sources``, a bundle's ``include``) must be a relative pattern inside the manifest's
-folder (:func:`glob_problem`). The operating system
-refuses some of these with errors that would surface as ``internal error: OSError: File name too
-long``; :func:`file_problem` and :func:`folder_problem` name the problem first, and the caller
+folder (:func:`glob_problem`). The operating system refuses some of these with errors that would
+surface as ``internal error: OSError: File name too long`` (or ``ValueError: embedded null byte``
+for a TOML ``"\\u0000"``); :func:`file_problem` and :func:`folder_problem` name the problem first, and the caller
 turns it into the usual one located line (exit 2).
 """
 
@@ -19,6 +19,14 @@ from pathlib import Path
 NAME_MAX = 255
 """Bytes in one file name (Linux, macOS; Windows counts 255 UTF-16 units)."""
 PATH_MAX = 4096
+
+
+def _unnameable(path: Path) -> str | None:
+    """A path no file system can hold: a NUL character (the operating system's calls raise
+    ValueError on it), a name too long."""
+    if "\x00" in str(path):
+        return "it holds a NUL character, which no file name may"
+    return _too_long(path)
 
 
 def _too_long(path: Path) -> str | None:
@@ -46,9 +54,9 @@ def _os_problem(exc: OSError) -> str:
 
 def file_problem(path: Path) -> str | None:
     """Why ``path`` cannot be read as an input file, or None if it can."""
-    too_long = _too_long(path)
-    if too_long:
-        return too_long
+    unnameable = _unnameable(path)
+    if unnameable:
+        return unnameable
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -69,9 +77,9 @@ def file_problem(path: Path) -> str | None:
 
 def folder_problem(path: Path) -> str | None:
     """Why ``path`` cannot be (made into) an output folder, or None if it can."""
-    too_long = _too_long(path)
-    if too_long:
-        return too_long
+    unnameable = _unnameable(path)
+    if unnameable:
+        return unnameable
     probe = path
     while True:
         try:

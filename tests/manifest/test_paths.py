@@ -54,6 +54,16 @@ CASES = [
     ("out-too-long", out_folder, f"out/{LONG}", None,
      "defaults.out: 'out/nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn...nnnnnnnnnnnnnnnnnnnnnnnn': a name in it is longer than a "
      "file name may be (300 bytes, at most 255); name a folder, relative to the manifest"),
+    # TOML's "\u0000": the operating system's calls raise ValueError (embedded null byte) on it.
+    ("weights-nul", weights, "w\\u0000.pt", None,
+     "models.tiny.weights: 'w\\x00.pt': it holds a NUL character, which no file name may; give the path of a "
+     "torch.save state dict"),
+    ("shim-source-nul", shim_source, "\\u0000", None,
+     "shims.aoti_cuda_shims.source: '\\x00': it holds a NUL character, which no file name may; give a .def or "
+     "shim-list file"),
+    ("out-nul", out_folder, "out\\u0000", None,
+     "defaults.out: 'out\\x00': it holds a NUL character, which no file name may; name a folder, relative to the "
+     "manifest"),
     ("out-a-file", out_folder, "tinymodels/tiny.py/out", None,
      "defaults.out: 'tinymodels/tiny.py/out': a folder on its path is a file; name a folder, relative to the manifest"),
 ]

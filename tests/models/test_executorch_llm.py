@@ -244,9 +244,40 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
     assert prefill["sizes"] == {"prompt_tokens": 16} and prefill["prompt_seed"] == program.seed
     assert decode["sizes"] == {"decode_steps": 16} and decode["verdict"] == prefill["verdict"] == "passed"
     assert check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", agreement) == agreement.tokens
-    wrong = replace(agreement, continuation="something else")
+    wrong = replace(agreement, continuation=b"something else")
     with pytest.raises(CheckError, match=r"ExecuTorch's TextLLMRunner generated '.*' from 'Once upon a time', the program run step by step 'something else'"):
         check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", wrong)
+
+
+def test_a_byte_level_tokenizer_with_pieces_of_characters_and_a_padded_vocabulary(chat_build, tmp_path):
+    """Every real byte-level tokenizer has pieces that are one byte of a character. Before, the
+    check of a right program failed with "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x87"
+    (the tokenizer binding, and the runner's Python token callback, hand pieces over as str), and
+    so did ``ptebuild run``. Now the runner's text is what it prints, compared as bytes. A
+    tokenizer smaller than the model's vocab_size (a padded vocabulary) was refused when the random
+    model picked an id it has no piece for ("give the model's own tokenizer"); now the runner is
+    asked for the tokens before it, and the check says so."""
+    from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+
+    from byte_tokenizer import write_byte_level
+
+    program, shape, _, buffers, floor, (pte, ptds), eager = _chat_check_inputs(chat_build, tmp_path)
+    model = eager(program.seed)
+    whole = write_byte_level(tmp_path / "tokenizer.json")
+    tokenizer = load_tokenizer(whole, "chat.toml", "models.chat.tokenizer")
+    agreement = check_generation(model, program, shape, pte, ptds, tokenizer, buffers, floor)
+    assert agreement.note == "" and agreement.tokens == 8
+    # Every piece is one byte; the runner leaves out those that are not printable ASCII or
+    # whitespace (its safe_printf): bytes from 0x80 up, which the random model picked.
+    assert len(agreement.continuation) < agreement.tokens, agreement.continuation
+    assert check_in_runner(program, pte, ptds, whole, agreement) == 8
+
+    padded = load_tokenizer(write_byte_level(tmp_path / "padded" / "tokenizer.json", size=120), "chat.toml",
+                            "models.chat.tokenizer")
+    agreement = check_generation(model, program, shape, pte, ptds, padded, buffers, floor)
+    assert agreement.tokens < 8 and "has no piece for" in agreement.note, agreement
+    assert check_in_runner(program, pte, ptds, padded.path, agreement) == agreement.tokens
 
 
 def test_the_runner_emits_the_eos_it_stops_at_and_never_stops_at_the_prefills_token():

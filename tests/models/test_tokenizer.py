@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from byte_tokenizer import write_byte_level
 
 from ptebuild.errors import ManifestError
 from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
@@ -41,10 +42,23 @@ def test_the_three_formats_the_runner_reads(tmp_path):
     tiktoken = load_tokenizer(_tiktoken(tmp_path / "tokenizer.model"), "chat.toml", WHERE)
     # The C++ tiktoken adds Llama 3's 256 special tokens after the file's pieces: BOS and EOS among them.
     assert (tiktoken.format, tiktoken.vocab_size, tiktoken.bos, tiktoken.eos) == ("a tiktoken file", 512, 256, 257)
-    assert tiktoken.encode("hi") == [ord("h"), ord("i")] and tiktoken.piece(ord("h")) == "h"
+    assert tiktoken.encode("hi") == [ord("h"), ord("i")] and tiktoken.piece(ord("h")) == b"h"
     sp = load_tokenizer(_sentencepiece(tmp_path / "sp.model"), "chat.toml", WHERE)
     assert (sp.format, sp.vocab_size, sp.bos, sp.eos) == ("a SentencePiece model", 60, 1, 2)
-    assert "".join(sp.piece(t) for t in sp.encode("once upon a time")).strip() == "once upon a time"
+    assert b"".join(sp.piece(t) for t in sp.encode("once upon a time")).strip() == b"once upon a time"
+
+
+def test_a_piece_that_is_part_of_a_character_is_its_bytes_and_an_id_without_a_piece_is_none(tmp_path):
+    """A byte-level tokenizer's piece may be one byte of a character (every real one has them):
+    before, reading its piece raised UnicodeDecodeError (the binding returns str), and the build of a
+    right program failed with it. An id past the tokenizer's pieces (a padded vocabulary) has none."""
+    for path in (write_byte_level(tmp_path / "tokenizer.json"), _tiktoken(tmp_path / "tokenizer.model")):
+        tokenizer = load_tokenizer(path, "chat.toml", WHERE)
+        ids = tokenizer.encode("héllo wörld")
+        pieces = [tokenizer.piece(i) for i in ids]
+        assert b"\xc3" in pieces and b"\xa9" in pieces, pieces  # é is two pieces of one byte each
+        assert b"".join(pieces).decode() == "héllo wörld"
+        assert tokenizer.piece(tokenizer.vocab_size + 7) is None
 
 
 def test_a_tiktoken_files_special_tokens_count_against_the_vocabulary(tmp_path):

@@ -155,6 +155,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
     lowered_at = time.monotonic()
 
     figures: list[dict[str, Any]] = []
+    warnings: list[str] = []
     check = ""
     if program.check_enabled:
         ptds = [files[name] for name in data_file_names(program)]
@@ -184,14 +185,18 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
                 )
                 gc.collect()  # the method's eager model: gone before the next is run, and before the runner loads the program
             progress("generating in ExecuTorch's TextLLMRunner")
-            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], agreements["forward"])
+            forward = agreements["forward"]
+            runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], forward)
             figures = [figure for agreement in agreements.values() for figure in agreement.figures]
             figures[-1]["runner_tokens"] = runner_tokens
+            if forward.note:
+                figures[-1]["runner_note"] = forward.note
+                warnings.append(forward.note)
             check = GENERATION_CHECK
     return BuiltProgram(
         files=files, delegated=exported.delegated, figures=figures, check=check,
         lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
-        insight=exported.insight, warnings=tuple(exported.warnings),
+        insight=exported.insight, warnings=(*exported.warnings, *warnings),
     )
 
 

@@ -34,7 +34,7 @@ from ptebuild.causes import describe
 from ptebuild.errors import REPORT, TOOLCHAIN, BuildError
 from ptebuild.models.base import Outputs
 from ptebuild.models.executorch_llm.model_fit import explain_model_files
-from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions
+from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions, LlmXnnpackOptions
 from ptebuild.plan import ProgramPlan
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
@@ -256,9 +256,21 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
     for manager in (builder, *managers):
         manager.export_program = manager.edge_manager = manager.pre_autograd_graph_module = None
     del managers
+    warnings = (*found.get("warnings", ()), *_undelegated(program, options, written["delegated"]))
     return ExportedLlm(files=written["files"], model=model, method_models=method_models, delegated=written["delegated"],
                        mutable_buffers=written["mutable_buffers"], metadata=metadata_written,
-                       insight=found.get("insight"), warnings=found.get("warnings", ()))
+                       insight=found.get("insight"), warnings=warnings)
+
+
+def _undelegated(program: ProgramPlan, options: LlmOptions, delegated: dict[str, int]) -> tuple[str, ...]:
+    """A warning where a backend's program has no delegate at all: it runs in ExecuTorch's portable
+    kernels, which its backend was chosen to avoid (XNNPACK leaves bfloat16 to them unless told)."""
+    if program.backend == "portable" or any(delegated.values()):
+        return ()
+    hint = ""
+    if isinstance(options, LlmXnnpackOptions) and options.dtype_override == "bf16" and not options.enable_bf16:
+        hint = "; XNNPACK takes bfloat16 operators only with options.enable_bf16 = true (the device needs its bf16 kernels)"
+    return (f"nothing in it was delegated to {program.backend}: every operator runs in ExecuTorch's portable kernels{hint}",)
 
 
 def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: ProgramPlan, manifest_dir: Path,

@@ -33,13 +33,20 @@
    figures and the way to loosen it. The figures state the tolerance (``atol``, ``rtol``,
    ``min_cosine``, ``dtype``) and the data (``prompt_tokens``, ``prompt_seed``, ``decode_steps``).
 3. The runner: ExecuTorch's ``TextLLMRunner`` loads the ``.pte``, ``.ptd`` and the tokenizer
-   written beside the program and generates greedily from a text prompt; its text must be the
-   decoded greedy continuation of the same program run step by step here. This proves that the
-   metadata methods (lengths, BOS/EOS, KV cache, dynamic shape) and the tokenizer fit the real runner.
+   written beside the program and generates greedily from a text prompt; the bytes it prints must
+   be the pieces of the greedy continuation of the same program run step by step here, as the
+   runner prints them (:func:`printed`). This proves that the metadata methods (lengths, BOS/EOS,
+   KV cache, dynamic shape) and the tokenizer fit the real runner. The runner's text is read from
+   what it prints (its file descriptor 1), not from its Python token callback: executorch 1.5.1's
+   binding hands each piece to the callback as ``str`` and fails on a piece that is part of a UTF-8
+   character, which every byte-level tokenizer has. The runner is asked for the continuation up to
+   the first id the tokenizer has no piece for (a ``vocab_size`` that pads the tokenizer: a random
+   model picks such ids, a trained one does not), and the build says so in a warning.
 
 **Generation** (:func:`generate_with_runner`, ``ptebuild run MANIFEST PROGRAM --prompt TEXT``):
-``TextLLMRunner`` generates from the prompt; tokens per second of prefill and decode are timed
-from its token callbacks (``perf_counter``: the runner's own stats count whole milliseconds).
+``TextLLMRunner`` generates from the prompt, its text read as the check reads it; the prefill is
+timed as a generation of one token, the decode as the whole generation less that
+(``perf_counter``: the runner's own stats count whole milliseconds).
 
 The runner and the method need ExecuTorch's LLM kernels registered in this process
 (``executorch.extension.llm.custom_ops.custom_ops``: ``llama::custom_sdpa``, ``update_cache``;
@@ -98,6 +105,53 @@ def runner_stdout_to_stderr() -> Iterator[None]:
         ctypes.CDLL(None).fflush(None)  # what the runner and its tokenizer left in C's buffers goes to fd 2 now
         os.dup2(saved, 1)
         os.close(saved)
+
+
+class Printed:
+    """What a runner printed on file descriptor 1 while :func:`runner_stdout_captured` ran."""
+
+    def __init__(self) -> None:
+        self.output = b""
+
+    @property
+    def text(self) -> bytes:
+        """The generated text: what the runner printed before its closing newline and its stats line
+        (``text_llm_runner.cpp``: ``printf("\\n")``, then ``PyTorchObserver {...}``)."""
+        end = self.output.rfind(b"PyTorchObserver {")
+        text = self.output[:end] if end >= 0 else self.output
+        return text[:-1] if text.endswith(b"\n") else text
+
+
+@contextlib.contextmanager
+def runner_stdout_captured() -> Iterator[Printed]:
+    """Collect what the runner prints on file descriptor 1 (the pieces it generates, its stats) into
+    a temporary file, read into the yielded :class:`Printed` when the block ends."""
+    import ctypes
+    import sys
+    import tempfile
+
+    printed = Printed()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as file:
+        os.dup2(file.fileno(), 1)
+        try:
+            yield printed
+        finally:
+            ctypes.CDLL(None).fflush(None)  # what the runner left in C's buffers goes to the file now
+            os.dup2(saved, 1)
+            os.close(saved)
+            file.seek(0)
+            printed.output = file.read()
+
+
+def printed(piece: bytes) -> bytes:
+    """What ExecuTorch's runner prints for a piece (``llm::safe_printf``): nothing for a piece of one
+    byte that is neither printable ASCII nor whitespace (a byte-level piece of part of a character,
+    a control code), else the piece up to a NUL byte (``printf("%s")``)."""
+    if len(piece) == 1 and not (0x20 <= piece[0] <= 0x7E or piece[0] in b"\t\n\v\f\r"):
+        return b""
+    return piece.split(b"\0", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -247,9 +301,14 @@ class EagerAgreement:
     of the runner's prompt (what :func:`check_in_runner` must see the runner generate)."""
 
     figures: list[dict[str, Any]]
-    continuation: str
+    continuation: bytes
+    """What the runner must print: the pieces of the program's greedy tokens, as it prints them."""
     tokens: int
-    """How many tokens the runner is asked for (the continuation may stop earlier, at EOS)."""
+    """How many tokens the runner is asked for (the continuation may stop earlier, at EOS); 0 where
+    the tokenizer has no piece for the first."""
+    note: str = ""
+    """Why the runner is asked for fewer tokens than the check's :data:`RUNNER_TOKENS` (a token the
+    tokenizer has no piece for), in words; empty otherwise."""
 
 
 def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
@@ -334,14 +393,18 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
          "min_token_agreement": min_agreement},
     ]
-    beyond = next((t for t in tokens if t >= tokenizer.vocab_size), None)
-    if beyond is not None:
-        raise CheckError(
-            f"the program generated token {beyond} from {RUNNER_PROMPT!r}, beyond the {tokenizer.vocab_size} tokens of "
-            f"{tokenizer.path.name}: the runner cannot decode it; give the model's own tokenizer",
-            location=f"models.{program.model}.tokenizer",
-        )
-    return EagerAgreement(figures, "".join(tokenizer.piece(t) for t in tokens), wanted)
+    pieces = [tokenizer.piece(t) for t in tokens]
+    known = next((i for i, piece in enumerate(pieces) if piece is None), len(pieces))
+    note = ""
+    if known < len(tokens):
+        # The runner would fail at that token ("Tokenizer error"): it is asked for those before it.
+        note = (f"the program's greedy token {known + 1} from {RUNNER_PROMPT!r} is id {tokens[known]}, which "
+                f"{tokenizer.path.name} ({tokenizer.vocab_size} tokens) has no piece for: ExecuTorch's TextLLMRunner "
+                + (f"was asked for the {known} before it" if known else "was not run")
+                + f"; if {tokenizer.path.name} is the model's own (a vocab_size that pads it), a trained model does "
+                "not generate these ids, else give the model's own tokenizer")
+    continuation = b"".join(printed(piece) for piece in pieces[:known] if piece is not None)
+    return EagerAgreement(figures, continuation, known, note)
 
 
 @dataclass(frozen=True)
@@ -450,23 +513,36 @@ def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer
     from ptebuild.lowering.check import runtime_error, runtime_log
     from ptebuild.runtime import one_data_file
 
-    pieces: list[str] = []
-    with one_data_file(pte, ptds) as ptd, runtime_log() as log, runner_stdout_to_stderr():
+    if expected.tokens == 0:
+        return 0
+    stats: list[Any] = []
+    with one_data_file(pte, ptds) as ptd, runtime_log() as log, runner_stdout_captured() as out:
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
             runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
-                            pieces.append)
+                            None, stats.append)
         except Exception as exc:
             raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
     del runner
-    text = "".join(pieces)
-    if text != expected.continuation:
+    if out.text != expected.continuation:
         raise CheckError(
-            f"ExecuTorch's TextLLMRunner generated {text!r} from {RUNNER_PROMPT!r}, the program run step by step "
-            f"{expected.continuation!r}: its metadata methods or its tokenizer do not fit the runner",
+            f"ExecuTorch's TextLLMRunner generated {_shown(out.text)} from {RUNNER_PROMPT!r}, the program run step by "
+            f"step {_shown(expected.continuation)}: its metadata methods or its tokenizer do not fit the runner",
             location=f"programs.{program.name}",
         )
-    return len(pieces)
+    return _emitted(stats)
+
+
+def _shown(text: bytes) -> str:
+    """Printed bytes in a message: as text, a byte that is not UTF-8 as ``\\xNN``."""
+    return repr(text.decode(errors="backslashreplace"))
+
+
+def _emitted(stats: list[Any]) -> int:
+    """How many tokens the runner emitted: the prefill's, then those its stats count as generated."""
+    import json
+
+    return 1 + int(json.loads(stats[0].to_json_string()).get("generated_tokens", 0)) if stats else 0
 
 
 def greedy_as_the_runner(feed: Callable[[list[int]], Any], prompt: list[int], wanted: int, stops: set[int]) -> list[int]:
@@ -506,13 +582,14 @@ class Generation:
     tokenizer: Path
     prompt: str
     text: str
+    """What the runner printed, as text (bytes that do not make a character shown as U+FFFD)."""
     prompt_tokens: int
     generated_tokens: int
     prefill_seconds: float
-    """From the call to the first generated token (the prompt's encoding, its prefill and the first
-    sampling), the program loaded already (a one-token generation before)."""
+    """A generation of one token (the prompt's encoding, its prefill and the first sampling), the
+    program loaded already (a one-token generation before)."""
     decode_seconds: float
-    """From the first generated token to the last."""
+    """The whole generation less :attr:`prefill_seconds`: from the first generated token to the last."""
     runner_stats: dict[str, Any]
 
     @property
@@ -562,33 +639,35 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
             command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
             raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
     ptd = ptds[0] if ptds else None
-    pieces: list[str] = []
-    times: list[float] = []
     stats: list[Any] = []
 
-    def on_token(piece: str) -> None:
-        times.append(time.perf_counter())
-        pieces.append(piece)
+    def greedy(tokens: int) -> GenerationConfig:
+        return GenerationConfig(echo=False, max_new_tokens=tokens, temperature=0.0)
 
     # one_data_file refuses a .ptd that is not the program's before anything runs.
-    with one_data_file(pte, ptds) as data, runtime_log() as log, runner_stdout_to_stderr():
+    with one_data_file(pte, ptds) as data, runtime_log() as log:
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer), str(data) if data else None)
-            # A first token loads the program and its delegates (the runner loads on first use),
-            # so that the timed generation measures prefill and decode only.
-            runner.generate(prompt, GenerationConfig(echo=False, max_new_tokens=1, temperature=0.0))
-            runner.reset()
-            config = GenerationConfig(echo=False, max_new_tokens=max_new_tokens, temperature=0.0)
-            started = time.perf_counter()
-            runner.generate(prompt, config, on_token, stats.append)
+            with runner_stdout_to_stderr():
+                # A first token loads the program and its delegates (the runner loads on first
+                # use); a second, timed, is the prefill (the prompt's encoding, its prefill and
+                # the first sampling), which the timed generation repeats before it decodes.
+                runner.generate(prompt, greedy(1))
+                runner.reset()
+                started = time.perf_counter()
+                runner.generate(prompt, greedy(1))
+                prefill_seconds = time.perf_counter() - started
+                runner.reset()
+            with runner_stdout_captured() as out:
+                started = time.perf_counter()
+                runner.generate(prompt, greedy(max_new_tokens), None, stats.append)
+                seconds = time.perf_counter() - started
         except Exception as exc:
             raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
     runner_stats = json.loads(stats[0].to_json_string()) if stats else {}
-    prompt_tokens = int(runner_stats.get("prompt_tokens", 0))
     return Generation(
         program=program.name, backend=program.backend, pte=pte, ptd=ptd, tokenizer=tokenizer, prompt=prompt,
-        text="".join(pieces), prompt_tokens=prompt_tokens, generated_tokens=len(pieces),
-        prefill_seconds=(times[0] - started) if times else 0.0,
-        decode_seconds=(times[-1] - times[0]) if len(times) > 1 else 0.0,
-        runner_stats=runner_stats,
+        text=out.text.decode(errors="replace"), prompt_tokens=int(runner_stats.get("prompt_tokens", 0)),
+        generated_tokens=_emitted(stats), prefill_seconds=prefill_seconds,
+        decode_seconds=max(0.0, seconds - prefill_seconds), runner_stats=runner_stats,
     )

@@ -42,8 +42,19 @@ class LoadedTokenizer:
         """The ids the runner prefills for ``text`` (``GenerationConfig``'s default: no BOS or EOS added)."""
         return list(self.cpp.encode(text, 0, 0))
 
-    def piece(self, token: int) -> str:
-        return str(self.cpp.decode(token))
+    def piece(self, token: int) -> bytes | None:
+        """The bytes of ``token``'s piece, as the runner's C++ tokenizer decodes it; None where it
+        has none (an id past its vocabulary: a model's ``vocab_size`` may pad it).
+
+        A byte-level tokenizer's piece may be part of a UTF-8 character (one byte of a 3-byte
+        character): the binding, which returns ``str``, raises UnicodeDecodeError on it, and the
+        error holds the piece's bytes."""
+        try:
+            return str(self.cpp.decode(token)).encode()
+        except UnicodeDecodeError as exc:
+            return bytes(exc.object)
+        except RuntimeError:  # "Tokenizer error: DecodeFailure": no piece for this id
+            return None
 
 
 def load_tokenizer(path: Path, display: str, where: str) -> LoadedTokenizer:

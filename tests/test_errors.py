@@ -665,9 +665,12 @@ ERROR_PATHS = {
         ],
     },
     "models/executorch_llm/build.py": {
-        "params_vocab_size": [
+        "read_params": [
             "give ExecuTorch's params JSON of the model",
             "give ExecuTorch's params JSON of the model",
+        ],
+        "quantization_fits": [
+            "use qmode = '8da4w' (with group_size), or remove qmode",
         ],
         "_read_huggingface": [
             "{}: {}",
@@ -690,9 +693,6 @@ ERROR_PATHS = {
         ],
     },
     "models/executorch_llm/generation.py": {
-        "check_generation": [
-            "give the model's own tokenizer",
-        ],
         "check_in_runner": [
             "ExecuTorch's TextLLMRunner generated {} from Once upon a time, the program run step by step {}: its metadata methods or its tokenizer do not fit the runner",
         ],

@@ -45,6 +45,8 @@ CLI_ONLY = {
     "bad-llm-group-size": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-portable-data-name": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-sdpa-no-kv": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-qmode-4w-xnnpack": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "bad-llm-qmode-4w-portable": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-xnnpack-option": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-token-agreement-factory": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-llm-etrecord": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",

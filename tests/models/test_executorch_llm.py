@@ -257,10 +257,10 @@ def test_a_byte_level_tokenizer_with_pieces_of_characters_and_a_padded_vocabular
     tokenizer smaller than the model's vocab_size (a padded vocabulary) was refused when the random
     model picked an id it has no piece for ("give the model's own tokenizer"); now the runner is
     asked for the tokens before it, and the check says so."""
+    from byte_tokenizer import write_byte_level
+
     from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
-
-    from byte_tokenizer import write_byte_level
 
     program, shape, _, buffers, floor, (pte, ptds), eager = _chat_check_inputs(chat_build, tmp_path)
     model = eager(program.seed)
@@ -532,3 +532,27 @@ def test_the_recorded_delegation_is_get_delegation_infos(chat_build, monkeypatch
     rows = compare(Delegation.from_json(recorded), found)
     assert rows[0][1][0] >= 14  # the linear layers, delegated
     assert Delegation.from_json(built.insight["delegation"]) == Delegation.from_json(recorded)
+
+
+@pytest.mark.parametrize("backend,options,delegates,says", [
+    ("xnnpack", {"dtype_override": "bf16"}, 0, "XNNPACK takes bfloat16 operators only with options.enable_bf16 = true"),
+    ("xnnpack", {"qmode": "int8"}, 0, "XNNPACK's is qmode '8da4w'"),
+    ("xnnpack", {}, 0, "every operator runs in ExecuTorch's portable kernels"),
+    ("xnnpack", {"dtype_override": "bf16", "enable_bf16": True}, 3, None),
+    ("portable", {}, 0, None),
+])
+def test_a_program_with_nothing_delegated_to_its_backend_is_warned_about(backend, options, delegates, says):
+    """Seen on a SmolLM-shaped model: dtype_override = 'bf16' on XNNPACK built an XNNPACK program
+    with no delegate (0.0%), silently; with enable_bf16 8.3% was delegated."""
+    from types import SimpleNamespace
+
+    from ptebuild.models.executorch_llm.export import _undelegated
+    from ptebuild.models.executorch_llm.spec import options_model
+
+    warnings = _undelegated(SimpleNamespace(backend=backend), options_model(backend).model_validate(options),
+                            {"forward": delegates})
+    if says is None:
+        assert warnings == ()
+    else:
+        (warning,) = warnings
+        assert warning.startswith(f"nothing in it was delegated to {backend}") and says in warning, warning

@@ -232,6 +232,20 @@ def test_a_folder_that_cannot_be_taken_is_one_located_line(tmp_path):
     assert "models.hf.huggingface: 'hf': model.safetensors: no such file" in done.stderr
 
 
+def test_weight_only_int8_of_a_model_with_qkv_biases_is_one_located_line(tmp_path):
+    """ExecuTorch's ``qmode = 'int8'`` swaps each linear layer for one without a bias: a Qwen2
+    folder failed inside its export ("Unexpected key(s) in state_dict: layers.0.attention.wq.bias",
+    "report it to ExecuTorch"). Now refused at the option, before the export, with what works."""
+    manifest = _project(tmp_path, "qwen2", manifest=MANIFEST.replace(
+        "options = { use_sdpa_with_kv_cache = true }", 'options = { use_sdpa_with_kv_cache = true, qmode = "int8" }'))
+    done = ptebuild("build", manifest, "--cache", tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"error: {manifest}: programs.hf_xnnpack.options.qmode: qmode 'int8' (ExecuTorch's weight-only int8 linear layers, "
+        "which have no bias) cannot take this model: its attention's q, k and v have biases (attention_qkv_bias, "
+        "hf/config.json) and ExecuTorch's export fails loading them; use qmode = '8da4w' (with group_size), or remove qmode")
+
+
 @pytest.mark.parametrize("extra,message", [
     ('params = "params.json"\n', "give params (a params JSON, with an optional checkpoint) or huggingface (a Hugging Face model folder), not both"),
     ('checkpoint = "weights.pth"\n', "a Hugging Face folder has its own weights: remove checkpoint"),

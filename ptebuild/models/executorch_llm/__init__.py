@@ -215,6 +215,13 @@ class ExecutorchLlmKind(ModelKind):
             if options.lora_data_name == data_name:
                 return ("options.lora_data_name", f"is the program's data_name {data_name!r}: the adapter's weights "
                                                   "need a file of their own (the foundation file is shared); give it another name")
+        if getattr(options, "qmode", None) == "4w" and backend_name in ("portable", "xnnpack"):
+            # Seen with the chat model: the eager 4w model agrees with the float one (cosine 0.997),
+            # the program does not (0.26); the portable one fails at its first call.
+            seen = ("an XNNPACK program that computes something else (seen: cosine 0.26 against its eager model)"
+                    if backend_name == "xnnpack" else "a portable program its runtime refuses (InvalidArgument at the first call)")
+            return ("options.qmode", f"ExecuTorch 1.5.1's qmode '4w' (torchao's 4-bit weight-only linear layers) gives {seen}; "
+                                     "use qmode = '8da4w' (4-bit weights, 8-bit dynamic activations) with group_size")
         if options.use_sdpa_with_kv_cache and not spec.use_kv_cache:
             return ("options.use_sdpa_with_kv_cache", "the custom SDPA works on the KV cache, and the model "
                                                        "has use_kv_cache = false; remove it or turn the KV cache on")

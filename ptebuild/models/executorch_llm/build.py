@@ -43,8 +43,8 @@ GENERATION_CHECK = "executorch-llm-generation"
 """The check's name: prefill, teacher-forced greedy decode and ExecuTorch's TextLLMRunner."""
 
 
-def params_vocab_size(params: Path, display: str, where: str) -> int:
-    """The model's ``vocab_size``: from its params JSON, else ExecuTorch's ``ModelArgs`` default."""
+def read_params(params: Path, display: str, where: str) -> dict[str, Any]:
+    """The model's params JSON (ExecuTorch's ``ModelArgs`` fields). Raises ManifestError at ``where``."""
     try:
         data = json.loads(params.read_text())
     except (OSError, ValueError) as exc:
@@ -53,11 +53,29 @@ def params_vocab_size(params: Path, display: str, where: str) -> int:
     if not isinstance(data, dict):
         raise ManifestError(f"{params.name} is not a JSON object of the model's params; give ExecuTorch's params JSON of the model",
                             manifest=display, location=where)
-    if "vocab_size" in data:
-        return int(data["vocab_size"])
+    return data
+
+
+def params_vocab_size(params: dict[str, Any]) -> int:
+    """The model's ``vocab_size``: from its params, else ExecuTorch's ``ModelArgs`` default."""
+    if "vocab_size" in params:
+        return int(params["vocab_size"])
     from executorch.examples.models.llama.model_args import ModelArgs
 
     return int(ModelArgs().vocab_size)
+
+
+def quantization_fits(options: Any, params: dict[str, Any], params_name: str, display: str, program: ProgramPlan) -> None:
+    """ManifestError at the program's ``options.qmode`` where upstream's quantizer cannot take the
+    model: ``int8`` (``WeightOnlyInt8QuantHandler``) swaps each linear layer for one without a bias,
+    and a model whose attention has q/k/v biases (Qwen2's) fails to load into it."""
+    if getattr(options, "qmode", None) == "int8" and params.get("attention_qkv_bias"):
+        raise ManifestError(
+            f"qmode 'int8' (ExecuTorch's weight-only int8 linear layers, which have no bias) cannot take this model: "
+            f"its attention's q, k and v have biases (attention_qkv_bias, {params_name}) and ExecuTorch's export fails "
+            "loading them; use qmode = '8da4w' (with group_size), or remove qmode",
+            manifest=display, location=f"programs.{program.name}.options.qmode",
+        )
 
 
 def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
@@ -73,11 +91,12 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
     tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
     huggingface = _read_huggingface(spec, manifest_dir, display, where) if spec.huggingface else None
     if huggingface is not None:
-        vocab_size, params_name = int(huggingface.params["vocab_size"]), f"{spec.huggingface}/config.json"
+        params, params_name = huggingface.params, f"{spec.huggingface}/config.json"
     else:
         assert spec.params is not None  # the table gives params or huggingface
-        vocab_size, params_name = params_vocab_size(manifest_dir / spec.params, display, f"{where}.params"), spec.params
-    check_fits(tokenizer, vocab_size, display, f"{where}.tokenizer", params_name)
+        params, params_name = read_params(manifest_dir / spec.params, display, f"{where}.params"), spec.params
+    check_fits(tokenizer, params_vocab_size(params), display, f"{where}.tokenizer", params_name)
+    quantization_fits(options, params, params_name, display, program)
     eos_ids = [tokenizer.eos, *(i for i in (huggingface.eos_ids if huggingface else ()) if i != tokenizer.eos)]
     metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": eos_ids, **spec.metadata}
 
@@ -87,8 +106,8 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
             from ptebuild.models.executorch_llm.huggingface import convert
 
             progress(f"converting the Hugging Face {huggingface.model_type} weights with ExecuTorch's converter")
-            params, checkpoint = convert(manifest_dir / str(spec.huggingface), huggingface, scratch)
-            spec = spec.model_copy(update={"params": str(params), "checkpoint": str(checkpoint),
+            params_file, checkpoint = convert(manifest_dir / str(spec.huggingface), huggingface, scratch)
+            spec = spec.model_copy(update={"params": str(params_file), "checkpoint": str(checkpoint),
                                            "model_class": spec.model_class or huggingface.model_class})
         elif spec.checkpoint is None:
             progress(f"making random weights (seed {program.seed})")

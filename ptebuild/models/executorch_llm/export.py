@@ -270,6 +270,9 @@ def _undelegated(program: ProgramPlan, options: LlmOptions, delegated: dict[str,
     hint = ""
     if isinstance(options, LlmXnnpackOptions) and options.dtype_override == "bf16" and not options.enable_bf16:
         hint = "; XNNPACK takes bfloat16 operators only with options.enable_bf16 = true (the device needs its bf16 kernels)"
+    elif program.backend == "xnnpack" and options.qmode == "int8":
+        hint = ("; qmode 'int8' makes each linear layer ExecuTorch's weight-only int8 operator, which XNNPACK does not "
+                "take: XNNPACK's is qmode '8da4w'")
     return (f"nothing in it was delegated to {program.backend}: every operator runs in ExecuTorch's portable kernels{hint}",)
 
 

@@ -69,7 +69,8 @@ def test_inspect_lists_the_kv_cache_and_the_metadata_values(chat_build):
     ]
     metadata = {m.name: m.constant for m in inspection.methods if m.returns_constant}
     assert metadata == {
-        "get_max_seq_len": 64, "get_max_context_len": 64, "get_n_layers": 2, "get_vocab_size": 256,
+        # The most tokens one call takes (max_seq_length - 1 with a dynamic shape; upstream writes 64).
+        "get_max_seq_len": 63, "get_max_context_len": 64, "get_n_layers": 2, "get_vocab_size": 256,
         "use_kv_cache": True, "use_sdpa_with_kv_cache": True, "enable_dynamic_shape": True,
         "get_bos_id": 0, "get_eos_ids": 1,  # one id: ExecuTorch emits a one-item list as its int
     }
@@ -556,3 +557,41 @@ def test_a_program_with_nothing_delegated_to_its_backend_is_warned_about(backend
     else:
         (warning,) = warnings
         assert warning.startswith(f"nothing in it was delegated to {backend}") and says in warning, warning
+
+
+def test_get_max_seq_len_is_what_one_call_takes_and_an_override_is_kept():
+    """Upstream writes get_max_seq_len = max_seq_length, one more than a dynamic-shape program takes,
+    and ExecuTorch's runner prefills a longer prompt in chunks of that many tokens: every prompt
+    longer than the program takes failed ("Attempted to resize a bounded tensor with a maximum
+    capacity of 127 elements to 128", seen with max_seq_length 128 and a prompt of 200 tokens). And
+    upstream's LLMEdgeManager set it after taking the metadata, so a manifest's override was dropped."""
+    from executorch.extension.llm.export.builder import LLMEdgeManager
+
+    from ptebuild.models.executorch_llm.build import prefill_chunk
+    from ptebuild.models.executorch_llm.export import _metadata_kept
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec
+
+    spec = {"kind": "executorch-llm", "params": "p.json", "tokenizer": "t.json", "max_seq_length": 128}
+    assert prefill_chunk(LlmModelSpec.model_validate(spec)) == {"get_max_seq_len": 127}
+    assert prefill_chunk(LlmModelSpec.model_validate({**spec, "enable_dynamic_shape": False})) == {}
+    with _metadata_kept({"get_max_seq_len": 100}):
+        manager = LLMEdgeManager(model=None, modelname="m", max_seq_len=128, use_kv_cache=True, example_inputs=(),
+                                 metadata={"get_max_seq_len": 100, "get_vocab_size": 7})
+    assert manager.metadata == {"get_max_seq_len": 100, "get_vocab_size": 7}
+    assert LLMEdgeManager(model=None, modelname="m", max_seq_len=128, use_kv_cache=True, example_inputs=(),
+                          metadata={"get_max_seq_len": 100}).metadata == {"get_max_seq_len": 128}  # upstream's own
+
+
+@pytest.mark.slow
+def test_a_prompt_longer_than_one_call_takes_is_prefilled_in_chunks_by_the_runner(tmp_path):
+    """The runner splits a prompt of 29 tokens for a program that takes 15 a call (max_seq_length
+    16, a KV cache of 64): it failed before (chunks of 16)."""
+    manifest = copy_chat_project(tmp_path / "project")
+    manifest.write_text(manifest.read_text().replace("max_seq_length = 64", "max_seq_length = 16", 1))
+    done = ptebuild("build", manifest, "--only", "chat_xnnpack", "--cache", tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    prompt = "Once upon a time there was a small robot that lived in a workshop by the sea."
+    done = ptebuild("run", manifest, "chat_xnnpack", "--prompt", prompt, "--max-new-tokens", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    generation = json.loads(done.stdout)
+    assert generation["prompt_tokens"] == 29 and generation["generated_tokens"] == 4  # two chunks of 15 and 14

@@ -12,7 +12,7 @@ from ptebuild.runtime.pte_file import open_pte
 def test_metadata_values_are_read_from_the_plan(chat_build):
     _, out, *_ = chat_build
     values = metadata_values(out / "chat_xnnpack_8da4w.pte")
-    assert values["get_max_seq_len"] == 64 and values["get_vocab_size"] == 256
+    assert values["get_max_seq_len"] == 63 and values["get_vocab_size"] == 256
     assert values["use_kv_cache"] is True and values["get_bos_id"] == 0
 
 

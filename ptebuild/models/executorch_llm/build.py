@@ -98,7 +98,7 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
     check_fits(tokenizer, params_vocab_size(params), display, f"{where}.tokenizer", params_name)
     quantization_fits(options, params, params_name, display, program)
     eos_ids = [tokenizer.eos, *(i for i in (huggingface.eos_ids if huggingface else ()) if i != tokenizer.eos)]
-    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": eos_ids, **spec.metadata}
+    metadata: dict[str, Any] = {"get_bos_id": tokenizer.bos, "get_eos_ids": eos_ids, **prefill_chunk(spec), **spec.metadata}
 
     scratch = _scratch()
     try:
@@ -119,6 +119,16 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
         return _finish(program, spec, manifest_dir, outputs, progress, exported, tokenizer, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def prefill_chunk(spec: Any) -> dict[str, int]:
+    """``get_max_seq_len`` where upstream's is one more than the program takes: with a dynamic
+    shape the program's ``tokens`` take at most ``max_seq_length - 1`` a call (upstream's
+    ``Dim(max=max_seq_length - 1)``), and ExecuTorch's runner prefills a longer prompt in chunks of
+    ``get_max_seq_len`` tokens, which upstream writes as ``max_seq_length``: every prompt longer
+    than the program takes failed ("Attempted to resize a bounded tensor with a maximum capacity of
+    127 elements to 128"). Empty where upstream's value is right (a fixed shape)."""
+    return {"get_max_seq_len": spec.max_seq_length - 1} if spec.enable_dynamic_shape else {}
 
 
 def _read_huggingface(spec: Any, manifest_dir: Path, display: str, where: str) -> Any:

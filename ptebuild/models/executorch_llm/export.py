@@ -162,6 +162,27 @@ def _keeps_managers(managers: list[Any]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _metadata_kept(metadata: dict[str, Any]) -> Iterator[None]:
+    """While the block runs, each ``LLMEdgeManager`` keeps the ``get_max_seq_len`` of ``metadata``:
+    upstream's ``__init__`` sets it to ``max_seq_len`` after taking the metadata it was given, so an
+    override (``LlmConfig.base.metadata``) was dropped silently."""
+    from executorch.extension.llm.export.builder import LLMEdgeManager
+
+    original = LLMEdgeManager.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if "get_max_seq_len" in metadata:
+            self.metadata["get_max_seq_len"] = metadata["get_max_seq_len"]
+
+    LLMEdgeManager.__init__ = __init__
+    try:
+        yield
+    finally:
+        LLMEdgeManager.__init__ = original
+
+
+@contextlib.contextmanager
 def _saves_through(write: Callable[[Any], None]) -> Iterator[None]:
     """While the block runs, ``LLMEdgeManager.save_to_pte(name)`` calls ``write(manager)`` instead
     of upstream's ``save_pte_program`` (the one step of upstream's export ptebuild does itself)."""
@@ -229,7 +250,8 @@ def export_with_upstream(spec: LlmModelSpec, options: LlmOptions, program: Progr
         written.update(write_program(manager.export_program, program, outputs, options.lora_data_name))
 
     try:
-        with _saves_through(write), _counts_before_emitting(program, found), _keeps_managers(managers), _quiet_stdout():
+        with _saves_through(write), _counts_before_emitting(program, found), _keeps_managers(managers), \
+                _metadata_kept(metadata), _quiet_stdout():
             builder = export_llama_lib._export_llama(config)
     except BuildError:
         raise
@@ -292,7 +314,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     config = llm_config(spec, options, program, manifest_dir, metadata, None)
     problems: list[str] = []
     try:
-        with _quiet_stdout():
+        with _quiet_stdout(), _metadata_kept(metadata):
             manager = export_llama_lib._prepare_for_llama_export(config)
             if program.backend == "cuda":  # its attention kernel takes boolean 4-dim masks only
                 from ptebuild.models.executorch_llm.cuda_attention import use_boolean_masks

@@ -78,6 +78,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _generation(args: argparse.Namespace, result: Any) -> int:
+    if result.note:
+        print(f"note: {result.program}: {result.note}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0

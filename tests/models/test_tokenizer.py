@@ -59,6 +59,10 @@ def test_a_piece_that_is_part_of_a_character_is_its_bytes_and_an_id_without_a_pi
         assert b"\xc3" in pieces and b"\xa9" in pieces, pieces  # é is two pieces of one byte each
         assert b"".join(pieces).decode() == "héllo wörld"
         assert tokenizer.piece(tokenizer.vocab_size + 7) is None
+    # SentencePiece's C++ decode crashed the process (SIGSEGV) on an id past its vocabulary: the
+    # check of a model whose vocab_size pads it killed the worker.
+    sentencepiece = load_tokenizer(_sentencepiece(tmp_path / "sp.model"), "chat.toml", WHERE)
+    assert sentencepiece.piece(sentencepiece.vocab_size + 7) is None and sentencepiece.piece(-1) is None
 
 
 def test_a_tiktoken_files_special_tokens_count_against_the_vocabulary(tmp_path):

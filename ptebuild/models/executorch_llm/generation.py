@@ -59,7 +59,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,9 @@ from ptebuild.plan import BuildPlan, ProgramPlan
 
 PROMPT_TOKENS = 16
 DECODE_STEPS = 16
-RUNNER_PROMPT = "Once upon a time"
+RUNNER_PROMPTS = ("Once upon a time", "The robot", "Hello", "In the beginning", "1, 2, 3,")
+"""The runner's prompts, tried in turn until the program's greedy continuation is tokens the
+tokenizer has pieces for (:func:`_runner_continuation`): the first, nearly always."""
 RUNNER_TOKENS = 8
 
 
@@ -309,6 +311,8 @@ class EagerAgreement:
     note: str = ""
     """Why the runner is asked for fewer tokens than the check's :data:`RUNNER_TOKENS` (a token the
     tokenizer has no piece for), in words; empty otherwise."""
+    prompt: str = ""
+    """The runner's prompt (one of :data:`RUNNER_PROMPTS`)."""
 
 
 def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, ptds: list[Path],
@@ -378,9 +382,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
     # positions written is never read (attention stops at the current position), as when the
     # runner itself is reset between two prompts.
-    runner_prompt = tokenizer.encode(RUNNER_PROMPT)
-    wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(runner_prompt)))
-    tokens = greedy_as_the_runner(_Stepper(ProgramCaller(execute, device), shape).feed, runner_prompt, wanted,
+    runner = _runner_continuation(lambda: _Stepper(ProgramCaller(execute, device), shape).feed, tokenizer, shape,
                                   _stop_ids(pte, tokenizer))
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
@@ -393,18 +395,37 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
          "min_token_agreement": min_agreement},
     ]
-    pieces = [tokenizer.piece(t) for t in tokens]
-    known = next((i for i, piece in enumerate(pieces) if piece is None), len(pieces))
+    return replace(runner, figures=figures)
+
+
+def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokenizer: Any, shape: Shape,
+                         stops: set[int]) -> EagerAgreement:
+    """The greedy continuation the runner must print, from the first of :data:`RUNNER_PROMPTS`
+    whose continuation the tokenizer has a piece for at every token (a model whose ``vocab_size``
+    pads its tokenizer, with random weights, picks ids without one; the runner fails at such an
+    id); else from the prompt whose continuation goes furthest before one, cut there, with a note.
+    ``fresh()``: a ``feed`` of the program from position 0."""
+    best: tuple[str, list[int], int] | None = None
+    for prompt in RUNNER_PROMPTS:
+        ids = tokenizer.encode(prompt)
+        wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(ids)))
+        tokens = greedy_as_the_runner(fresh(), ids, wanted, stops)
+        known = next((i for i, token in enumerate(tokens) if tokenizer.piece(token) is None), len(tokens))
+        if best is None or known > best[2]:
+            best = (prompt, tokens, known)
+        if known == len(tokens):
+            break
+    assert best is not None
+    prompt, tokens, known = best
     note = ""
-    if known < len(tokens):
-        # The runner would fail at that token ("Tokenizer error"): it is asked for those before it.
-        note = (f"the program's greedy token {known + 1} from {RUNNER_PROMPT!r} is id {tokens[known]}, which "
+    if known < len(tokens):  # the runner would fail at that token ("Tokenizer error"): asked for those before it
+        note = (f"the program's greedy token {known + 1} from {prompt!r} is id {tokens[known]}, which "
                 f"{tokenizer.path.name} ({tokenizer.vocab_size} tokens) has no piece for: ExecuTorch's TextLLMRunner "
-                + (f"was asked for the {known} before it" if known else "was not run")
+                + (f"was asked for the {known} before it" if known else f"was not run (nor from {len(RUNNER_PROMPTS) - 1} other prompts)")
                 + f"; if {tokenizer.path.name} is the model's own (a vocab_size that pads it), a trained model does "
                 "not generate these ids, else give the model's own tokenizer")
-    continuation = b"".join(printed(piece) for piece in pieces[:known] if piece is not None)
-    return EagerAgreement(figures, continuation, known, note)
+    continuation = b"".join(printed(tokenizer.piece(token)) for token in tokens[:known])
+    return EagerAgreement([], continuation, known, note, prompt)
 
 
 @dataclass(frozen=True)
@@ -504,7 +525,7 @@ class _Decode:
 
 def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer_file: Path,
                     expected: EagerAgreement) -> int:
-    """ExecuTorch's ``TextLLMRunner`` generates greedily from :data:`RUNNER_PROMPT`; its text must be
+    """ExecuTorch's ``TextLLMRunner`` generates greedily from ``expected.prompt``; its text must be
     the program's own continuation (``expected``). Returns the number of tokens it generated.
     Raises CheckError."""
     register_llm_kernels()
@@ -519,14 +540,14 @@ def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer
     with one_data_file(pte, ptds) as ptd, runtime_log() as log, runner_stdout_captured() as out:
         try:
             runner = TextLLMRunner(str(pte), str(tokenizer_file), str(ptd) if ptd else None)
-            runner.generate(RUNNER_PROMPT, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
+            runner.generate(expected.prompt, GenerationConfig(echo=False, max_new_tokens=expected.tokens, temperature=0.0),
                             None, stats.append)
         except Exception as exc:
             raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
     del runner
     if out.text != expected.continuation:
         raise CheckError(
-            f"ExecuTorch's TextLLMRunner generated {_shown(out.text)} from {RUNNER_PROMPT!r}, the program run step by "
+            f"ExecuTorch's TextLLMRunner generated {_shown(out.text)} from {expected.prompt!r}, the program run step by "
             f"step {_shown(expected.continuation)}: its metadata methods or its tokenizer do not fit the runner",
             location=f"programs.{program.name}",
         )
@@ -591,6 +612,8 @@ class Generation:
     decode_seconds: float
     """The whole generation less :attr:`prefill_seconds`: from the first generated token to the last."""
     runner_stats: dict[str, Any]
+    note: str = ""
+    """Why fewer tokens were asked for than given (the KV cache's room), in words; empty otherwise."""
 
     @property
     def prefill_tokens_per_second(self) -> float:
@@ -609,7 +632,7 @@ class Generation:
             "generated_tokens": self.generated_tokens,
             "prefill_tokens_per_second": self.prefill_tokens_per_second,
             "decode_tokens_per_second": self.decode_tokens_per_second,
-            "runner_stats": self.runner_stats,
+            "runner_stats": self.runner_stats, "note": self.note,
         }
 
 
@@ -640,6 +663,10 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
             raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
     ptd = ptds[0] if ptds else None
     stats: list[Any] = []
+    asked, max_new_tokens, note = max_new_tokens, _room(pte, tokenizer, prompt, max_new_tokens), ""
+    if max_new_tokens < asked:
+        note = (f"{asked} new tokens do not fit the KV cache after this prompt (ExecuTorch 1.5.1's runner would run "
+                f"past it and fail): generating {max_new_tokens}")
 
     def greedy(tokens: int) -> GenerationConfig:
         return GenerationConfig(echo=False, max_new_tokens=tokens, temperature=0.0)
@@ -669,5 +696,20 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
         program=program.name, backend=program.backend, pte=pte, ptd=ptd, tokenizer=tokenizer, prompt=prompt,
         text=out.text.decode(errors="replace"), prompt_tokens=int(runner_stats.get("prompt_tokens", 0)),
         generated_tokens=_emitted(stats), prefill_seconds=prefill_seconds,
-        decode_seconds=max(0.0, seconds - prefill_seconds), runner_stats=runner_stats,
+        decode_seconds=max(0.0, seconds - prefill_seconds), runner_stats=runner_stats, note=note,
     )
+
+
+def _room(pte: Path, tokenizer: Path, prompt: str, wanted: int) -> int:
+    """How many of ``wanted`` new tokens the runner can generate after ``prompt``: its KV cache
+    (``get_max_context_len``) holds the prompt and every generated token but the last. ExecuTorch
+    1.5.1's runner does not bound it so ("Max new tokens resolved: 25, given pos_ 9, ...
+    max_context_len 32"), and its call past the cache fails in a kernel ("arg 0 with type id 1")."""
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+    from ptebuild.runtime.llm_facts import metadata_values
+
+    context = metadata_values(pte).get("get_max_context_len")
+    if not isinstance(context, int):
+        return wanted
+    prompt_tokens = len(load_tokenizer(tokenizer, str(pte), "tokenizer").encode(prompt))
+    return max(1, min(wanted, context - prompt_tokens + 1))

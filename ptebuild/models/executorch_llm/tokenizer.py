@@ -48,7 +48,10 @@ class LoadedTokenizer:
 
         A byte-level tokenizer's piece may be part of a UTF-8 character (one byte of a 3-byte
         character): the binding, which returns ``str``, raises UnicodeDecodeError on it, and the
-        error holds the piece's bytes."""
+        error holds the piece's bytes. An id past the vocabulary is never handed to the C++
+        tokenizer: SentencePiece's crashes the process on one (SIGSEGV)."""
+        if not 0 <= token < self.vocab_size:
+            return None
         try:
             return str(self.cpp.decode(token)).encode()
         except UnicodeDecodeError as exc:

@@ -694,7 +694,7 @@ ERROR_PATHS = {
     },
     "models/executorch_llm/generation.py": {
         "check_in_runner": [
-            "ExecuTorch's TextLLMRunner generated {} from Once upon a time, the program run step by step {}: its metadata methods or its tokenizer do not fit the runner",
+            "ExecuTorch's TextLLMRunner generated {} from {}, the program run step by step {}: its metadata methods or its tokenizer do not fit the runner",
         ],
         "generate_with_runner": [
             "run `{}` first",

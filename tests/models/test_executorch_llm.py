@@ -250,6 +250,21 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
         check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", wrong)
 
 
+def test_the_runner_prints_a_lone_byte_piece_only_where_it_is_printable_and_its_text_ends_before_its_stats():
+    """The fast sibling of the next test: what ExecuTorch's runner prints for a piece (its
+    safe_printf), and the generated text read back from what it printed."""
+    from ptebuild.models.executorch_llm.generation import Printed, printed
+
+    assert [printed(p) for p in (b"a", b" ", b"\n", b"\x87", b"\x01", b"\xc3\xa9", b"\xe4\xbd", b"ab\0c", b"")] == [
+        b"a", b" ", b"\n", b"", b"", b"\xc3\xa9", b"\xe4\xbd", b"ab", b""]
+    out = Printed()
+    out.output = b' time\xe4\xbd\n\nPyTorchObserver {"prompt_tokens":4}\n'
+    assert out.text == b" time\xe4\xbd\n"  # the text's own newline kept, the runner's dropped
+    out.output = b"no stats"
+    assert out.text == b"no stats"
+
+
+@pytest.mark.slow
 def test_a_byte_level_tokenizer_with_pieces_of_characters_and_a_padded_vocabulary(chat_build, tmp_path):
     """Every real byte-level tokenizer has pieces that are one byte of a character. Before, the
     check of a right program failed with "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x87"

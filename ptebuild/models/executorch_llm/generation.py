@@ -425,6 +425,8 @@ def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokeni
                 + f"; if {tokenizer.path.name} is the model's own (a vocab_size that pads it), a trained model does "
                 "not generate these ids, else give the model's own tokenizer")
     continuation = b"".join(printed(tokenizer.piece(token)) for token in tokens[:known])
+    if known == len(tokens) > 1 and tokens[-1] in stops:
+        continuation += b"\n"  # the runner's token generator prints a newline when it stops at an EOS
     return EagerAgreement([], continuation, known, note, prompt)
 
 

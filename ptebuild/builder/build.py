@@ -178,6 +178,10 @@ class Builder:
             target: ProgramTarget = job.data
             return target.finished(event)
 
+        def stored(job: Job, event: Event) -> None:
+            target: ProgramTarget = job.data
+            target.stored(event.outputs)
+
         targets: dict[str, ProgramTarget] = {job.name: job.data for job in jobs}
 
         def expected(name: str, stage: str) -> float | None:
@@ -190,7 +194,7 @@ class Builder:
             options.setdefault("environment", {"PTEBUILD_SHIM_LIBRARY_DIR": str(context.folder.path)})
         left = run_jobs(context.options.executor, options, jobs, context.cache, context.report,
                         workers=context.options.jobs, ready=ready, started=started, finished=finished,
-                        expected=expected)
+                        expected=expected, stored=stored)
         for job in left:
             context.results[job.name].status = Status.SKIPPED
 

@@ -19,7 +19,7 @@ from ptebuild.backends import bound_backend
 from ptebuild.builder import keys
 from ptebuild.builder.target import Target
 from ptebuild.errors import CorruptObject, StoreError
-from ptebuild.results import ActionResult, FailureKind, Status, TargetResult
+from ptebuild.results import ActionResult, FailureKind, OutputFile, Status, TargetResult
 
 if TYPE_CHECKING:
     from ptebuild.builder.capabilities import Obstacle
@@ -168,6 +168,15 @@ class ProgramTarget(Target):
         self.submitted_at = self.context.timings.now()
         self.context.report(self.name, "start", f"lowering for {self.program.backend}")
 
+    def stored(self, outputs: tuple[OutputFile, ...]) -> None:
+        """Its task's outputs are in the build's store, its check still running: the publisher
+        copies them towards the output folder meanwhile (in place only once the check passed).
+        Nothing if they are not all its outputs' names, or not in the build's store (a node's)."""
+        store = self.context.store()
+        if any(o.name not in self.program.output_names or store.size(o.sha256) != o.size for o in outputs):
+            return
+        self.publisher.copy_ahead(self.name, outputs, store)
+
     def finished(self, event: Event) -> bool | Literal["again"]:
         """Take its task's outcome; whether the build goes on (:data:`.schedule.AGAIN`: run the
         task once more)."""
@@ -177,6 +186,8 @@ class ProgramTarget(Target):
 
         timings = self.context.timings
         done_at = timings.now()
+        if event.kind is not EventKind.DONE or event.result is None or event.result.action is not None:
+            self.publisher.discard(self.name)  # copied ahead, and not its result's to publish
         if event.kind is EventKind.DONE and event.result is not None:
             timings.task(self.name, self.submitted_at, done_at, spans_from_json(event.result.stages))
             for text in event.result.warnings:
@@ -198,6 +209,7 @@ class ProgramTarget(Target):
                 self.fail(failure)
             elif not self.restore_elsewhere():  # this machine cannot lower or check it: as if known before
                 self.blocked(obstacle)
+        self.publisher.discard(self.name)  # copied ahead and not published (its outputs were refused)
         self.result.seconds = time.monotonic() - self.started
         self.context.report(self.name, "done", str(self.result.status))
         return self.result.status is not Status.FAILED or self.context.options.keep_going

@@ -6,16 +6,22 @@ in the cache (a hit, local or fetched from a remote tier: :class:`CacheBlobs`); 
 way, :meth:`ptebuild.store.cas.CAS.restore`), renames it into place (:mod:`.outdir`) and notes
 it in the build record. A program that shares a data name is held instead, until its group's
 weights file is written (:mod:`.shared_data`). Nothing here imports torch or executorch.
+
+A worker says when a program's outputs are in the build's store, before its check runs
+(:meth:`Publisher.copy_ahead`): they are copied into the staging area on a thread meanwhile (a
+language model's gigabyte ``.ptd`` is written while it generates), and renamed into place only
+when its result comes, checked; a program that fails has its copies removed.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ptebuild.builder.shared_data import SharedData
-from ptebuild.errors import CorruptObject
+from ptebuild.errors import CorruptObject, StoreError
 from ptebuild.results import ActionResult, OutputFile
 
 if TYPE_CHECKING:
@@ -67,12 +73,60 @@ class CacheBlobs:
         return None
 
 
+class CopiedAhead:
+    """A program's outputs copied from the build's store into a staging folder on a thread,
+    while its check runs: each file there whole and verified, or not at all."""
+
+    def __init__(self, store: CAS, outputs: list[OutputFile], folder: Path) -> None:
+        self.folder = folder
+        self.outputs = {o.name: o for o in outputs}
+        self.copied: set[str] = set()
+        self.thread = threading.Thread(target=self._copy, args=(store,), name="ptebuild-copy-ahead", daemon=True)
+        self.thread.start()
+
+    def _copy(self, store: CAS) -> None:
+        for output in self.outputs.values():
+            try:
+                store.restore(output.sha256, self.folder / output.name)
+            except (CorruptObject, StoreError, OSError):
+                return  # the result's own publishing copies it, and says what is wrong
+            self.copied.add(output.name)
+
+    def take(self, output: OutputFile) -> Path | None:
+        """The copy of ``output`` (the same name and bytes), once written; None if there is none."""
+        self.thread.join()
+        ahead = self.outputs.get(output.name)
+        return self.folder / output.name if ahead == output and output.name in self.copied else None
+
+    def discard(self) -> None:
+        self.thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class Publisher:
     """The output folder of a build, and its shared weights groups (see the module's docstring)."""
 
     def __init__(self, context: BuildContext) -> None:
         self.context = context
         self.groups = SharedData(context)
+        self._ahead: dict[str, CopiedAhead] = {}
+
+    def copy_ahead(self, name: str, outputs: tuple[OutputFile, ...], store: CAS) -> None:
+        """Target ``name``'s ``outputs`` are in ``store`` (the build's), its result still to come:
+        copy those the folder lacks into the staging area meanwhile (:meth:`publish` renames them
+        into place if its result names the same bytes; :meth:`discard` removes them). Nothing for
+        a program of a shared-weights group (its files are merged, not published)."""
+        if name in self._ahead or self.group_of(name) is not None:
+            return
+        missing = self.context.folder.missing(outputs)
+        if missing:
+            self._ahead[name] = CopiedAhead(store, missing, self.context.folder.stage(f"{name}.ahead"))
+
+    def discard(self, name: str) -> None:
+        """Remove what was copied ahead for ``name`` and not published (its task failed)."""
+        ahead = self._ahead.pop(name, None)
+        if ahead is not None:
+            ahead.discard()
 
     def group_of(self, name: str) -> str | None:
         """The data name ``name`` shares with other programs, or None."""
@@ -96,15 +150,21 @@ class Publisher:
             self.groups.hold(name, result, blobs)
             return
         folder = self.context.folder
-        missing = folder.missing(result.outputs)
-        if missing:
-            staging = folder.stage(f"{name}.publish")
-            try:
-                into = {o.name: staging / o.name for o in missing}
-                blobs.restore(result, into)
-                folder.publish(into)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
+        ahead = self._ahead.pop(name, None)
+        try:
+            missing = folder.missing(result.outputs)
+            if missing:
+                staging = folder.stage(f"{name}.publish")
+                try:
+                    copied = {o.name: ahead.take(o) for o in missing} if ahead is not None else {}
+                    into = {o.name: copied.get(o.name) or staging / o.name for o in missing}
+                    blobs.restore(result, {n: path for n, path in into.items() if copied.get(n) is None})
+                    folder.publish(into)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            if ahead is not None:
+                ahead.discard()
         folder.record(name, result, self.context.program(name))
 
     def finish(self) -> None:

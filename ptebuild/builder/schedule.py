@@ -53,11 +53,13 @@ class Scheduler:
         started: Callable[[Job], None],
         finished: Callable[[Job, Event], bool | Literal["again"]],
         expected: Callable[[str, str], float | None] | None = None,
+        stored: Callable[[Job, Event], None] | None = None,
     ) -> None:
         """``ready(job)``: True if the job is done already (restored); ``finished(job, event)``:
         True if the build goes on after it (False stops submitting: a failure without --keep-going),
         :data:`AGAIN` to run the job once more. ``expected(job name, stage)``: how many seconds
-        the stage took in the program's last build (None: unknown)."""
+        the stage took in the program's last build (None: unknown). ``stored(job, event)``: the
+        job's outputs are in the store before its check (a STORED event), its result to come."""
         self.executor = executor
         self.cache = cache
         self.report = report
@@ -65,6 +67,7 @@ class Scheduler:
         self.started = started
         self.finished = finished
         self.expected = expected or (lambda _name, _stage: None)
+        self.stored = stored or (lambda _job, _event: None)
         self._stage: dict[str, tuple[str, float]] = {}
         """Job name -> the stage its worker said it is in, and since when."""
 
@@ -116,6 +119,8 @@ class Scheduler:
                     began = heartbeat.get(event.task_id, (time.monotonic(),))[0]
                     heartbeat[event.task_id] = (began, event.text, time.monotonic())
                     self.report(event.task_id, "progress", event.text + self._stage_began(event))
+                elif event.kind is EventKind.STORED:
+                    self.stored(running[event.task_id][0], event)
                 elif event.kind in (EventKind.DONE, EventKind.FAILED):
                     job, lock = running.pop(event.task_id)
                     heartbeat.pop(event.task_id, None)
@@ -172,10 +177,11 @@ def run_jobs(
     started: Callable[[Job], None],
     finished: Callable[[Job, Event], bool | Literal["again"]],
     expected: Callable[[str, str], float | None] | None = None,
+    stored: Callable[[Job, Event], None] | None = None,
 ) -> list[Job]:
     """Run ``jobs`` on a new executor of ``executor_name`` with ``options`` and at most
     ``workers`` workers (closed at once on an error or Ctrl-C); return the jobs never started
-    (after a failure without --keep-going). ``expected``: as :class:`Scheduler`'s."""
+    (after a failure without --keep-going). ``expected``, ``stored``: as :class:`Scheduler`'s."""
     from ptebuild.builder.executors import open_executor
 
     executor = open_executor(
@@ -187,7 +193,7 @@ def run_jobs(
     graceful = False
     try:
         left = Scheduler(executor, cache, report, ready=ready, started=started, finished=finished,
-                         expected=expected).run(jobs)
+                         expected=expected, stored=stored).run(jobs)
         graceful = True
     finally:
         executor.close(graceful=graceful)

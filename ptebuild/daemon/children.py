@@ -113,7 +113,9 @@ def run_child(submit: dict[str, Any], pipe: int) -> int:
             data = data[os.write(pipe, data):]
 
     task = Task.from_json(task_json)
-    outcome = execute(task, StagedProgress(lambda text, stage: write_all({"op": "progress", "text": str(text), "stage": stage})))
+    progress = StagedProgress(lambda text, stage: write_all({"op": "progress", "text": str(text), "stage": stage}),
+                              stored=lambda outputs: write_all({"op": "stored", "outputs": [o.to_json() for o in outputs]}))
+    outcome = execute(task, progress)
     if isinstance(outcome, TaskFailure):
         write_all({"op": "failed", "failure": outcome.to_json()})
     else:

@@ -27,7 +27,8 @@ Server -> client
     ``{"op": "hello", "protocol": 1, "toolchain": ID, "pid": PID}`` (a different protocol or
     toolchain: the client hangs up), then per task ``{"op": "started", "task_id"}`` (a child
     process runs it), ``{"op": "progress", "task_id", "text", "stage"}`` (the stage: a
-    ``ptebuild.insight.stages.Stage`` value, or empty), and one of
+    ``ptebuild.insight.stages.Stage`` value, or empty), ``{"op": "stored", "task_id", "outputs":
+    [OutputFile.to_json(), ...]}`` (its outputs are in the task's store, before its check), and one of
     ``{"op": "done", "task_id", "result": TaskResult.to_json()}`` (the outputs by digest: their
     bytes are in the task's store) or
     ``{"op": "failed", "task_id", "failure": TaskFailure.to_json()}`` (its kind, message, manifest
@@ -37,7 +38,7 @@ Server -> client
     "stopping"}`` a stop request.
 
 Child -> server (a pipe)
-    ``progress``, ``done`` and ``failed`` as above, without ``task_id``. A child that dies
+    ``progress``, ``stored``, ``done`` and ``failed`` as above, without ``task_id``. A child that dies
     without a final message (a crash, a kill for memory) fails its task with the reason.
 
 A client that hangs up (a finished build, Ctrl-C, ``kill -9``) has its running tasks' children

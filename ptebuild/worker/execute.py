@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ptebuild.errors import REPORT, BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
-from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult
+from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult, outputs_stored
 
 if TYPE_CHECKING:
     from ptebuild.results import Dependencies
@@ -166,6 +166,8 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 def kind_progress(text: str) -> None:
                     if text.startswith("checking") and stages.current is not Stage.CHECK:
                         stages.begin(Stage.CHECK)
+                        # its files are stored by now: the builder may copy them out while the check runs
+                        outputs_stored(progress, tuple(outputs.program.outputs[n] for n in sorted(outputs.program.outputs)))
                     progress(text)
 
                 outputs = StoredOutputs(store, Path(folder))  # streamed into the store, as lower() stores
@@ -207,6 +209,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 backend = bound.backend
                 kind = backend.check_kind(program.options)
                 stages.begin(Stage.CHECK)
+                outputs_stored(progress, tuple(lowered.outputs[name] for name in sorted(lowered.outputs)))
                 progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
                 ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
                 try:

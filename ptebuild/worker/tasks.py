@@ -315,20 +315,39 @@ class StagedProgress:
     """A worker's progress lines with the stage each belongs to: called with a line of text, it
     sends ``(text, stage)`` (the :class:`ptebuild.insight.stages.Stage` value the task is in;
     empty: none yet), which executors carry as events to the builder. A task run with a plain
-    ``progress(text)`` callable works the same, without stages."""
+    ``progress(text)`` callable works the same, without stages.
 
-    def __init__(self, send: Callable[[str, str], None]) -> None:
+    ``stored``: where an executor carries the news that the task's outputs are in its store
+    before its check runs (:meth:`outputs_stored`; the builder may copy them towards the output
+    folder meanwhile, and renames them into place only once the task is done)."""
+
+    def __init__(self, send: Callable[[str, str], None],
+                 stored: Callable[[tuple[OutputFile, ...]], None] | None = None) -> None:
         self.send = send
         self.stage = ""
+        self.stored = stored
 
     def __call__(self, text: str) -> None:
         self.send(text, self.stage)
+
+    def outputs_stored(self, outputs: tuple[OutputFile, ...]) -> None:
+        """Say that ``outputs`` are in the task's store, whole (a task's result still to come)."""
+        if self.stored is not None and outputs:
+            self.stored(outputs)
+
+
+def outputs_stored(progress: Callable[[str], None], outputs: tuple[OutputFile, ...]) -> None:
+    """:meth:`StagedProgress.outputs_stored` where ``progress`` is one (else nothing)."""
+    if isinstance(progress, StagedProgress):
+        progress.outputs_stored(outputs)
 
 
 class EventKind(str, enum.Enum):
     STARTED = "started"
     """The task reached a worker that is ready to run it."""
     PROGRESS = "progress"
+    STORED = "stored"
+    """The task's outputs (``Event.outputs``) are in its store, before its check: not a result."""
     DONE = "done"
     FAILED = "failed"
 
@@ -344,6 +363,18 @@ class Event:
     """Why a FAILED task failed."""
     stage: str = ""
     """With progress: the stage the worker is in (a :class:`ptebuild.insight.stages.Stage` value), if it said."""
+    outputs: tuple[OutputFile, ...] = ()
+    """With STORED: the outputs the task's store holds by now."""
+
+    @classmethod
+    def stored(cls, task_id: str, outputs: Any) -> Event | None:
+        """A STORED event from outputs sent as JSON (a list of :meth:`OutputFile.to_json`); None
+        if they are not that (the news is only a head start: nothing fails for want of it)."""
+        try:
+            files = tuple(OutputFile.from_json(o) for o in outputs)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(task_id, EventKind.STORED, outputs=files) if files else None
 
     @classmethod
     def failed(cls, task_id: str, failure: TaskFailure | str) -> Event:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ptebuild.builder import schedule
 from ptebuild.builder.schedule import Job, Scheduler
+from ptebuild.results import OutputFile
 from ptebuild.worker.tasks import Event, EventKind, Task, TaskResult
 
 
@@ -77,3 +78,20 @@ def test_without_a_last_build_the_heartbeat_is_as_before(monkeypatch):
               started=lambda job: None, finished=lambda job, event: True).run(
         [Job("p", "k", make_task=lambda: Task("p", "k", "p", "portable", "{}", "m.toml", "."))])
     assert [text for _, _, text in lines] == ["lowering for portable", "still lowering for portable (20s)"]
+
+
+def test_outputs_stored_before_the_check_are_handed_on_before_the_result(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(schedule.time, "monotonic", lambda: clock[0])
+    news = (OutputFile("p.pte", "a" * 64, 10), OutputFile("p.ptd", "b" * 64, 20))
+    script = [
+        (1.0, [Event("p", EventKind.STORED, outputs=news)]),
+        (2.0, [Event("p", EventKind.PROGRESS, "checking against eager PyTorch", stage="checking")]),
+        (3.0, [Event("p", EventKind.DONE, result=TaskResult(outputs=news))]),
+    ]
+    seen: list[tuple[str, object]] = []
+    Scheduler(Scripted(clock, script), None, lambda *event: seen.append(("line", event[2])), ready=lambda job: False,
+              started=lambda job: None, finished=lambda job, event: seen.append(("finished", job.name)) or True,
+              stored=lambda job, event: seen.append(("stored", (job.name, event.outputs)))).run(
+        [Job("p", "k", make_task=lambda: Task("p", "k", "p", "portable", "{}", "m.toml", "."))])
+    assert seen == [("stored", ("p", news)), ("line", "checking against eager PyTorch"), ("finished", "p")]

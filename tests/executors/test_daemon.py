@@ -130,11 +130,20 @@ def test_progress_names_the_stage_and_the_result_keeps_the_stages(warm, tmp_path
     manifest = copy_project(tmp_path / "project")
     task = make_tasks(manifest, tmp_path / "staging")["tiny_xnnpack"]
     executor = DaemonExecutor(jobs=1, cache_dir=warm)
-    lines = []
-    final = run_all(executor, {task.task_id: task},
-                    on_event=lambda e: lines.append((e.stage, e.text)) if e.kind is EventKind.PROGRESS else None)[task.task_id]
+    lines, stored_news = [], []
+
+    def on_event(event):
+        if event.kind is EventKind.PROGRESS:
+            lines.append((event.stage, event.text))
+        elif event.kind is EventKind.STORED:  # before the check: each output in the store by then
+            stored_news.append({o.name: (o.sha256, stored(task, o).stat().st_size == o.size) for o in event.outputs})
+            lines.append(("", "stored"))
+
+    final = run_all(executor, {task.task_id: task}, on_event=on_event)[task.task_id]
     executor.close()
     assert final.kind is EventKind.DONE, final.text
+    assert stored_news == [{o.name: (o.sha256, True) for o in final.result.outputs}]
+    assert lines.index(("", "stored")) == lines.index(("checking", "checking against eager PyTorch")) - 1
     assert ("export", "exporting forward") in lines and ("lowering", "lowering for xnnpack") in lines
     assert ("emitting", "emitting the program") in lines
     assert ("checking", "checking against eager PyTorch") in lines

@@ -270,6 +270,8 @@ class DaemonExecutor:
             return Event(task_id, EventKind.STARTED)
         if op == "progress":
             return Event(task_id, EventKind.PROGRESS, str(message.get("text", "")), stage=str(message.get("stage") or ""))
+        if op == "stored":
+            return Event.stored(task_id, message.get("outputs"))
         if op == "done":
             del self._sent[task_id]
             try:

@@ -9,6 +9,7 @@ Protocol over a :func:`multiprocessing.Pipe` (pickled tuples):
 - parent -> worker: ``("lower", task)`` with ``task`` a :class:`~ptebuild.worker.tasks.Task` as
   JSON, or ``("stop",)`` (the worker exits at once, without the interpreter's teardown);
 - worker -> parent: ``("ready",)`` once imports are done; ``("progress", text, stage)`` while working;
+  ``("stored", [OutputFile.to_json(), ...])`` once its outputs are in the store, before its check;
   ``("done", TaskResult)`` or ``("failed", TaskFailure.to_json())`` at the end of each task.
 
 A worker that dies (segfault, out of memory, SIGKILL) simply closes its end of the pipe: the
@@ -147,6 +148,10 @@ class LocalExecutor:
                     continue  # never: a worker reports only on the task it was sent, whose id it holds
                 elif kind == "progress":
                     events.append(Event(task_id, EventKind.PROGRESS, str(message[1]), stage=str(message[2]) if len(message) > 2 else ""))
+                elif kind == "stored":
+                    stored = Event.stored(task_id, message[1] if len(message) > 1 else None)
+                    if stored is not None:
+                        events.append(stored)
                 elif kind == "done":
                     events.append(Event(task_id, EventKind.DONE, result=message[1]))
                     worker.task_id = None
@@ -242,7 +247,9 @@ def worker_main(conn: Connection, log_path: str | None = None, cwd: str | None =
             exit_without_teardown()
         if message[0] == "stop":
             exit_without_teardown()
-        outcome = execute(Task.from_json(message[1]), StagedProgress(lambda text, stage: conn.send(("progress", text, stage))))
+        progress = StagedProgress(lambda text, stage: conn.send(("progress", text, stage)),
+                                  stored=lambda outputs: conn.send(("stored", [o.to_json() for o in outputs])))
+        outcome = execute(Task.from_json(message[1]), progress)
         if isinstance(outcome, TaskFailure):
             conn.send(("failed", outcome.to_json()))
         else:

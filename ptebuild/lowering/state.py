@@ -3,8 +3,8 @@
 Several steps call a model before the program is made or checked, and must leave its state as it
 was: the check's first eager call (:mod:`.check`), 8da4w's probe of the linears
 (:mod:`ptebuild.backends.xnnpack.linear_use`), PT2E's calibration and conversion
-(:mod:`ptebuild.backends.xnnpack`), and the structural checks asking whether a model has state
-asking whether a model has state). :func:`saved_buffers` copies buffers, :func:`restore_buffers`
+(:mod:`ptebuild.backends.xnnpack`), and the structural checks asking whether a model has state.
+:func:`saved_buffers` copies buffers, :func:`restore_buffers`
 writes them back in place, :func:`versions` gives the version counters an in-place update bumps.
 :func:`updated_buffers` names what a call of the methods updates, and :func:`with_state` restates
 a failed check of such a model with it, for the known limit of a toolchain that mishandles state

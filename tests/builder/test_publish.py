@@ -19,7 +19,6 @@ from ptebuild.builder.publish import Publisher, StoreBlobs
 from ptebuild.errors import CorruptObject
 from ptebuild.manifest import load_manifest
 from ptebuild.results import ActionResult, OutputFile
-from ptebuild.store.cas import CAS
 
 
 @pytest.fixture

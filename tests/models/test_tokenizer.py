@@ -84,3 +84,39 @@ def test_a_file_no_format_reads_is_one_located_line(tmp_path):
     assert refused.value.location == WHERE
     assert "tokenizer.json is none of the tokenizers ExecuTorch's runner reads" in str(refused.value)
     assert "give a tokenizer.json, a tiktoken file or a SentencePiece model" in str(refused.value)
+
+
+FACTS_MEMORY = """
+import sys
+from pathlib import Path
+import pytorch_tokenizers  # noqa: F401  (its own code counted before)
+from ptebuild.models.executorch_llm import tokenizer as t
+
+def resident_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+before = resident_mib()
+held = getattr(t, sys.argv[2])(Path(sys.argv[1]), "m.toml", "models.m.tokenizer")
+print(held.vocab_size, held.bos, held.eos, round(resident_mib() - before))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads this process's memory from /proc (Linux)")
+def test_the_facts_read_before_the_export_hold_no_tokenizer_in_memory(tmp_path):
+    # The export is an LLM build's peak of memory: a 128256-token tokenizer.json held through it was
+    # 59 MiB of the worker's (8.35 GiB against export_llm's 8.27 with Llama-3.2-1B's dimensions).
+    import subprocess
+    import sys
+
+    path = tmp_path / "tokenizer.json"
+    subprocess.run([sys.executable, str(ROOT / "tests" / "models" / "smollm2" / "make_tokenizer.py"), str(path), "128256"],
+                   check=True)
+    found = {}
+    for how in ("load_tokenizer", "read_facts"):
+        done = subprocess.run([sys.executable, "-c", FACTS_MEMORY, str(path), how], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        *facts, grown = done.stdout.split()
+        found[how] = (facts, int(grown))
+    assert found["read_facts"][0] == found["load_tokenizer"][0] == ["128256", "0", "1"]
+    assert found["load_tokenizer"][1] >= 40  # what holding it costs (this test can tell)
+    assert found["read_facts"][1] <= 16, found  # the C++ tokenizer freed, and its heap given back

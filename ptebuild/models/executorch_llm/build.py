@@ -1,7 +1,8 @@
 """Build one ``executorch-llm`` program in a worker: tokenizer, metadata, export, files, check.
 
 1. The tokenizer is loaded as ExecuTorch's runner loads it and checked against the model's
-   ``vocab_size`` (:mod:`.tokenizer`); a misfit is one line at ``models.NAME.tokenizer``.
+   ``vocab_size`` (:mod:`.tokenizer`); a misfit is one line at ``models.NAME.tokenizer``. Only its
+   facts are kept through the export (the build's peak of memory); the check loads it again.
 2. The metadata methods: upstream's (``get_max_seq_len``, ``get_max_context_len``, ``get_n_layers``,
    ``get_vocab_size``, ``use_kv_cache``, ``use_sdpa_with_kv_cache``, ``enable_dynamic_shape``,
    written by ``LLMEdgeManager``), plus ``get_bos_id`` and ``get_eos_ids`` from the tokenizer (a
@@ -81,14 +82,14 @@ def quantization_fits(options: Any, params: dict[str, Any], params_name: str, di
 def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
     from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, options_model
-    from ptebuild.models.executorch_llm.tokenizer import check_fits, load_tokenizer
+    from ptebuild.models.executorch_llm.tokenizer import check_fits, read_facts
 
     started = time.monotonic()
     spec = LlmModelSpec.model_validate(program.model_entry)
     options = options_model(program.backend).model_validate(program.options)
     where = f"models.{program.model}"
     progress("reading the tokenizer")
-    tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
+    tokenizer = read_facts(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")  # loaded again for the check
     huggingface = _read_huggingface(spec, manifest_dir, display, where) if spec.huggingface else None
     if huggingface is not None:
         params, params_name = huggingface.params, f"{spec.huggingface}/config.json"
@@ -116,7 +117,7 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
         progress(f"exporting with ExecuTorch's LLM export ({spec.model_class or 'llama3'}, {program.backend})")
         export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
         exported = export(spec, options, program, manifest_dir, metadata, outputs)
-        return _finish(program, spec, manifest_dir, outputs, progress, exported, tokenizer, started)
+        return _finish(program, spec, manifest_dir, display, outputs, progress, exported, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -173,10 +174,11 @@ def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -
     return path
 
 
-def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Outputs, progress: Progress, exported: Any,
-            tokenizer: Any, started: float) -> BuiltProgram:
+def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress,
+            exported: Any, started: float) -> BuiltProgram:
     """Copy the tokenizer beside the program and check it."""
     from ptebuild.models.executorch_llm.programs import tokenizer_output
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 
     files = dict(exported.files)
     tokenizer_name = tokenizer_output(program.name, spec.tokenizer)
@@ -187,6 +189,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, outputs: Output
     warnings: list[str] = []
     check = ""
     if program.check_enabled:
+        tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"models.{program.model}.tokenizer")
         ptds = [files[name] for name in data_file_names(program)]
         ptd = ptds[0] if ptds else None
         if program.backend in PTEBUILD_LOWERED_BACKENDS or program.backend not in GENERATION_CHECKED_BACKENDS:

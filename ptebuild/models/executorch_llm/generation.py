@@ -91,22 +91,30 @@ def register_llm_kernels() -> None:
 
 
 @contextlib.contextmanager
-def runner_stdout_to_stderr() -> Iterator[None]:
-    """The runner prints what it generates and its stats ("PyTorchObserver {...}") on file
-    descriptor 1, which is a report's channel (``--json``, an executor's pipe): send it to fd 2
-    while it runs (where :func:`~ptebuild.lowering.check.runtime_log` collects it)."""
+def _fd1_to(target: int) -> Iterator[None]:
+    """File descriptor 1 pointed at ``target`` while the block runs; what C's buffers hold (the
+    runner's and its tokenizer's prints) flushed there before it is pointed back."""
     import ctypes
     import sys
 
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    os.dup2(target, 1)
     try:
         yield
     finally:
-        ctypes.CDLL(None).fflush(None)  # what the runner and its tokenizer left in C's buffers goes to fd 2 now
+        ctypes.CDLL(None).fflush(None)
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def runner_stdout_to_stderr() -> Iterator[None]:
+    """The runner prints what it generates and its stats ("PyTorchObserver {...}") on file
+    descriptor 1, which is a report's channel (``--json``, an executor's pipe): send it to fd 2
+    while it runs (where :func:`~ptebuild.lowering.check.runtime_log` collects it)."""
+    with _fd1_to(2):
+        yield
 
 
 class Printed:
@@ -128,21 +136,14 @@ class Printed:
 def runner_stdout_captured() -> Iterator[Printed]:
     """Collect what the runner prints on file descriptor 1 (the pieces it generates, its stats) into
     a temporary file, read into the yielded :class:`Printed` when the block ends."""
-    import ctypes
-    import sys
     import tempfile
 
     printed = Printed()
-    sys.stdout.flush()
-    saved = os.dup(1)
     with tempfile.TemporaryFile() as file:
-        os.dup2(file.fileno(), 1)
         try:
-            yield printed
+            with _fd1_to(file.fileno()):
+                yield printed
         finally:
-            ctypes.CDLL(None).fflush(None)  # what the runner left in C's buffers goes to the file now
-            os.dup2(saved, 1)
-            os.close(saved)
             file.seek(0)
             printed.output = file.read()
 
@@ -405,18 +406,19 @@ def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokeni
     pads its tokenizer, with random weights, picks ids without one; the runner fails at such an
     id); else from the prompt whose continuation goes furthest before one, cut there, with a note.
     ``fresh()``: a ``feed`` of the program from position 0."""
-    best: tuple[str, list[int], int] | None = None
+    best: tuple[str, list[int], list[bytes | None], int] | None = None
     for prompt in RUNNER_PROMPTS:
         ids = tokenizer.encode(prompt)
         wanted = max(1, min(RUNNER_TOKENS, shape.positions - len(ids)))
         tokens = greedy_as_the_runner(fresh(), ids, wanted, stops)
-        known = next((i for i, token in enumerate(tokens) if tokenizer.piece(token) is None), len(tokens))
-        if best is None or known > best[2]:
-            best = (prompt, tokens, known)
+        pieces = [tokenizer.piece(token) for token in tokens]
+        known = next((i for i, piece in enumerate(pieces) if piece is None), len(pieces))
+        if best is None or known > best[3]:
+            best = (prompt, tokens, pieces, known)
         if known == len(tokens):
             break
     assert best is not None
-    prompt, tokens, known = best
+    prompt, tokens, pieces, known = best
     note = ""
     if known < len(tokens):  # the runner would fail at that token ("Tokenizer error"): asked for those before it
         note = (f"the program's greedy token {known + 1} from {prompt!r} is id {tokens[known]}, which "
@@ -424,7 +426,7 @@ def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokeni
                 + (f"was asked for the {known} before it" if known else f"was not run (nor from {len(RUNNER_PROMPTS) - 1} other prompts)")
                 + f"; if {tokenizer.path.name} is the model's own (a vocab_size that pads it), a trained model does "
                 "not generate these ids, else give the model's own tokenizer")
-    continuation = b"".join(printed(tokenizer.piece(token)) for token in tokens[:known])
+    continuation = b"".join(printed(piece) for piece in pieces[:known] if piece is not None)
     if known == len(tokens) > 1 and tokens[-1] in stops:
         continuation += b"\n"  # the runner's token generator prints a newline when it stops at an EOS
     return EagerAgreement([], continuation, known, note, prompt)

@@ -7,6 +7,9 @@ that loads is the tokenizer. :func:`load_tokenizer` does the same with the same 
 
 A tokenizer fits a model when every id it can give (its vocabulary, BOS and EOS) is below the
 model's ``vocab_size``: a larger one would index past the embedding table on a device.
+:func:`read_facts` reads what the build needs before the export (the fit, BOS, EOS) and frees the
+tokenizer: the export is the build's peak of memory, and a 128k-token ``tokenizer.json`` takes
+about 60 MiB loaded; the check loads it again.
 Imports ``pytorch_tokenizers`` (a worker); nothing here imports torch.
 """
 
@@ -28,15 +31,21 @@ FORMATS = (
 
 
 @dataclass(frozen=True)
-class LoadedTokenizer:
+class TokenizerFacts:
+    """What a tokenizer is, without it: its file, format, vocabulary size, BOS and EOS ids."""
+
     path: Path
     format: str
     """What it is, in words (``a Hugging Face tokenizer.json``)."""
-    cpp: Any
-    """The C++ tokenizer (``encode(text, bos, eos)``, ``decode(token)``)."""
     vocab_size: int
     bos: int
     eos: int
+
+
+@dataclass(frozen=True)
+class LoadedTokenizer(TokenizerFacts):
+    cpp: Any
+    """The C++ tokenizer (``encode(text, bos, eos)``, ``decode(token)``)."""
 
     def encode(self, text: str) -> list[int]:
         """The ids the runner prefills for ``text`` (``GenerationConfig``'s default: no BOS or EOS added)."""
@@ -75,8 +84,8 @@ def load_tokenizer(path: Path, display: str, where: str) -> LoadedTokenizer:
         except RuntimeError as exc:
             tried.append(str(exc).strip().splitlines()[0])
             continue
-        return LoadedTokenizer(path, words, tokenizer, int(tokenizer.vocab_size()), int(tokenizer.bos_tok()),
-                               int(tokenizer.eos_tok()))
+        return LoadedTokenizer(path, words, int(tokenizer.vocab_size()), int(tokenizer.bos_tok()), int(tokenizer.eos_tok()),
+                               tokenizer)
     raise ManifestError(
         f"{path.name} is none of the tokenizers ExecuTorch's runner reads ({'; '.join(tried)}); give a "
         "tokenizer.json, a tiktoken file or a SentencePiece model",
@@ -84,7 +93,24 @@ def load_tokenizer(path: Path, display: str, where: str) -> LoadedTokenizer:
     )
 
 
-def check_fits(tokenizer: LoadedTokenizer, vocab_size: int, display: str, where: str, params: str) -> None:
+def read_facts(path: Path, display: str, where: str) -> TokenizerFacts:
+    """:func:`load_tokenizer`'s facts, the tokenizer freed and the C heap it took given back to the
+    system (glibc's ``malloc_trim``; elsewhere what the allocator keeps). Raises as it does."""
+    import ctypes
+    import gc
+
+    loaded = load_tokenizer(path, display, where)
+    facts = TokenizerFacts(loaded.path, loaded.format, loaded.vocab_size, loaded.bos, loaded.eos)
+    del loaded
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc
+        pass
+    return facts
+
+
+def check_fits(tokenizer: TokenizerFacts, vocab_size: int, display: str, where: str, params: str) -> None:
     """ManifestError at ``where`` if an id the tokenizer gives is not below the model's ``vocab_size``."""
     largest = max(tokenizer.vocab_size - 1, tokenizer.bos, tokenizer.eos)
     if largest >= vocab_size:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -343,14 +344,18 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     generator = torch.Generator().manual_seed(program.seed)
     prompt = torch.randint(0, tokenizer.vocab_size, (prompt_length,), generator=generator).tolist()
 
+    load: Callable[[bool], Any] | None = None
     if execute is None:
-        from executorch.runtime import Runtime
+        def load(verify: bool) -> Any:
+            from executorch.runtime import Runtime
 
-        with one_data_file(pte, ptds, verify_bytes=True) as ptd, runtime_log() as log:
-            try:
-                execute = Runtime.get().load_program(pte, data_path=ptd).load_method(method).execute
-            except Exception as exc:
-                raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
+            with one_data_file(pte, ptds, verify_bytes=verify) as ptd, runtime_log() as log:
+                try:
+                    return Runtime.get().load_program(pte, data_path=ptd).load_method(method).execute
+                except Exception as exc:
+                    raise runtime_error(f"to load {pte.name}", exc, log, program.name) from exc
+
+        execute = load(True)
     ours = ProgramCaller(execute, device)
     stepper = _Stepper(ours, shape)
     with runtime_log() as log:
@@ -380,14 +385,24 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
         decode.token(step, expected[step], actual[step])
         decode.logits(step, expected[step + 1], actual[step + 1])
     decode.verdict(min_agreement)
-    # The runner's prompt from position 0 on the same loaded method: what it holds beyond the
-    # positions written is never read (attention stops at the current position), as when the
-    # runner itself is reset between two prompts.
-    runner = _runner_continuation(lambda: _Stepper(ProgramCaller(execute, device), shape).feed, tokenizer, shape,
-                                  _stop_ids(pte, tokenizer))
+    # The runner's prompt from position 0, on the program as the runner loads it. A KV cache holds
+    # nothing a new prompt reads (attention stops at the current position), so the same loaded
+    # method serves; a state that is not indexed by position (LFM2's convolutions, a linear
+    # attention's recurrent state) would carry the check's calls into it: a fresh load then.
+    dtype = ours.dtype
+    if carries_state(mutable_buffers) and load is not None:
+        del stepper, ours, execute  # one loaded copy of the weights at a time
+
+        def fresh() -> Callable[[list[int]], Any]:
+            assert load is not None
+            return _Stepper(ProgramCaller(load(False), device), shape).feed
+    else:
+        def fresh() -> Callable[[list[int]], Any]:
+            return _Stepper(ProgramCaller(execute, device), shape).feed
+    runner = _runner_continuation(fresh, tokenizer, shape, _stop_ids(pte, tokenizer))
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
-    common = {"method": method, "output": 0, "dtype": ours.dtype, **tolerance.to_json(), "data": "random",
+    common = {"method": method, "output": 0, "dtype": dtype, **tolerance.to_json(), "data": "random",
               "samples": 0, "reason": "", "prompt_seed": program.seed}
     figures = [
         {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefilled.found.max_abs_error,
@@ -568,6 +583,18 @@ def _emitted(stats: list[Any]) -> int:
     import json
 
     return 1 + int(json.loads(stats[0].to_json_string()).get("generated_tokens", 0)) if stats else 0
+
+
+KV_CACHE_BUFFER = re.compile(r"(^|\.)kv_cache\.|(^|\.)[kv]_cache(_scales|_zero_points)?$")
+"""A mutable buffer of a KV cache (ExecuTorch's ``KVCache`` and ``QuantizedKVCache``: ``k_cache``,
+``v_cache``, their scales and zero points), written at the positions each call names."""
+
+
+def carries_state(mutable_buffers: tuple[str, ...]) -> bool:
+    """True if a program's mutable buffers hold state besides KV caches (LFM2's ``conv_state``, a
+    linear attention's recurrent state): state a new prompt from position 0 does not overwrite, so
+    that a method that ran before computes something else than one freshly loaded."""
+    return any(not KV_CACHE_BUFFER.search(name) for name in mutable_buffers)
 
 
 def greedy_as_the_runner(feed: Callable[[list[int]], Any], prompt: list[int], wanted: int, stops: set[int]) -> list[int]:

@@ -222,6 +222,19 @@ KNOWN_LIMITS: tuple[KnownLimit, ...] = (
         unfixed="seen with torchao 0.18's prepare_pt2e and convert_pt2e",
     ),
     KnownLimit(
+        name="xnnpack-bfloat16-depthwise-convolution",
+        toolchain="ExecuTorch 1.5.1's XNNPACK runtime",
+        pattern=re.compile(r"Failed to create depthwise convolution node \d+ with code: xnn_status_invalid_parameter"),
+        backends=("xnnpack",),
+        what_to_do=(
+            "its partitioner delegates a bfloat16 depthwise convolution (a Conv1d or Conv2d with groups equal to its "
+            "channels: LFM2's short convolutions, Qwen3.5's linear attention) that its runtime cannot create, so the "
+            "program does not load: build the model in float32, or in bfloat16 without enable_bf16 (nothing is then "
+            "delegated: ExecuTorch's portable kernels run it)"
+        ),
+        unfixed="seen with ExecuTorch 1.5.1 (LFM2 and Qwen3.5 with dtype_override = 'bf16' and enable_bf16)",
+    ),
+    KnownLimit(
         name="executorch-runtime-torch-2.11",
         toolchain="ExecuTorch 1.5.1's pip runtime under torch 2.11",
         pattern=re.compile(r"tensor does not have a device"),

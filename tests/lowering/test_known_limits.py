@@ -98,3 +98,14 @@ def test_the_advice_says_whether_upstream_fixed_it():
     advice = by_name("cuda-attention-bfloat16").advice()
     assert "fixed upstream by" not in advice
     assert advice.endswith("; not fixed upstream yet (executorch/backends/cuda/triton/kernels/sdpa.py refuses other dtypes)")
+
+
+def test_a_bfloat16_depthwise_convolution_xnnpack_cannot_create_is_explained():
+    # Seen: Qwen3.5's and LFM2's short convolutions in bfloat16 with enable_bf16, at the check's load.
+    text = ("ExecuTorch's runtime failed to load qwen35s_bf16.pte: RuntimeError: Failed to load method forward, error: "
+            "0x:1 (Internal); it logged: Failed to create depthwise convolution node 30 with code: "
+            "xnn_status_invalid_parameter; XNNCompiler::compileModel failed: 0x1; Init failed for backend XnnpackBackend: 0x1")
+    found = explain(text, [], "xnnpack")
+    assert found is not None and found.name == "xnnpack-bfloat16-depthwise-convolution"
+    assert "enable_bf16" in found.advice() and "float32" in found.advice()
+    assert explain(text, [], "portable") is None

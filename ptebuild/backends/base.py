@@ -269,6 +269,13 @@ class Backend:
 
         weightkeys.key_constants_by_sha256(manager, config)
 
+    def warm(self) -> None:
+        """Work that every lowering for this backend repeats in a fresh process (upstream's
+        per-process caches), done once by the warm worker server before it forks its task
+        children, which then start from it. The server runs it with torch on one thread and
+        tqdm's monitor thread off (:func:`ptebuild.daemon.children.warm_before_forking`): it must
+        start no thread of its own, since the server forks over it. Default: nothing."""
+
     def ready_runtime(self) -> None:
         """Make this process's ExecuTorch runtime able to load the backend's programs (a library it
         opens, found here): called by :meth:`check` and by any other check that loads a program of

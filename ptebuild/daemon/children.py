@@ -32,13 +32,84 @@ def default_max_rss() -> int:
 
 
 def fork_is_safe() -> str | None:
-    """None if this process may fork task children, else why not."""
+    """None if this process may fork task children, else why not: a thread (a Python one, or a
+    native one started since the imports, such as OpenMP's pool: a child forked over it hangs in
+    its first parallel work) or CUDA."""
     if threading.active_count() > 1:
         return f"{threading.active_count()} Python threads are running"
+    started, now = _threads_at_start_count(), native_threads()
+    if started is not None and now is not None and now > started:
+        return f"{now} native threads are running, {started} after the imports (torch ran parallel work)"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialised"
     return None
+
+
+def native_threads() -> int | None:
+    """The number of this process's threads, Python's and native ones (``/proc/self/task``);
+    None where the system does not list them."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+_threads_at_start: list[int | None] = []
+"""The native threads of the warm process before it ran anything (its imports' own: the idle
+thread ``import torch`` starts), counted by the first :func:`fork_is_safe` or
+:func:`warm_before_forking`."""
+
+
+def _threads_at_start_count() -> int | None:
+    if not _threads_at_start:
+        _threads_at_start.append(native_threads())
+    return _threads_at_start[0]
+
+
+def warm_before_forking() -> list[str]:
+    """Do once, in the warm process, what each task child would otherwise do again: every backend
+    the workers import (:data:`~ptebuild.worker.execute.PREPARED_BACKENDS`) that survives a fork
+    runs its :meth:`~ptebuild.backends.base.Backend.warm`, with torch on one thread (OpenMP starts
+    no pool for work on one thread) and tqdm's monitor thread off, torch's thread count restored
+    after. Returns one line per warm-up that failed (it only costs the children time)."""
+    import torch
+
+    from ptebuild.backends import get_backend
+    from ptebuild.causes import describe
+    from ptebuild.worker.execute import PREPARED_BACKENDS
+
+    _threads_at_start_count()
+    problems: list[str] = []
+    threads = torch.get_num_threads()
+    tqdm = _tqdm()
+    monitor = tqdm.monitor_interval if tqdm is not None else 0
+    torch.set_num_threads(1)
+    try:
+        if tqdm is not None:
+            tqdm.monitor_interval = 0
+        for name in PREPARED_BACKENDS:
+            backend = get_backend(name)
+            if backend.forks_safely:
+                try:
+                    backend.warm()
+                except Exception as exc:  # an optimisation: the children do it themselves
+                    problems.append(f"warming the {name} backend failed: {describe(exc).line}")
+    finally:
+        torch.set_num_threads(threads)
+        if tqdm is not None:
+            tqdm.monitor_interval = monitor
+    return problems
+
+
+def _tqdm() -> Any:
+    """tqdm's progress bar class, if installed (upstream's passes show bars: each starts tqdm's
+    monitor thread unless its ``monitor_interval`` is 0)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
 
 
 def sweep_log_dirs(folder: Path) -> None:

@@ -10,9 +10,12 @@ takes the ``<id>.lock`` flock (a second server for the same socket exits), impor
 Isolation: every task runs in a child ``fork()``-ed from the warm process. The child shares the
 imported toolchain copy-on-write, starts from the module cache of a process that never imported
 user code (an edited model is always imported fresh), and its crash or kill ends only that task.
-The parent never runs a torch operation, so no OpenMP pool exists to be broken by the fork (the
-idle native thread that ``import torch`` starts is the same one DataLoader workers fork over);
-:func:`fork_is_safe` refuses to fork if Python threads or CUDA were started. Children die with
+The parent runs torch only on one thread, so no OpenMP pool exists to be broken by the fork (the
+idle native thread that ``import torch`` starts is the same one DataLoader workers fork over):
+once, before it serves, for what every child's lowering would otherwise repeat (XNNPACK's pattern
+graphs, 3 to 4 s a program: :func:`warm_before_forking`, each backend's ``warm``);
+:func:`fork_is_safe` refuses to fork if Python threads, native threads beyond the imports' or CUDA
+were started (if the warm-up left one, every task runs in a fresh interpreter instead). Children die with
 the server (``PR_SET_PDEATHSIG``). A child whose resident memory passes ``PTEBUILD_DAEMON_MAX_RSS``
 (bytes, or with K/M/G suffix; default 80% of the machine's memory) is killed and its task failed.
 
@@ -58,6 +61,7 @@ from ptebuild.daemon.children import (
     run_child,
     spawn_fresh,
     sweep_log_dirs,
+    warm_before_forking,
 )
 from ptebuild.daemon.launch import take_lock
 from ptebuild.processes import describe_wait_status, die_with_parent, last_words, redirect_output, rss_bytes
@@ -454,6 +458,14 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_worker()
     print(f"{os.getpid()}: toolchain imported in {time.monotonic() - started:.1f}s", flush=True)
+    for line in warm_before_forking():
+        print(f"{os.getpid()}: {line}", flush=True)
+    unsafe = fork_is_safe()
+    if unsafe is not None:  # the warm-up left a thread: no child may be forked over it
+        print(f"{os.getpid()}: after the warm-up this process cannot fork safely ({unsafe}): every task runs in a "
+              "fresh interpreter", flush=True)
+        os.environ["PTEBUILD_DAEMON_FRESH"] = "1"
+    print(f"{os.getpid()}: warm in {time.monotonic() - started:.1f}s", flush=True)
     jobs = int(os.environ.get("PTEBUILD_DAEMON_JOBS") or os.cpu_count() or 1)
     max_rss = parse_size(os.environ["PTEBUILD_DAEMON_MAX_RSS"]) if os.environ.get("PTEBUILD_DAEMON_MAX_RSS") else default_max_rss()
     server = Server(sock_path, idle=args.idle, jobs=jobs, max_rss=max_rss, lock=lock)

@@ -33,6 +33,10 @@ _attributed: set[str] = set()
 """The modules whose distributions :data:`_imported` already accounts for."""
 
 
+PREPARED_BACKENDS = ("portable", "xnnpack")
+"""The backends every worker imports before its first task (the others when a task needs them)."""
+
+
 def prepare_worker() -> None:
     """Import torch and executorch once, quietly, and remember which modules a task starts with."""
     global _baseline
@@ -47,8 +51,10 @@ def prepare_worker() -> None:
         import executorch.exir
         import executorch.runtime  # noqa: F401
         import torch  # noqa: F401
-    import ptebuild.backends.portable
-    import ptebuild.backends.xnnpack
+    from ptebuild.backends import get_backend
+
+    for name in PREPARED_BACKENDS:
+        get_backend(name)
     import ptebuild.worker.lower  # noqa: F401
 
     _baseline = frozenset(sys.modules)

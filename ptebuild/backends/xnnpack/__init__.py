@@ -179,6 +179,15 @@ class XnnpackBackend(Backend):
         quantize = options.get("quantize") if isinstance(options, dict) else getattr(options, "quantize", None)
         return TORCHAO_REFERENCE if quantize == "8da4w" else EXECUTORCH_RUNTIME
 
+    def warm(self) -> None:
+        """XNNPACK's passes match each graph against pattern graphs (bilinear upsampling, SDPA)
+        that upstream makes, by exporting small modules, the first time a process lowers for it
+        (``functools.lru_cache``): 3 to 4 s of every program's lowering in a fresh child."""
+        from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+
+        bilinear_2d.get_graphs_dict()
+        sdpa.get_graphs()
+
     def transform_model(self, model, options, program):
         """``8da4w``: a copy of ``model`` whose linears torchao quantized (:func:`quantized_8da4w`)."""
         if options.quantize != "8da4w":

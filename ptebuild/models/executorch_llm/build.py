@@ -16,6 +16,9 @@
    the same twice).
 4. The tokenizer is copied beside the program (``<program>.<file name>``), streamed.
 
+The worker's allocator maps every block of 128 KiB or more on its own for the build (:mod:`ptebuild.heap`):
+what upstream's export frees (the float weights it quantized) goes back to the system at once.
+
 Every file is written as a stream through the worker's :class:`~ptebuild.models.base.Outputs`
 (into the task's store, hashed on the way), never read whole into memory.
 5. The check (:mod:`.generation`) against the eager model the export left.
@@ -80,11 +83,13 @@ def quantization_fits(options: Any, params: dict[str, Any], params_name: str, di
 
 
 def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
+    from ptebuild import heap
     from ptebuild.models.executorch_llm.export import export_with_backend, export_with_upstream
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, options_model
     from ptebuild.models.executorch_llm.tokenizer import check_fits, read_facts
 
     started = time.monotonic()
+    heap.return_large_frees()  # the weights' copies upstream frees go back to the system, not into the heap
     spec = LlmModelSpec.model_validate(program.model_entry)
     options = options_model(program.backend).model_validate(program.options)
     where = f"models.{program.model}"

@@ -96,17 +96,15 @@ def load_tokenizer(path: Path, display: str, where: str) -> LoadedTokenizer:
 def read_facts(path: Path, display: str, where: str) -> TokenizerFacts:
     """:func:`load_tokenizer`'s facts, the tokenizer freed and the C heap it took given back to the
     system (glibc's ``malloc_trim``; elsewhere what the allocator keeps). Raises as it does."""
-    import ctypes
     import gc
+
+    from ptebuild import heap
 
     loaded = load_tokenizer(path, display, where)
     facts = TokenizerFacts(loaded.path, loaded.format, loaded.vocab_size, loaded.bos, loaded.eos)
     del loaded
     gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):  # not glibc
-        pass
+    heap.trim()
     return facts
 
 

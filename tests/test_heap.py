@@ -1,0 +1,40 @@
+"""ptebuild.heap: with large frees returned, memory freed in the middle of the heap goes back to the
+system; with glibc's default (its threshold raised by a large block freed) it stays resident.
+
+Each case runs in a fresh interpreter: the allocator's settings are the process's for good."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import sys
+from ptebuild import heap
+if sys.argv[1] == "fixed":
+    assert heap.return_large_frees()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+big = bytearray(30 << 20)    # mapped; freeing it raises glibc's default threshold to 30 MiB
+del big
+blocks = [bytearray(4 << 20) for _ in range(64)]   # 256 MiB in 4 MiB blocks, each written
+keep = bytearray(4 << 20)   # allocated after them: the heap's top is not free
+before = rss()
+del blocks
+print((before - rss()) >> 20)
+"""
+
+
+def _freed_mib(mode: str) -> int:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator (Linux)")
+def test_freed_blocks_go_back_to_the_system_only_with_large_frees_returned():
+    assert _freed_mib("default") < 64  # kept in the heap
+    assert _freed_mib("fixed") >= 240  # each 4 MiB block unmapped when freed

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -69,11 +68,7 @@ def outputs(out: Path) -> dict[str, str]:
 
 
 def stop_servers(cache: Path) -> None:
-    for pid_file in (cache / "workers").glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
+    subprocess.run([str(PYTHON), "-m", "ptebuild", "workers", "stop", "--cache", str(cache)], capture_output=True)
 
 
 def lower_seconds(cache: Path, key: str) -> float:

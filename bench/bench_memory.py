@@ -202,16 +202,6 @@ def plain_peak(project: Path, width: int, depth: int, out: Path, run: bool) -> t
     return time.monotonic() - started, usage.ru_maxrss * 1024, said[-1] if said else ""
 
 
-def stop_servers(folder: Path) -> None:
-    import signal
-
-    for pid_file in folder.glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
-
-
 def gib(n: int) -> str:
     return f"{n / (1 << 30):6.2f} GiB"
 
@@ -258,7 +248,7 @@ def main() -> int:
             seconds, builder, others = run_sampled(command, env, ROOT, tmp / "workers")
             servers = {int(f.read_text()) for f in (tmp / "workers").glob("*.pid")} if args.executor == "daemon" else set()
             worker = max((p for pid, (_line, p) in others.items() if pid not in servers), default=0)
-            stop_servers(tmp / "workers")
+            subprocess.run([str(PYTHON), "-m", "ptebuild", "workers", "stop"], env=env, capture_output=True)
             ptd = tmp / f"out-{check}" / "mlp_weights.ptd"
             base_seconds, base = plain[check]
             rows.append((f"ptebuild builder (check {check})", gib(builder), f"target <= {gib(BUILDER_LIMIT).strip()}"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,14 +41,6 @@ def build(manifest: Path, work: Path, env: dict[str, str]) -> float:
         sys.exit(f"bench: build failed ({env.get('PYTHONPATH') or 'this checkout'}):\n{done.stderr[-3000:]}")
     shutil.rmtree(cache, ignore_errors=True)
     return seconds
-
-
-def stop_servers(folder: Path) -> None:
-    for pid_file in folder.glob("*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
 
 
 def main() -> int:
@@ -83,7 +74,7 @@ def main() -> int:
                 print(f"run {run + 1}: " + ", ".join(f"{side} {times[side][-1]:.2f} s" for side in sides), flush=True)
         finally:
             for env in sides.values():
-                stop_servers(Path(env["PTEBUILD_WORKERS_DIR"]))
+                subprocess.run([str(PTEBUILD), "workers", "stop"], env=env, capture_output=True)
     this, baseline = times["this checkout"], times["baseline"]
     ratios = [a / b for a, b in zip(this, baseline, strict=True)]
     print(f"{args.manifest.name} on a warm server, every program lowered and checked ({args.runs} runs each, alternating):")

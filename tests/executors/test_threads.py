@@ -63,7 +63,8 @@ def _threads_seen(tmp_path: Path, monkeypatch, executor: str, jobs: int) -> set[
     return {int(p.read_text()) for p in recorded.iterdir()}
 
 
-@pytest.mark.parametrize("executor", ["local", "daemon"])
+# The local pool runs the same worker code (execute.py applies the share either way): slow.
+@pytest.mark.parametrize("executor", [pytest.param("local", marks=pytest.mark.slow), "daemon"])
 def test_each_of_two_workers_runs_torch_on_its_share_of_the_cores(executor, tmp_path, monkeypatch):
     cores = len(os.sched_getaffinity(0))
     assert _threads_seen(tmp_path, monkeypatch, executor, jobs=2) == {max(1, cores // 2)}

@@ -16,12 +16,12 @@
    the same twice).
 4. The tokenizer is copied beside the program (``<program>.<file name>``), streamed.
 
-The worker's allocator maps every block of 128 KiB or more on its own for the build (:mod:`ptebuild.heap`):
-what upstream's export frees (the float weights it quantized) goes back to the system at once.
+5. The check (:mod:`.generation`) against the eager model the export left.
 
 Every file is written as a stream through the worker's :class:`~ptebuild.models.base.Outputs`
-(into the task's store, hashed on the way), never read whole into memory.
-5. The check (:mod:`.generation`) against the eager model the export left.
+(into the task's store, hashed on the way), never read whole into memory. The worker's allocator
+maps every block of 128 KiB or more on its own for the build (:mod:`ptebuild.heap`): a block
+upstream's export frees goes back to the system at once instead of staying in glibc's heap.
 """
 
 from __future__ import annotations

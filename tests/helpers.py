@@ -95,3 +95,12 @@ def put_record(store, i: int, digests: list[str], last_use: float) -> None:
     record = {"outputs": [{"name": f"o{j}", "digest": d} for j, d in enumerate(digests)]}
     store.actions.put(record_key(i), f"prog{i}", record)
     os.utime(store.actions.path(record_key(i)), (last_use, last_use))
+
+
+def transparent_huge_pages() -> str:
+    """The kernel's mode for them (``always``, ``madvise``, ``never``), or '' where it has none."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return ""
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else ""

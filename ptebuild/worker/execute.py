@@ -38,9 +38,13 @@ PREPARED_BACKENDS = ("portable", "xnnpack")
 
 
 def prepare_worker() -> None:
-    """Import torch and executorch once, quietly, and remember which modules a task starts with."""
+    """Import torch and executorch once, quietly, with huge pages for large tensors
+    (:func:`ptebuild.heap.huge_pages_for_tensors`), and remember which modules a task starts with."""
     global _baseline
     import ptebuild.deps  # its STARTUP_PATH: sys.path before the toolchain adds to it
+    from ptebuild import heap
+
+    heap.huge_pages_for_tensors()  # before torch's first allocation
     warnings.filterwarnings("ignore")
     import logging
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import transparent_huge_pages
 from project_copy import copy_project
 from tasks_for_tests import make_tasks, run_all
 from test_daemon import stop_servers
@@ -22,7 +23,8 @@ from ptebuild.worker.tasks import EventKind, threads_per_worker
 
 
 def _recording_project(root: Path) -> Path:
-    """tiny.toml whose model factory writes the torch threads it was built with into $TINY_THREADS_DIR."""
+    """tiny.toml whose model factory writes the torch threads it was built with into $TINY_THREADS_DIR, and
+    whether the kernel gives an 8 MiB tensor of its worker huge pages (smaps' ``THPeligible``) into ``huge_pages``."""
     manifest = copy_project(root)
     model = root / "tinymodels" / "tiny.py"
     model.write_text(model.read_text().replace(
@@ -31,7 +33,17 @@ def _recording_project(root: Path) -> Path:
         "    import os, torch, uuid\n"
         "    folder = os.environ['TINY_THREADS_DIR']\n"
         "    with open(os.path.join(folder, uuid.uuid4().hex), 'w') as f:\n"
-        "        f.write(str(torch.get_num_threads()))\n",
+        "        f.write(str(torch.get_num_threads()))\n"
+        "    tensor = torch.ones(8 << 20, dtype=torch.uint8)\n"
+        "    with open('/proc/self/smaps') as f, open(os.path.join(folder, 'huge_pages'), 'w') as out:\n"
+        "        inside = False\n"
+        "        for line in f:\n"
+        "            head = line.split()[0]\n"
+        "            if '-' in head and not head.endswith(':'):\n"
+        "                start, end = (int(x, 16) for x in head.split('-'))\n"
+        "                inside = start <= tensor.data_ptr() < end\n"
+        "            elif inside and head == 'THPeligible:':\n"
+        "                out.write(line.split()[1])\n",
     ))
     return manifest
 
@@ -60,7 +72,9 @@ def _threads_seen(tmp_path: Path, monkeypatch, executor: str, jobs: int) -> set[
         runs.close()
         stop_servers(cache)
     assert all(final.kind is EventKind.DONE for final in finals.values()), [f.text for f in finals.values()]
-    return {int(p.read_text()) for p in recorded.iterdir()}
+    if transparent_huge_pages() == "madvise":  # torch's allocator asks for them (ptebuild.heap), the kernel gives them
+        assert (recorded / "huge_pages").read_text() == "1"
+    return {int(p.read_text()) for p in recorded.iterdir() if p.name != "huge_pages"}
 
 
 # The local pool runs the same worker code (execute.py applies the share either way): slow.

@@ -612,15 +612,19 @@ def test_a_prompt_longer_than_one_call_takes_is_prefilled_in_chunks_by_the_runne
     assert generation["prompt_tokens"] == 29 and generation["generated_tokens"] == 4  # two chunks of 15 and 14
 
 
-def test_run_asks_the_runner_for_no_more_tokens_than_its_kv_cache_holds(chat_build):
+def test_run_asks_the_runner_for_no_more_tokens_than_its_kv_cache_holds(chat_build, capsys):
     """ExecuTorch 1.5.1's runner does not bound max_new_tokens by the KV cache: asked for more than
     fit after the prompt, it failed in a kernel ("arg 0 with type id 1; arg 1 with type id 8").
-    ptebuild asks for what fits, and says so."""
+    ptebuild asks for what fits, and says so. (In this process: the CLI's own process is
+    test_run_generates_text_through_the_runner_and_times_it's.)"""
+    from ptebuild.cli import main
+
     manifest, out, *_ = chat_build
-    done = ptebuild("run", manifest, "chat_xnnpack", "--out", out, "--prompt", "The robot", "--max-new-tokens", "200", "--json")
-    assert done.returncode == 0, done.stderr
-    generation = json.loads(done.stdout)
+    code = main(["run", str(manifest), "chat_xnnpack", "--out", str(out), "--prompt", "The robot", "--max-new-tokens", "200", "--json"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    generation = json.loads(printed.out)
     room = 64 - generation["prompt_tokens"] + 1  # the cache holds the prompt and every new token but the last
     assert generation["generated_tokens"] <= room < 200
-    assert "note: chat_xnnpack: 200 new tokens do not fit the KV cache after this prompt" in done.stderr
+    assert "note: chat_xnnpack: 200 new tokens do not fit the KV cache after this prompt" in printed.err
     assert generation["note"].endswith(f"generating {room}")

@@ -104,3 +104,20 @@ def transparent_huge_pages() -> str:
     except OSError:
         return ""
     return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else ""
+
+
+THP_ELIGIBLE = """
+def thp_eligible(address):
+    # The kernel's THPeligible ('1' or '0') for the mapping of this process that holds address.
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "THPeligible:":
+                return line.split()[1]
+    return ""
+"""
+"""Source of ``thp_eligible(address)``, for scripts and model factories that run in other processes."""

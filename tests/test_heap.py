@@ -6,11 +6,12 @@ Each case runs in a fresh interpreter: the allocator's settings are the process'
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
-from helpers import transparent_huge_pages
+from helpers import THP_ELIGIBLE, transparent_huge_pages
 
 SCRIPT = """
 import sys
@@ -42,29 +43,18 @@ def test_freed_blocks_go_back_to_the_system_only_with_large_frees_returned():
     assert _freed_mib("fixed") >= 240  # each 4 MiB block unmapped when freed
 
 
-HUGE_PAGES = """
-import os, sys
+HUGE_PAGES = THP_ELIGIBLE + """
+import sys
 from ptebuild import heap
 if sys.argv[1] == "asked":
     heap.huge_pages_for_tensors()
 import torch
 tensor = torch.ones(8 << 20, dtype=torch.uint8)   # 8 MiB, written
-address = tensor.data_ptr()
-with open("/proc/self/smaps") as f:
-    mapping = None
-    for line in f:
-        head = line.split()[0]
-        if "-" in head and not head.endswith(":"):
-            start, end = (int(x, 16) for x in head.split("-"))
-            mapping = start <= address < end
-        elif mapping and head == "THPeligible:":
-            print(line.split()[1])
+print(thp_eligible(tensor.data_ptr()))
 """
 
 
 def _eligible(mode: str, environment: dict[str, str]) -> str:
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | environment
     done = subprocess.run([sys.executable, "-c", HUGE_PAGES, mode], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import transparent_huge_pages
+from helpers import THP_ELIGIBLE, transparent_huge_pages
 from project_copy import copy_project
 from tasks_for_tests import make_tasks, run_all
 from test_daemon import stop_servers
@@ -29,21 +29,15 @@ def _recording_project(root: Path) -> Path:
     model = root / "tinymodels" / "tiny.py"
     model.write_text(model.read_text().replace(
         "def make_tiny(**kwargs) -> Tiny:\n",
+        THP_ELIGIBLE + "\n\n"
         "def make_tiny(**kwargs) -> Tiny:\n"
         "    import os, torch, uuid\n"
         "    folder = os.environ['TINY_THREADS_DIR']\n"
         "    with open(os.path.join(folder, uuid.uuid4().hex), 'w') as f:\n"
         "        f.write(str(torch.get_num_threads()))\n"
         "    tensor = torch.ones(8 << 20, dtype=torch.uint8)\n"
-        "    with open('/proc/self/smaps') as f, open(os.path.join(folder, 'huge_pages'), 'w') as out:\n"
-        "        inside = False\n"
-        "        for line in f:\n"
-        "            head = line.split()[0]\n"
-        "            if '-' in head and not head.endswith(':'):\n"
-        "                start, end = (int(x, 16) for x in head.split('-'))\n"
-        "                inside = start <= tensor.data_ptr() < end\n"
-        "            elif inside and head == 'THPeligible:':\n"
-        "                out.write(line.split()[1])\n",
+        "    with open(os.path.join(folder, 'huge_pages'), 'w') as f:\n"
+        "        f.write(thp_eligible(tensor.data_ptr()))\n",
     ))
     return manifest
 

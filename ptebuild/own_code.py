@@ -1,10 +1,17 @@
 """ptebuild's own source files, and digests of them: what keys and identities say about ptebuild.
 
-Four things depend on ptebuild's code: an action key (the modules whose code decides a program's
-bytes), a shim library's key (the import-library writer), a shared weights file's key (the
-merger), and the warm server's identity (all of it: a server must never run other code than the
-build that talks to it). Each names the files it covers; this module lists them and digests them
-one way.
+Several things depend on ptebuild's code: an action key (the code a worker runs to lower and
+check a program), a shim library's key (the import-library writer), a shared weights file's key
+(the merger), the capability probe's facts, and the warm server's identity (all of it: a server
+must never run other code than the build that talks to it). A key names the *entry modules* of
+what it covers; the files are their import closure (:mod:`ptebuild.import_closure`), computed
+from the source, so a module that one of them comes to import is covered without anyone listing
+it. This module finds those files and digests them one way.
+
+The closure is parsed once per version of ptebuild's code: :func:`closure_files` keeps it in the
+local cache (a memo of the cache front end) under a key over the digest of all ptebuild's files,
+with the file -> SHA-256 breakdown of each digest it made, so that ``--explain`` can name the
+files an edit changed (:func:`changed_files`).
 """
 
 from __future__ import annotations
@@ -12,11 +19,29 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parent
 """The ``ptebuild`` package folder."""
 
 DigestFile = Callable[[Path], tuple[str, int]]
+
+CLOSURE_SCHEMA = "ptebuild-code-closure 1"
+_BREAKDOWN = "ptebuild-code-files 1"
+
+
+class Memo(Protocol):
+    """Where small documents are kept between builds (:class:`ptebuild.store.frontend.Cache`)."""
+
+    def memo_get(self, key: str) -> dict[str, Any] | None: ...
+
+    def memo_put(self, key: str, document: dict[str, Any]) -> None: ...
+
+
+Graph = dict[str, tuple[str, list[str]]]
+"""module -> (its file, relative to the package folder; the modules it imports)."""
+_graphs: dict[tuple[str, str], Graph] = {}
+"""(root, digest of all its files) -> its import graph: this process's memo."""
 
 
 def files(*parts: str) -> list[Path]:
@@ -51,3 +76,106 @@ def digest(paths: Iterable[Path], digest_file: DigestFile | None = None, root: P
             sha = "unreadable"
         lines.append(f"{Path(os.path.relpath(path, root)).as_posix()}:{sha}")
     return xxhash.xxh3_128_hexdigest("\n".join(lines).encode())
+
+
+def _memo_key(*parts: str) -> str:
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest("\0".join(parts).encode())
+
+
+def import_graph(digest_file: DigestFile | None = None, memo: Memo | None = None, root: Path = ROOT) -> Graph:
+    """The import graph of the package folder ``root``: module -> the modules it imports
+    (:func:`ptebuild.import_closure.import_graph`), parsed once per version of its code (kept in
+    this process and in ``memo``, under the digest of all its files)."""
+    everything = digest(files_under(root), digest_file, root)
+    local = (str(root), everything)
+    graph = _graphs.get(local)
+    key = _memo_key(CLOSURE_SCHEMA, everything)
+    if graph is None and memo is not None:
+        document = memo.memo_get(key)
+        if document is not None and isinstance(document.get("graph"), dict):
+            try:
+                graph = {str(k): (str(v[0]), [str(m) for m in v[1]]) for k, v in document["graph"].items()}
+            except (TypeError, IndexError):
+                graph = None  # damaged: parsed again
+    if graph is None:
+        from ptebuild import import_closure
+
+        modules = import_closure.module_files(root, root.name)
+        graph = {name: (modules[name].relative_to(root).as_posix(), sorted(imported))
+                 for name, imported in import_closure.import_graph(modules).items()}
+        if memo is not None:
+            memo.memo_put(key, {"graph": graph})
+    _graphs[local] = graph
+    return graph
+
+
+def closure_files(
+    entries: Iterable[str], digest_file: DigestFile | None = None, memo: Memo | None = None, root: Path = ROOT
+) -> list[Path]:
+    """The files of the import closure of the modules ``entries`` (dotted names) in the package
+    folder ``root``, sorted (:func:`import_graph`). KeyError for an entry that is no module of it."""
+    graph = import_graph(digest_file, memo, root)
+    return sorted(root / graph[name][0] for name in _closure(entries, graph))
+
+
+def _closure(entries: Iterable[str], graph: Graph) -> set[str]:
+    reached: set[str] = set()
+    pending: list[str] = []
+    for entry in entries:
+        if entry not in graph:
+            raise KeyError(entry)
+        parts = entry.split(".")
+        pending.extend(".".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    while pending:
+        module = pending.pop()
+        if module in reached or module not in graph:
+            continue
+        reached.add(module)
+        pending.extend(graph[module][1])
+    return reached
+
+
+def files_under(root: Path) -> list[Path]:
+    """Every ``.py`` file under ``root``, sorted (:func:`files` for another package folder)."""
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def closure_digest(
+    entries: Iterable[str], digest_file: DigestFile | None = None, memo: Memo | None = None, root: Path = ROOT,
+    *, explained: bool = False,
+) -> str:
+    """:func:`digest` of the import closure of ``entries``; ``explained``: its breakdown (file ->
+    SHA-256) is kept in ``memo`` too, for :func:`changed_files` (an action key's, for ``--explain``)."""
+    if digest_file is None:
+        from ptebuild.hashing import hash_file
+
+        digest_file = hash_file
+    paths = closure_files(entries, digest_file, memo, root)
+    value = digest(paths, digest_file, root)
+    if memo is not None and explained:
+        key = _memo_key(_BREAKDOWN, value)
+        if memo.memo_get(key) is None:
+            breakdown = {Path(os.path.relpath(p, root)).as_posix(): _sha(p, digest_file) for p in paths}
+            memo.memo_put(key, {"files": breakdown})
+    return value
+
+
+def _sha(path: Path, digest_file: DigestFile) -> str:
+    try:
+        return digest_file(path)[0]
+    except OSError:
+        return "unreadable"
+
+
+def changed_files(before: str, after: str, memo: Memo | None) -> list[str] | None:
+    """The files (relative to the package) whose change made the digest ``before`` into ``after``
+    (:func:`closure_digest`), added and removed ones too; None if either breakdown is not known here."""
+    if memo is None:
+        return None
+    documents = [memo.memo_get(_memo_key(_BREAKDOWN, value)) for value in (before, after)]
+    if any(d is None or not isinstance(d.get("files"), dict) for d in documents):
+        return None
+    old, new = (dict(d["files"]) for d in documents if d is not None)
+    return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))

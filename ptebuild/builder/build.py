@@ -230,7 +230,7 @@ class Builder:
             found[shim.name] = ("shims", keys.action_key(inputs), None, inputs)
         programs = {}
         for program in context.plan.programs:
-            inputs = keys.program_inputs(program, context.plan, context.digest_file)
+            inputs = keys.program_inputs(program, context.plan, context.digest_file, context.cache)
             programs[program.name] = ("program", keys.action_key(inputs), program.backend, inputs)
         for name, entry in programs.items():
             data = self.publisher.group_of(name)

@@ -124,7 +124,7 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
     for package in ("torch", "executorch"):
         path = _module_file(package)
         facts[f"{package}.version_py"] = digest_file(path)[0] if path is not None else "none"
-    facts["probe-code"] = own_code.digest(own_code.files("worker/probe.py", "builder/capabilities.py"), digest_file)
+    facts["probe-code"] = own_code.closure_digest(["ptebuild.worker.probe", "ptebuild.builder.capabilities"], digest_file)
     plugins = backend_registry.fingerprint(digest_file)
     if plugins:  # a plug-in backend's verdict is its code's
         facts["backend-plugins"] = plugins

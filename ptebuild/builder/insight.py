@@ -24,8 +24,8 @@ from ptebuild.insight.sizes import SizeSplit, WeightsFile
 from ptebuild.results import OutputFile
 
 SCHEMA = "ptebuild-file-figures 1"
-READERS = ("insight", "runtime/pte_insight.py", "runtime/pte_file.py", "runtime/flatbuffer.py", "runtime/file_region.py")
-"""The code that reads a ``.pte``'s figures (a missing path is left out of the digest)."""
+READERS = ("ptebuild.runtime.pte_insight", "ptebuild.insight.program", "ptebuild.insight.sizes")
+"""The modules that read a ``.pte``'s figures: their import closure is the memo's code input."""
 
 DigestFile = Callable[[Path], tuple[str, int]]
 
@@ -41,7 +41,7 @@ class InsightReader:
 
     def code(self) -> str:
         if self._code is None:
-            self._code = own_code.digest(own_code.files(*READERS), self.digest_file)
+            self._code = own_code.closure_digest(READERS, self.digest_file, self.memo)
         return self._code
 
     def _key(self, pte: OutputFile) -> str:

@@ -37,7 +37,6 @@ from ptebuild.errors import ManifestError
 from ptebuild.lowering import samples
 from ptebuild.manifest.modules import find_module_file, module_search_path
 from ptebuild.manifest.paths import describe, file_problem
-from ptebuild.models import get_model_kind
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 KEY_SCHEMA = "ptebuild-action-key 1"
@@ -45,18 +44,25 @@ KEY_SCHEMA = "ptebuild-action-key 1"
 DigestFile = Callable[[Path], tuple[str, int]]
 """(path) -> (sha256 hex, size): the store's stat-cached digest, or a plain hash without a store."""
 
-LOWERING_MODULES = (
-    "worker/lower.py", "worker/model_loading.py", "lowering/weightkeys.py", "lowering/examples.py", "lowering/binding.py",
-    "lowering/placement.py", "lowering/bundled_io.py", "lowering/check.py", "lowering/samples.py", "lowering/state.py",
-    "runtime/bpte_file.py",
-    "tolerances.py",
-    "lowering/insight.py", "lowering/delegation.py", "lowering/memory.py",
-    "insight/delegation.py", "insight/memory.py", "insight/program.py",
-)
-"""The modules of ptebuild whose code decides the bytes of a lowered program (with the backends'):
-its ``.pte`` and ``.ptd``, and its ``.bpte`` (the test cases, their outputs' order, their check);
-and what its action result says was counted in it (its delegation, mutable buffers, inputs' and
-outputs' bytes: an edit to the counting must not leave old figures in the cache)."""
+WORKER_ENTRY = "ptebuild.worker.execute"
+"""The module every executor's worker runs a task through (:func:`ptebuild.worker.execute.execute`):
+the code that lowers, checks and counts a program is its import closure with the program's model
+kind's and backend's modules (:func:`code_entries`)."""
+
+
+def code_entries(program: ProgramPlan) -> tuple[str, ...]:
+    """The entry modules of the code that makes ``program``'s bytes and figures: the worker's, its
+    model kind's and (one of ptebuild's own) its backend's. Their import closure, read from the
+    source (:func:`ptebuild.own_code.closure_digest`), is the ``toolchain.ptebuild-code`` input:
+    every module any of them can run, found without a list kept by hand. A plug-in backend's code
+    is its own input (``toolchain.backend-code``)."""
+    from ptebuild.models import kind_module
+
+    entries = [WORKER_ENTRY, kind_module(program.kind)]
+    entry = backend_registry.entries().get(program.backend)
+    if entry is not None and not entry.plugin:
+        entries.append(entry.target.partition(":")[0])
+    return tuple(entries)
 
 
 def digest_text(text: str) -> str:
@@ -81,19 +87,13 @@ def toolchain_facts(digest_file: DigestFile) -> dict[str, str]:
         def version(dist: str) -> str:
             return versions.get(dist, "not installed")
 
-        facts = {
+        _toolchain_cache = {
             keyinputs.toolchain("python"): f"{sys.implementation.name} {platform.python_version()}",
             keyinputs.toolchain("torch"): version("torch"),
             keyinputs.toolchain("executorch"): version("executorch"),
             keyinputs.toolchain("ptebuild"): __version__,
             keyinputs.toolchain("platform"): f"{sys.platform}-{platform.machine()}",
         }
-        # ptebuild's own code that shapes the bytes: an edit to it must rebuild, even without a
-        # version bump. Orchestration, reporting and key code stay out, so editing them keeps the cache.
-        facts[keyinputs.toolchain("ptebuild-code")] = own_code.digest(
-            own_code.files(*LOWERING_MODULES, "backends"), digest_file
-        )
-        _toolchain_cache = facts
     return dict(_toolchain_cache)
 
 
@@ -196,9 +196,13 @@ def source_folders(program: ProgramPlan, manifest_dir: Path) -> set[str]:
     return folders
 
 
-def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
+def program_inputs(
+    program: ProgramPlan, plan: BuildPlan, digest_file: DigestFile, memo: own_code.Memo | None = None
+) -> dict[str, str]:
     """The breakdown of everything ``program``'s bytes depend on: input name -> digest or value,
-    with its backend's own toolchain facts (CUDA, Triton, GPU arch...)."""
+    with its backend's own toolchain facts (CUDA, Triton, GPU arch...). ``memo`` (the cache front
+    end) keeps the import closure of ptebuild's code between builds, and what each digest of it
+    covered, for ``--explain``."""
     manifest_dir = Path(plan.manifest_dir)
     inputs = manifest_inputs(program)
     for name, path in model_sources(program, manifest_dir, plan.manifest).items():
@@ -217,8 +221,8 @@ def program_inputs(program: ProgramPlan, plan: BuildPlan, digest_file: DigestFil
         )
     inputs.update(sample_inputs(program, manifest_dir, plan.manifest, digest_file))
     inputs.update(toolchain_facts(digest_file))
-    for name, value in get_model_kind(program.kind).key_facts(digest_file).items():
-        inputs[keyinputs.toolchain(name)] = value
+    # ptebuild's own code that shapes the bytes: an edit to it rebuilds, even without a version bump
+    inputs[keyinputs.toolchain("ptebuild-code")] = own_code.closure_digest(code_entries(program), digest_file, memo, explained=True)
     backend = bound_backend(program).backend
     for name, value in backend.toolchain_facts(program.options).items():
         inputs[keyinputs.toolchain(name)] = str(value)
@@ -237,6 +241,10 @@ def manifest_inputs(program: ProgramPlan) -> dict[str, str]:
     return inputs
 
 
+SHIMS_ENTRY = "ptebuild.shims"
+"""The import-library writer's module (``load_shim_list``, ``write_import_library``)."""
+
+
 def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dict[str, str]:
     inputs = {
         "schema": KEY_SCHEMA,
@@ -249,7 +257,7 @@ def shim_inputs(shim: ShimPlan, plan: BuildPlan, digest_file: DigestFile) -> dic
     }
     facts = toolchain_facts(digest_file)
     inputs[keyinputs.toolchain("ptebuild")] = facts[keyinputs.toolchain("ptebuild")]
-    inputs[keyinputs.toolchain("shims-code")] = own_code.digest(own_code.files("shims"), digest_file)
+    inputs[keyinputs.toolchain("shims-code")] = own_code.closure_digest([SHIMS_ENTRY], digest_file)
     return inputs
 
 
@@ -282,13 +290,23 @@ def elsewhere_key(inputs: dict[str, str]) -> str:
     return action_key(kept)
 
 
-def explain_changes(old: dict[str, str] | None, new: dict[str, str], model: str = "", program: str = "") -> list[str]:
-    """Name what changed between two input breakdowns (``model`` and ``program`` name the entries)."""
+def explain_changes(
+    old: dict[str, str] | None, new: dict[str, str], model: str = "", program: str = "", memo: own_code.Memo | None = None
+) -> list[str]:
+    """Name what changed between two input breakdowns (``model`` and ``program`` name the entries);
+    a change of ptebuild's own code names its files where ``memo`` knows both digests' breakdowns."""
     if old is None:
         return ["never built with this cache"]
-    changes = [
-        keyinputs.describe_change(name, old.get(name), new.get(name), model=model, program=program)
-        for name in sorted(set(old) | set(new))
-        if old.get(name) != new.get(name)
-    ]
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        line = keyinputs.describe_change(name, before, after, model=model, program=program)
+        if keyinputs.InputName.parse(name).is_digest and before is not None and after is not None:
+            files = own_code.changed_files(before, after, memo) if name.endswith("-code") else None
+            if files:
+                shown = ", ".join(f"ptebuild/{f}" for f in files[:5])
+                line += f": {shown}" + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        changes.append(line)
     return changes or ["inputs unchanged, but the cached outputs could not be restored"]

@@ -50,7 +50,7 @@ class ProgramTarget(Target):
         """Key ``program`` (its files digested); its result is ``context.results[program.name]``
         (:meth:`new_result`)."""
         result = context.results[program.name]
-        super().__init__(context, publisher, result, keys.program_inputs(program, context.plan, context.digest_file))
+        super().__init__(context, publisher, result, keys.program_inputs(program, context.plan, context.digest_file, context.cache))
         self.program = program
         self.backend = bound_backend(program).backend
         self.started = time.monotonic()

@@ -41,9 +41,9 @@ class RuntimeSupportReader:
         self._code: str | None = None
 
     def code(self) -> str:
-        """The digest of the code that reads the files (all of ``ptebuild/runtime/``), once."""
+        """The digest of the code that reads the files (the import closure of its module), once."""
         if self._code is None:
-            self._code = own_code.digest(own_code.files("runtime"), self.digest_file)
+            self._code = own_code.closure_digest(["ptebuild.runtime.compat"], self.digest_file, self.memo)
         return self._code
 
     def key(self, outputs: tuple[OutputFile, ...], writer: str | None) -> str:

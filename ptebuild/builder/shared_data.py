@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from ptebuild.builder.context import BuildContext
 
 SCHEMA = "ptebuild-shared-data 1"
-_MERGE_CODE = ("runtime/ptd_merge.py", "runtime/ptd_write.py", "runtime/ptd_file.py")
+MERGE_ENTRY = "ptebuild.runtime.ptd_merge"
+"""The merger's module: its import closure is the merge's code input."""
 
 
 class MemberBlobs(Protocol):
@@ -108,7 +109,7 @@ class SharedData:
         inputs = {"schema": SCHEMA, "shared-data": data}
         for program in programs:
             inputs[keyinputs.member(program)] = _output(members[program].result, ptd_name).sha256
-        inputs[keyinputs.toolchain("merge-code")] = own_code.digest(own_code.files(*_MERGE_CODE), context.digest_file)
+        inputs[keyinputs.toolchain("merge-code")] = own_code.closure_digest([MERGE_ENTRY], context.digest_file, context.cache)
         key = keys.action_key(inputs)
         merged = self._cached(key, ptd_name, data)
         if merged is None:

@@ -139,7 +139,8 @@ class Target:
         if not self.context.options.explain or self.result.explain:
             return  # a stale dependency already says why
         last = self.context.last(self.name)
-        self.result.explain = keys.explain_changes(last.inputs if last else None, self.inputs, model=model, program=self.name)
+        self.result.explain = keys.explain_changes(last.inputs if last else None, self.inputs, model=model, program=self.name,
+                                                   memo=self.context.cache)
 
     def own_file(self, name: str, folder: Path) -> Path:
         """A file of its own result (a shared-data program's own ``.ptd``, before the merge): where

@@ -16,10 +16,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# Manifest ``kind`` -> module under ptebuild.models.
+# Manifest ``kind`` -> its module (named in full: the import closure of an action key's code
+# follows these names as imports, :mod:`ptebuild.import_closure`).
 MODEL_KIND_MODULES = {
-    "factory": "factory",
-    "executorch-llm": "executorch_llm",
+    "factory": "ptebuild.models.factory",
+    "executorch-llm": "ptebuild.models.executorch_llm",
 }
 DEFAULT_KIND = "factory"
 """The kind of a model table that does not name one."""
@@ -33,9 +34,14 @@ if TYPE_CHECKING:
 
 def get_model_kind(name: str) -> ModelKind:
     """Return the ``KIND`` object of the model kind called ``name`` (KeyError if unknown)."""
-    module = importlib.import_module(f"ptebuild.models.{MODEL_KIND_MODULES[name]}")
+    module = importlib.import_module(kind_module(name))
     kind: ModelKind = module.KIND
     return kind
+
+
+def kind_module(name: str) -> str:
+    """The dotted name of the module of the model kind called ``name`` (KeyError if unknown)."""
+    return MODEL_KIND_MODULES[name]
 
 
 def model_kind_names() -> list[str]:

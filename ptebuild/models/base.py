@@ -132,11 +132,6 @@ class ModelKind:
 
     # -- in the builder: cheap ------------------------------------------------------------------
 
-    def key_facts(self, digest_file: Callable[[Path], tuple[str, int]]) -> dict[str, str]:
-        """Facts its programs' action keys add (``toolchain.<name>``): the digest of the kind's own
-        code that shapes their bytes, beyond ptebuild's lowering code (``digest_file(path)`` ->
-        (sha256, size))."""
-        return {}
 
     def spec_model(self) -> type[BaseModel]:
         """The pydantic model of a ``[models.NAME]`` table of this kind (frozen, unknown keys refused)."""

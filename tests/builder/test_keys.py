@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ptebuild import own_code
 from ptebuild.builder import keys
 from ptebuild.errors import ManifestError
 from ptebuild.hashing import hash_file
@@ -216,3 +217,115 @@ def test_a_samples_factory_is_keyed_by_its_code_and_a_missing_file_is_located(ti
     tiny_project.write_text(factory.replace('"realdata:load"', '"missing/real.pt"'))
     with pytest.raises(ManifestError, match=r"tiny.toml: models.tiny.methods.forward.samples: no such file or folder 'missing/real.pt'"):
         breakdown(tiny_project, "tiny_portable")
+
+
+# -- keys that cannot go stale: ptebuild's own code by its import closure, and pinned keys -------------
+
+PINNED = {
+    ("robot.toml", "policy_portable"): "dea9dc3693d8a56d6f0d389cc8641b7a",
+    ("robot.toml", "policy_xnnpack"): "e8f108b1f1d1ce3dd9a41800e8a86b32",
+    ("robot.toml", "policy_xnnpack_int8"): "ac41c6dbb9d9ca2bb113be634571ac5e",
+    ("chat.toml", "chat_xnnpack"): "2c81bbf81b6b1a5a77d1e7d27e94810d",
+    ("chat.toml", "chat_xnnpack_8da4w"): "075890138917c9d054353b2db36168f8",
+    ("chat.toml", "chat_lora_story"): "70ac3fd5e4a5b64612a72d497a5a88c8",
+    ("chat.toml", "chat_lora_poem"): "4671d923823f581bae12dd3b4112e011",
+}
+"""The keys of the sample manifests' programs, less their toolchain facts (versions, ptebuild's code):
+what the manifest, its schema's defaults and its files give. A change here moves every user's keys
+(every program of theirs rebuilds): make it on purpose, then update these."""
+
+
+def test_the_sample_manifests_keys_are_pinned():
+    from ptebuild import keyinputs
+
+    manifests = Path(__file__).resolve().parents[2] / "manifests"
+    moved = []
+    for (manifest, name), pinned in PINNED.items():
+        plan = load_manifest(manifests / manifest)
+        program = next(p for p in plan.programs if p.name == name)
+        inputs = keyinputs.without(keys.program_inputs(program, plan, hash_file), [keyinputs.InputKind.TOOLCHAIN])
+        if keys.action_key(inputs) != pinned:
+            moved.append(f"{manifest} {name}: {json.dumps(inputs, indent=1, sort_keys=True)}")
+    assert not moved, "keys moved (a schema default, a new input?); if on purpose, update PINNED:\n" + "\n".join(moved)
+
+
+def test_every_program_key_covers_the_worker_its_kind_and_its_backend(tiny_project):
+    plan = load_manifest(tiny_project)
+    for program in plan.programs:
+        entries = keys.code_entries(program)
+        assert entries[0] == keys.WORKER_ENTRY and f"ptebuild.backends.{program.backend}" in entries
+        assert keys.program_inputs(program, plan, hash_file)["toolchain.ptebuild-code"] == own_code.closure_digest(entries)
+
+
+def _editable_copy(tmp_path: Path) -> tuple[Path, dict]:
+    """ptebuild's package copied to a source folder first on PYTHONPATH (an editable install's case)."""
+    import os
+
+    source = tmp_path / "src"
+    shutil.copytree(own_code.ROOT, source / "ptebuild", ignore=shutil.ignore_patterns("__pycache__"))
+    return source / "ptebuild", {"PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow
+def test_an_edit_deep_in_the_lowering_code_of_an_editable_install_rebuilds(tiny_project, tmp_path):
+    """Seen here: an edit of runtime/keys.py (the weight-key format of every .pte) left programs
+    'up to date' by a key over a hand-kept list of modules; worker/checkpoints.py, in no list, would
+    have handed back the old program. Now each is in the key by the import closure."""
+    from helpers import ptebuild
+
+    package, env = _editable_copy(tmp_path)
+    cache = ["--cache", str(tmp_path / "cache"), "--executor", "local", "-j1"]
+    first = ptebuild("build", tiny_project, "--only", "tiny_portable", *cache, env=env, cwd=tmp_path)  # not the checkout's
+    assert first.returncode == 0, first.stderr
+    for deep in ("runtime/keys.py", "worker/checkpoints.py"):
+        path = package / deep
+        path.write_text(path.read_text() + "\n# an edit that changes no behaviour, but could have\n")
+        again = ptebuild("build", tiny_project, "--only", "tiny_portable", "--explain", *cache, env=env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert f"ptebuild's lowering code changed: ptebuild/{deep}" in again.stdout, again.stdout
+        assert "built" in again.stdout and "up to date" not in again.stdout, again.stdout
+
+
+def test_an_edit_deep_in_the_lowering_code_changes_the_key(tiny_project, tmp_path, monkeypatch):
+    """The fast sibling of the test above: the key itself, computed as a build of that copy would."""
+    package, _ = _editable_copy(tmp_path)
+    plan = load_manifest(tiny_project)
+    program = plan.programs[0]
+    entries = keys.code_entries(program)
+    before = own_code.closure_digest(entries, root=package)
+    path = package / "worker" / "checkpoints.py"
+    path.write_text(path.read_text() + "\n# an edit\n")
+    assert own_code.closure_digest(entries, root=package) != before
+
+
+@pytest.mark.slow
+def test_every_ptebuild_module_a_real_task_runs_is_in_its_key(tiny_project, tmp_path):
+    """What a worker really imports while it lowers and checks each program (its ``sys.modules``)
+    is inside the import closure its key digests."""
+    import subprocess
+    import sys
+
+    from tasks_for_tests import make_tasks
+
+    tasks = make_tasks(tiny_project, tmp_path / "store")
+    script = (
+        "import json, sys\n"
+        "from ptebuild.worker.execute import execute, prepare_worker\n"
+        "from ptebuild.worker.tasks import Task, TaskFailure\n"
+        "prepare_worker()\n"
+        "for text in sys.argv[1:]:\n"
+        "    result = execute(Task.from_json(json.loads(text)), lambda line: None)\n"
+        "    assert not isinstance(result, TaskFailure), result\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'ptebuild')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, *(json.dumps(t.to_json()) for t in tasks.values())],
+                          capture_output=True, text=True, timeout=600, cwd=tiny_project.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = set(json.loads(done.stdout.splitlines()[-1]))
+    plan = load_manifest(tiny_project)
+    keyed = set()
+    for program in plan.programs:
+        keyed |= {".".join(p.relative_to(own_code.ROOT).with_suffix("").parts).removesuffix(".__init__")
+                  for p in own_code.closure_files(keys.code_entries(program))}
+    keyed = {f"ptebuild.{m}" if m != "__init__" else "ptebuild" for m in keyed}
+    assert ran - keyed == set()

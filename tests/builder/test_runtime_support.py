@@ -74,7 +74,7 @@ def test_an_edit_to_the_runtime_readers_reads_again(tmp_path, reads, monkeypatch
     files = outputs(tmp_path, **{"a.pte": b"pte"})
     RuntimeSupportReader(tmp_path, memo, hash_file).of(files, None)
     code = RuntimeSupportReader(tmp_path, memo, hash_file).code()
-    monkeypatch.setattr(runtime_support.own_code, "digest", lambda paths, digest_file=None: code + "-edited")
+    monkeypatch.setattr(runtime_support.own_code, "closure_digest", lambda *args, **kwargs: code + "-edited")
     RuntimeSupportReader(tmp_path, memo, hash_file).of(files, None)
     assert len(reads) == 2
 
@@ -84,7 +84,7 @@ def test_unreadable_outputs_are_not_kept_and_no_memo_reads_every_time(tmp_path, 
     files = outputs(tmp_path, **{"a.ptd": b"ptd"})  # no .pte: nothing to say
     reader = RuntimeSupportReader(tmp_path, memo, hash_file)
     assert reader.of(files, None) is None and reader.of(files, None) is None
-    assert len(reads) == 2 and memo.documents == {}
+    assert len(reads) == 2 and [d for d in memo.documents.values() if "graph" not in d] == []  # ptebuild's import graph only
     bare = RuntimeSupportReader(tmp_path, None, hash_file)
     pte = outputs(tmp_path, **{"a.pte": b"pte"})
     assert bare.of(pte, None) == bare.of(pte, None)

@@ -23,7 +23,6 @@ Nothing here imports torch or executorch; :mod:`.build` and :mod:`.generation` d
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,11 +129,6 @@ class ExecutorchLlmKind(ModelKind):
         from ptebuild.models.executorch_llm.spec import LlmModelSpec
 
         return LlmModelSpec
-
-    def key_facts(self, digest_file: Callable[[Path], tuple[str, int]]) -> dict[str, str]:
-        from ptebuild import own_code
-
-        return {"executorch-llm-code": own_code.digest(own_code.files("models/executorch_llm"), digest_file)}
 
     def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
         from ptebuild.errors import ManifestError

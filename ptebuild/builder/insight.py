@@ -24,7 +24,7 @@ from ptebuild.insight.sizes import SizeSplit, WeightsFile
 from ptebuild.results import OutputFile
 
 SCHEMA = "ptebuild-file-figures 1"
-READERS = ("ptebuild.runtime.pte_insight", "ptebuild.insight.program", "ptebuild.insight.sizes")
+READERS = ("ptebuild.builder.insight", "ptebuild.runtime.pte_insight")
 """The modules that read a ``.pte``'s figures: their import closure is the memo's code input."""
 
 DigestFile = Callable[[Path], tuple[str, int]]

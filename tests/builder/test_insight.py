@@ -57,18 +57,30 @@ def test_no_worker_half_and_an_unreadable_file(programs, tmp_path):
     assert reader.of({"delegation": "nonsense"}, _outputs(tmp_path / "bad.pte")) == ProgramInsight()
 
 
-def test_the_memo_is_keyed_over_the_code_that_reads_the_files():
-    """An edit to any module that reads a ``.pte``'s figures must not leave old figures in the memo."""
-    import inspect
+def test_the_memo_is_keyed_over_the_code_that_reads_the_files(programs, tmp_path):
+    """An edit to any module that reads a ``.pte``'s figures must not leave old figures in the memo:
+    every module of ptebuild that reading them runs (in a fresh interpreter) is in the memo's key."""
+    import json
+    import subprocess
     import sys
-    from pathlib import Path
 
     from ptebuild import own_code
     from ptebuild.builder.insight import READERS
-    from ptebuild.runtime import pte_insight
 
-    keyed = set(own_code.closure_files(READERS))
-    reading = {Path(inspect.getfile(pte_insight))}
-    reading |= {Path(inspect.getfile(m)) for name, m in list(sys.modules.items())
-                if name.startswith(("ptebuild.runtime.pte_file", "ptebuild.insight.")) and getattr(m, "__file__", None)}
-    assert reading <= keyed, sorted(str(p) for p in reading - keyed)
+    script = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "from ptebuild.builder.insight import InsightReader\n"
+        "from ptebuild.hashing import hash_file\n"
+        "from ptebuild.results import OutputFile\n"
+        "from pathlib import Path\n"
+        "pte = Path(sys.argv[1])\n"
+        "InsightReader(pte.parent, None, hash_file).of({}, (OutputFile(pte.name, *hash_file(pte)),))\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith('ptebuild'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(programs.xa.pte)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ran = {own_code.ROOT.joinpath(*m.split(".")[1:]) for m in json.loads(done.stdout)}
+    ran -= {own_code.ROOT.joinpath("hashing"), own_code.ROOT.joinpath("results")}  # the script's own, not the reader's
+    keyed = {p.with_suffix("") if p.name != "__init__.py" else p.parent for p in own_code.closure_files(READERS)}
+    assert ran and ran <= keyed, sorted(str(p) for p in ran - keyed)

@@ -85,12 +85,14 @@ def _delegation(method: MethodInfo) -> str:
 
 
 def _sizes(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
-    payloads = sum(d.size for m in result.methods for d in m.delegates)
-    inside = sum(s.size for s in result.segments if any(u.startswith(("named data", "constant tensors")) for u in s.used_by))
-    parts = [f"{format_size(payloads)} delegate payloads"] if payloads else []
-    parts.append(f"{format_size(inside)} weights inside")
-    parts.append(f"{format_size(max(0, result.size - payloads - inside))} plan and the rest")
-    return [f"size: {format_size(result.size)}: {', '.join(parts)}"]
+    """The file's bytes by part: the size split the build record, ``--timings`` and ``diff`` give
+    (:func:`ptebuild.runtime.pte_insight.pte_split`: each segment counted once, however many
+    delegate calls share it; the parts add up to the file)."""
+    split = result.insight.insight.size if result.insight is not None else None
+    if split is None:
+        return []
+    parts = ", ".join(f"{label} {format_size(n)}" for label, n in split.pte_parts())
+    return [f"size: {format_size(split.pte)}: {parts}"]
 
 
 def _weights(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:

@@ -125,7 +125,7 @@ def test_the_default_is_a_summary_with_named_inputs_and_dims_as_ranges(out, run,
     ]
     rest = lines[5:]  # the figures: operators left to kernels (score's), size, planned memory, weights
     assert [line.split(":")[0] for line in rest[:-1]] == ["left to kernels in score", "size", "planned memory", "weights"]
-    assert " delegate payloads" in rest[1] and rest[2].startswith("planned memory: forward ")
+    assert " delegate XnnpackBackend " in rest[1] and rest[2].startswith("planned memory: forward ")
     ptd = (out / "tiny_xnnpack_weights.ptd").stat().st_size
     assert rest[3] == f"weights: 7 keys needed from tiny_xnnpack_weights.ptd ({format_size(ptd)}); 0 tensors or blobs inside the .pte"
     assert "dynamic-bound" not in text and "segment" not in text.replace("every segment", "")
@@ -150,3 +150,36 @@ def test_a_file_the_record_does_not_name_with_its_bytes_is_not_described_by_it(o
     assert declared_program(folder / "tiny_portable.pte") is None
     (folder / "ptebuild.json").write_text("{")
     assert declared_program(folder / "tiny_xnnpack.pte") is None
+
+
+def test_the_size_line_counts_a_segment_that_delegate_calls_share_once(tmp_path, run):
+    """Seen by a user: a GRU's 101 XNNPACK calls share one 2,112-byte payload segment, and inspect
+    counted it per call ('295.9 KiB: 212.2 KiB delegate payloads, 111.6 KiB weights inside'): parts
+    larger than the file. The size line is the build record's split, whose parts add up to the file."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from ptebuild.runtime.pte_insight import pte_split
+
+    class Same(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2.0
+
+    exported = torch.export.export(Same(), (torch.randn(2, 8),))
+    # three methods, one payload: ExecuTorch writes byte-identical delegate data once
+    program = to_edge_transform_and_lower({"a": exported, "b": exported, "c": exported},
+                                          partitioner=[XnnpackPartitioner()]).to_executorch()
+    path = tmp_path / "shared.pte"
+    path.write_bytes(program.buffer)
+    inspected = inspect(path)
+    payload_uses = [d.size for m in inspected.methods for d in m.delegates]
+    shared = [s for s in inspected.segments if any("delegate" in u for u in s.used_by)]
+    assert len(payload_uses) == 3 and len(shared) == 1 and len(shared[0].used_by) == 3
+    split = pte_split(path)
+    assert sum(n for _, n in split.pte_parts()) == path.stat().st_size
+    code, text, _ = run("inspect", path)
+    [line] = [line for line in text.splitlines() if line.startswith("size: ")]
+    assert code == 0 and line == f"size: {format_size(split.pte)}: " + ", ".join(
+        f"{label} {format_size(n)}" for label, n in split.pte_parts())
+    assert split.delegate_bytes == payload_uses[0]  # once, not four times

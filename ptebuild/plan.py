@@ -132,6 +132,8 @@ class ProgramPlan:
     (the check's inputs and eager PyTorch's outputs for each method)."""
     weights_key: str | None = None
     """The checkpoint entry holding the state dict (a key or a dotted path); None: the file is one."""
+    weights_prefix: str | None = None
+    """The prefix of the model's names in the state dict (stripped; other names are not loaded)."""
     etrecord: bool = False
     """Also write ``<name>.etrecord``: ExecuTorch's ETRecord of the lowering (what the devtools
     Inspector needs to map an on-device ETDump back to the graph)."""

@@ -156,12 +156,15 @@ PASSES_ON = {
     ("release/pack.py", "_bundle_of", "--bundle: {} has no bundle {}{}{}"): "'; name one of ...' or '; declare it as [bundles.NAME]'",
     ("shims/deffile.py", "parse_def", "{}: {}"): "shims/model.py ShimList's own messages",
     ("shims/deffile.py", "parse_toml", "{}: {}"): "shims/model.py Export's and deffile's own messages",
-    ("worker/checkpoints.py", "load_state_dict", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
+    ("worker/checkpoints.py", "_load", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
+    ("worker/checkpoints.py", "load_state_dict", "{}"): "'...: set weights_prefix = ...' or 'drop weights_prefix, or name the prefix ...'",
     ("worker/lower.py", "_lower", "preparing the model for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
     ("worker/lower.py", "_lower", "lowering for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
     ("worker/lower.py", "export_method", "torch.export of method {} failed: {}{}"): "known_limit (as above)",
     ("worker/lower.py", "export_method", "preparing method {} for {} failed: {}{}"): "known_limit (as above)",
     ("worker/model_loading.py", "build_model", "factory {}: {}"): "_kwargs_problem: '...; give only kwargs the factory takes (...)'",
+    ("worker/model_loading.py", "build_model", "{}"):
+        "_state_misfit: 'set weights_prefix = ...' (checkpoints.py prefix_hint), else _OTHER_WEIGHTS 'give the weights of this model ...'",
 }
 
 
@@ -1214,6 +1217,10 @@ ERROR_PATHS = {
     "worker/checkpoints.py": {
         "load_state_dict": [
             "{}",
+        ],
+        "_load": [
+            "save its weights instead: torch.save(model.state_dict(), path)",
+            "{}",
             "{}",
         ],
         "_entry": [
@@ -1256,7 +1263,7 @@ ERROR_PATHS = {
             "return the model from it",
             "give the weights file's path relative to the manifest",
             "give a state dict saved with torch.save, a checkpoint with weights_key, or a .safetensors file",
-            "give the weights of this model (its class and kwargs), saved with torch.save(model.state_dict())",
+            "{}",
             "give the weights of this model (its class and kwargs)",
         ],
     },

@@ -235,6 +235,7 @@ def _resolve_program(
         calibrated=backend.calibrates(options),
         check_enabled=check.enabled and defaults.enabled,
         weights_key=getattr(model, "weights_key", None),  # a factory's model; a language model names its checkpoint
+        weights_prefix=getattr(model, "weights_prefix", None),
         model_entry=_model_entry(model),
         program_entry=program_entry,
         bundle_io=bundle_io,
@@ -249,11 +250,12 @@ def _resolve_program(
 
 
 def _model_entry(model: BaseModel) -> dict[str, Any]:
-    """The model's entry as its programs' keys hash it; ``weights_key`` only where it is set, so that
-    models without one keep their keys."""
+    """The model's entry as its programs' keys hash it; ``weights_key`` and ``weights_prefix`` only
+    where they are set, so that models without them keep their keys."""
     entry = model.model_dump(mode="json")
-    if entry.get("weights_key") is None:
-        entry.pop("weights_key", None)
+    for optional in ("weights_key", "weights_prefix"):
+        if entry.get(optional) is None:
+            entry.pop(optional, None)
     return entry
 
 

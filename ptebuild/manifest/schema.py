@@ -197,6 +197,10 @@ class ModelSpec(_Strict):
     weights_key: Annotated[str, Field(pattern=_WEIGHTS_KEY.pattern)] | None = None
     """The entry of a checkpoint that holds the state dict: ``"model"`` for ``{"model": state_dict,
     "epoch": 3}``, ``"state_dict"`` for Lightning's, or a dotted path (``"state.model"``)."""
+    weights_prefix: Annotated[str, Field(min_length=1, pattern=r"^\S+$")] | None = None
+    """The prefix of the model's names in the state dict, stripped as it loads: ``"model."`` for a
+    PyTorch Lightning module that holds the model as ``self.model``, ``"module."`` for a model saved
+    wrapped in DistributedDataParallel. Only the names that begin with it are loaded."""
     seed: int = 0
     sources: list[str] = []
     """Extra files (globs relative to the manifest) whose content the build depends on."""
@@ -227,6 +231,9 @@ class ModelSpec(_Strict):
     def _key_needs_weights(self) -> Self:
         if self.weights_key is not None and self.weights is None:
             raise ValueError("weights_key names an entry of the weights file: set weights too, or drop weights_key")
+        if self.weights_prefix is not None and self.weights is None:
+            raise ValueError("weights_prefix is stripped from the weights file's names: set weights too, or drop "
+                             "weights_prefix")
         return self
 
 
@@ -496,7 +503,7 @@ def _refine(schema: dict[str, Any], defs: dict[str, Any]) -> None:
     model = defs["ModelSpec"]
     model["properties"]["factory"]["pattern"] = f"^{_FACTORY.pattern}$"
     model["properties"]["methods"]["propertyNames"] = method_name
-    model["dependentRequired"] = {"weights_key": ["weights"]}
+    model["dependentRequired"] = {"weights_key": ["weights"], "weights_prefix": ["weights"]}
     defs["MethodSpec"]["properties"]["function"]["anyOf"][0].update(method_name)
     spec = defs["InputSpec"]
     spec["properties"]["name"].update(identifier)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ptebuild.errors import BuildError, ManifestError
 from ptebuild.plan import ProgramPlan
 from ptebuild.typos import did_you_mean
-from ptebuild.worker.checkpoints import load_state_dict
+from ptebuild.worker.checkpoints import load_state_dict, prefix_hint
 
 if TYPE_CHECKING:
     import torch
@@ -100,7 +100,8 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
     if program.weights:
         path = manifest_dir / program.weights
         try:
-            state = load_state_dict(path, program.weights_key, manifest=display, model=program.model, weights=program.weights)
+            state = load_state_dict(path, program.weights_key, manifest=display, model=program.model, weights=program.weights,
+                                    weights_prefix=program.weights_prefix)
         except ManifestError:
             raise
         except FileNotFoundError:
@@ -117,9 +118,10 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
             ) from exc
         misfit = _state_misfit(model, state)
         if misfit is not None:
+            detail, fix = misfit
             raise ManifestError(
-                f"{program.weights!r} does not fit the model: Error(s) in loading state_dict for {type(model).__name__}: {misfit}; "
-                "give the weights of this model (its class and kwargs), saved with torch.save(model.state_dict())",
+                f"{program.weights!r} does not fit the model: Error(s) in loading state_dict for {type(model).__name__}: {detail}; "
+                f"{fix}",
                 manifest=display,
                 location=f"models.{program.model}.weights",
             )
@@ -137,13 +139,17 @@ def build_model(program: ProgramPlan, manifest_dir: Path, display: str) -> torch
     return model.eval()
 
 
-def _state_misfit(model: torch.nn.Module, state: object) -> str | None:
+_OTHER_WEIGHTS = "give the weights of this model (its class and kwargs), saved with torch.save(model.state_dict())"
+
+
+def _state_misfit(model: torch.nn.Module, state: object) -> tuple[str, str] | None:
     """What keeps ``state`` from loading into ``model`` (strictly): the first missing, unexpected and
-    misshapen keys with their counts; None when it fits (``load_state_dict`` then decides)."""
+    misshapen keys with their counts, and the fix (a prefix to strip, where every unexpected key
+    has one that the model's names lack); None when it fits (``load_state_dict`` then decides)."""
     import torch
 
     if not isinstance(state, dict):
-        return f"the file holds a {type(state).__name__}, not a state dict"
+        return f"the file holds a {type(state).__name__}, not a state dict", _OTHER_WEIGHTS
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -160,4 +166,8 @@ def _state_misfit(model: torch.nn.Module, state: object) -> str | None:
         key = misshapen[0]
         more = f" (and {len(misshapen) - 1} more)" if len(misshapen) > 1 else ""
         parts.append(f"size mismatch for {key!r}: {list(state[key].shape)} in the file, {list(own[key].shape)} in the model{more}")
-    return ", ".join(parts) or None
+    if not parts:
+        return None
+    shapes = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    hint = prefix_hint({k: tuple(v.shape) for k, v in own.items()}, shapes)
+    return ", ".join(parts), hint or _OTHER_WEIGHTS

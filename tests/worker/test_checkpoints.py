@@ -158,3 +158,107 @@ def test_a_build_from_a_checkpoint_runs_with_its_weights_and_keys_on_weights_key
         method = Runtime.get().load_program(tmp_path / f"{key}.pte").load_method("forward")
         with torch.no_grad():
             assert torch.allclose(method.execute([x])[0], model(x), atol=1e-5)
+
+
+# -- checkpoints as saved: a prefix on every name, a whole pickled module ----------------------------------
+
+class Wrapped(torch.nn.Module):
+    """As PyTorch Lightning holds a model (``self.model``) beside a loss with weights of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.model = torch.nn.Linear(4, 2)
+        self.loss = torch.nn.CrossEntropyLoss(weight=torch.ones(2))
+
+
+def test_weights_prefix_strips_lightnings_model_prefix_and_leaves_its_other_names_out(tmp_path):
+    torch.save({"state_dict": Wrapped().state_dict(), "epoch": 3}, tmp_path / "lightning.ckpt")
+    loaded = load_state_dict(tmp_path / "lightning.ckpt", "state_dict", manifest="m.toml", model="policy",
+                             weights="lightning.ckpt", weights_prefix="model.")
+    assert same(loaded, state())  # loss.weight left out
+
+
+def test_weights_prefix_strips_ddps_module_prefix_and_a_safetensors_ones(tmp_path):
+    from safetensors.torch import save_file
+
+    torch.save({f"module.{k}": v for k, v in state().items()}, tmp_path / "ddp.pt")
+    save_file({f"backbone.{k}": v for k, v in state().items()}, tmp_path / "model.safetensors")
+    for name, prefix in (("ddp.pt", "module."), ("model.safetensors", "backbone.")):
+        loaded = load_state_dict(tmp_path / name, None, manifest="m.toml", model="policy", weights=name, weights_prefix=prefix)
+        assert same(loaded, state()), name
+
+
+def test_a_prefix_no_name_has_is_located_and_names_the_one_they_have(tmp_path):
+    torch.save({f"module.{k}": v for k, v in state().items()}, tmp_path / "ddp.pt")
+    with pytest.raises(ManifestError) as raised:
+        load_state_dict(tmp_path / "ddp.pt", None, manifest="m.toml", model="policy", weights="ddp.pt", weights_prefix="model.")
+    assert raised.value.location == "models.policy.weights_prefix" and raised.value.exit_code == 2
+    assert raised.value.message == ("no name in 'ddp.pt' begins with 'model.' (its first is 'module.weight'); its names "
+                                    "begin with 'module.': set weights_prefix = 'module.'")
+
+
+def test_a_whole_pickled_module_is_refused_in_one_line(tmp_path):
+    torch.save(torch.nn.Linear(4, 2), tmp_path / "whole.pt")
+    with pytest.raises(ManifestError) as raised:
+        load(tmp_path / "whole.pt", None)
+    assert raised.value.location == "models.policy.weights"
+    assert raised.value.message == (
+        "'whole.pt' is a whole pickled Linear (torch.save(model)), which ptebuild does not unpickle: loading it would "
+        "run code; save its weights instead: torch.save(model.state_dict(), path)")
+
+
+def test_a_prefix_on_every_unexpected_key_is_noticed_and_the_fix_named(tmp_path):
+    """Seen by a user with a Lightning checkpoint: 'missing key conv.0.weight (and 12 more), unexpected
+    key model.conv.0.weight' with no way to strip the prefix and no hint that every key had it."""
+    import tinymodels_for_weights  # noqa: F401  (puts the tiny models on sys.path)
+    from tinymodels.tiny import make_tiny
+
+    from ptebuild.manifest import load_manifest
+    from ptebuild.worker.model_loading import build_model
+
+    manifest = copy_project(tmp_path / "project")
+    torch.save({"state_dict": {f"model.{k}": v for k, v in make_tiny(width=16).state_dict().items()}, "epoch": 1},
+               manifest.parent / "ckpt.pt")
+    base = manifest.read_text()
+    manifest.write_text(base + MODEL.format(key='weights_key = "state_dict"'))
+    program = next(p for p in load_manifest(manifest).programs if p.name == "saved")
+    with pytest.raises(ManifestError) as raised:
+        build_model(program, manifest.parent, str(manifest))
+    assert raised.value.location == "models.saved.weights"
+    assert raised.value.message.endswith(
+        "; every name the model expects is in the file with the prefix 'model.' (and the same shape): "
+        "set weights_prefix = 'model.'"), raised.value.message
+    manifest.write_text(base + MODEL.format(key='weights_key = "state_dict"\nweights_prefix = "model."'))
+    program = next(p for p in load_manifest(manifest).programs if p.name == "saved")
+    assert program.weights_prefix == "model."
+    assert isinstance(build_model(program, manifest.parent, str(manifest)), torch.nn.Module)
+
+
+def test_weights_prefix_needs_weights_and_is_in_the_key_only_where_set(tmp_path):
+    from ptebuild.builder.keys import program_inputs
+    from ptebuild.hashing import hash_file
+    from ptebuild.manifest import load_manifest
+
+    manifest = copy_project(tmp_path / "project")
+    torch.save({"model": state()}, manifest.parent / "ckpt.pt")
+    base = manifest.read_text()
+    manifest.write_text(base + MODEL.format(key='weights_prefix = "model."'))
+    plan = load_manifest(manifest)
+    inputs = program_inputs(next(p for p in plan.programs if p.name == "saved"), plan, hash_file)
+    assert inputs["manifest.model.weights_prefix"] == '"model."'
+    manifest.write_text(base + MODEL.format(key="").replace('weights = "ckpt.pt"', 'weights_prefix = "model."'))
+    result = ptebuild("build", manifest)
+    assert result.returncode == 2
+    assert "models.saved: weights_prefix is stripped from the weights file's names: set weights too" in result.stderr
+
+
+def test_a_prefix_is_named_only_where_it_gives_every_name_with_its_shape():
+    from ptebuild.worker.checkpoints import prefix_hint
+
+    own = {"weight": (2, 4), "bias": (2,)}
+    lightning = {"model.weight": (2, 4), "model.bias": (2,), "loss.weight": (2,)}
+    assert prefix_hint(own, lightning).endswith("set weights_prefix = 'model.'")
+    assert prefix_hint(own, {"conv.weight": (4, 3, 3, 3), "conv.bias": (4,)}) == ""  # another model's weights
+    assert prefix_hint(own, {"model.weight": (2, 4)}) == ""  # one name short
+    assert prefix_hint(own, {"a.b.weight": (2, 4), "a.b.bias": (2,)}).endswith("set weights_prefix = 'a.b.'")

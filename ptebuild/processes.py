@@ -9,7 +9,7 @@ from typing import NoReturn
 
 WORKER_HASH_SEED = "0"
 """The ``PYTHONHASHSEED`` of every interpreter that lowers programs, unless the environment sets
-one (``build --check`` sets a random one on purpose): the order of a set of strings inside a
+one (``build --reproduce`` sets a random one on purpose): the order of a set of strings inside a
 compiler must not change a program's bytes from one build to the next."""
 
 

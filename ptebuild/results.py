@@ -243,7 +243,7 @@ class TargetResult:
     node: str = ""
     """Which machine built it (executors that run elsewhere)."""
     rebuild: str = ""
-    """``--check``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
+    """``--reproduce``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
     insight: dict[str, Any] | None = None
     """The program's figures (``ProgramInsight.to_json()``: delegation, size, memory), None if unknown."""
     budget: tuple[dict[str, str], ...] = ()

@@ -219,7 +219,7 @@ ERROR_PATHS = {
     "api/lock.py": {
         "lock": [
             "drop --only, --skip-backend and --shard",
-            "drop --locked and --check (run `ptebuild build --check` first to see that the build is reproducible)",
+            "drop --locked and --reproduce (run `ptebuild build --reproduce` first to see that the build is reproducible)",
         ],
     },
     "api/pack.py": {

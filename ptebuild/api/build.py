@@ -200,7 +200,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
             executor=executor_name(request, local_cache=cache is not None and cache.local_root is not None),
             executor_options=_executor_options(request, cache),
             shard=request.shard,
-            rebuild_check=request.check,
+            reproduce=request.reproduce,
             timings=request.timings,
         )
         builder = Builder(plan, options, report)

@@ -39,9 +39,9 @@ def lock(manifest: str | os.PathLike[str], request: BuildRequest | None = None,
     request = request or BuildRequest()
     if request.partial:
         raise UsageError("lock: a lock covers the whole manifest; drop --only, --skip-backend and --shard")
-    if request.locked or request.check:
-        raise UsageError("lock: a lock is written from a plain build; drop --locked and --check "
-                         "(run `ptebuild build --check` first to see that the build is reproducible)")
+    if request.locked or request.reproduce:
+        raise UsageError("lock: a lock is written from a plain build; drop --locked and --reproduce "
+                         "(run `ptebuild build --reproduce` first to see that the build is reproducible)")
     report = build(manifest, request, progress)
     result = LockReport(report, None)
     if result.not_built:

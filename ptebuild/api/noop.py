@@ -37,7 +37,7 @@ Event = tuple[str, str, str]
 
 def stamp_for(manifest: str, request: BuildRequest) -> Path | None:
     """Where the stamp of this build lives, or None when it may not have one."""
-    if request.no_cache or request.locked or request.check or request.timings:
+    if request.no_cache or request.locked or request.reproduce or request.timings:
         return None  # --timings: the page shows this build, which a replay does not make
     root = cache_root(request)
     assert root is not None

@@ -28,7 +28,17 @@ class _Value:
     __slots__: tuple[str, ...] = ()
     _defaults: ClassVar[dict[str, Any]] = {}
 
+    _renamed: ClassVar[dict[str, str]] = {}
+    """Old field name -> new: still taken, with a DeprecationWarning, for one release."""
+
     def __init__(self, **fields: Any) -> None:
+        for old, new in self._renamed.items():
+            if old in fields:
+                import warnings
+
+                warnings.warn(f"{type(self).__name__}({old}=...) is now {new}=...; {old} goes in the next release",
+                              DeprecationWarning, stacklevel=2)
+                fields.setdefault(new, fields.pop(old))
         unknown = sorted(set(fields) - set(self._defaults))
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field {unknown[0]!r}")
@@ -93,7 +103,6 @@ class BuildRequest(_Value):
 
     __slots__ = (
         "cache",
-        "check",
         "debug",
         "executor",
         "explain",
@@ -106,13 +115,15 @@ class BuildRequest(_Value):
         "out",
         "ray_address",
         "remote",
+        "reproduce",
         "shard",
         "skip_backends",
         "timings",
     )
+    _renamed: ClassVar[dict[str, str]] = {"check": "reproduce"}
     _defaults: ClassVar[dict[str, Any]] = {
         "out": None, "only": (), "skip_backends": (), "keep_going": False, "jobs": None, "explain": False,
-        "locked": False, "check": False, "shard": None, "executor": None, "no_daemon": False,
+        "locked": False, "reproduce": False, "shard": None, "executor": None, "no_daemon": False,
         "ray_address": None, "cache": None, "no_cache": False, "remote": None, "debug": False, "timings": False,
     }
     out: str | None
@@ -126,8 +137,10 @@ class BuildRequest(_Value):
     explain: bool
     locked: bool
     """Fail when ``ptebuild.lock`` is missing or stale, or an output's bytes differ from it."""
-    check: bool
-    """Lower every program again in a changed environment and fail where the bytes differ."""
+    reproduce: bool
+    """The reproducibility rebuild: lower every program again, ignoring the cache, in a changed
+    environment, and fail where the bytes differ (``check=`` before 1.x: "check" is the numeric
+    check against eager PyTorch)."""
     shard: tuple[int, int] | None
     executor: str | None
     no_daemon: bool

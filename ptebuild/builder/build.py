@@ -8,12 +8,12 @@ The units of a build, each in its own module, meeting in a :class:`~.context.Bui
 - :mod:`ptebuild.builder.publish`: the output folder and shared weights groups (publishing from
   the build's store or a cache hit, the build record);
 - :mod:`ptebuild.builder.schedule` and :mod:`ptebuild.builder.executors`: who lowers what;
-- :mod:`ptebuild.builder.rebuild_check`: ``--check``;
+- :mod:`ptebuild.builder.reproduce`: ``--reproduce``;
 - :mod:`ptebuild.builder.budgets`: each delivered program's figures judged against its budget;
 - :mod:`ptebuild.builder.timings`: what each target did when (``--timings``).
 
 This module only orders them: shims, then each program's key, shard, cache, obstacles, then the
-tasks of those left, then the shared groups, then ``--check``, then the budgets; with
+tasks of those left, then the shared groups, then ``--reproduce``, then the budgets; with
 ``--timings``, the build's timeline is written last, whatever happened. It imports neither torch nor
 executorch: a build whose programs are all cached never pays for them.
 """
@@ -94,10 +94,10 @@ class Builder:
             for shim in context.plan.shims:
                 ShimTarget(context, self.publisher, shim).build()
             built = self.build_programs([ProgramTarget(context, self.publisher, p) for p in context.plan.programs])
-            if context.options.rebuild_check:
-                from ptebuild.builder.rebuild_check import check_rebuilds
+            if context.options.reproduce:
+                from ptebuild.builder.reproduce import reproduce_programs
 
-                check_rebuilds(context, built)
+                reproduce_programs(context, built)
             from ptebuild.builder import failure_logs
 
             for result in context.results.values():

@@ -43,9 +43,9 @@ class BuildOptions:
     executor_options: dict[str, Any] = field(default_factory=dict)
     shard: tuple[int, int] | None = None
     """``(i, n)``: build only the programs whose action key falls in shard ``i`` of ``n`` (1-based)."""
-    rebuild_check: bool = False
-    """``--check``: after the build, lower every program again, ignoring the cache, in a changed
-    environment, and fail any program whose bytes differ (Nix's ``--check``)."""
+    reproduce: bool = False
+    """``--reproduce``: after the build, lower every program again, ignoring the cache, in a changed
+    environment, and fail any program whose bytes differ (Nix's ``--reproduce``)."""
     timings: bool = False
     """Write the build's timeline into ``<out>/.ptebuild/`` (:mod:`.timings`)."""
 

@@ -30,7 +30,7 @@ until the stamp is written again after it aged. And a stamp is only written from
 held before the build began: a file that changed less than :data:`RACY_NS` before it, or while
 it ran, may not hold the bytes the build read, and no stamp is written then.
 
-The stamp is only written for a plain local build (no ``--check``, ``--locked``, no CUDA
+The stamp is only written for a plain local build (no ``--reproduce``, ``--locked``, no CUDA
 program, whose toolchain facts come from a GPU query rather than files).
 """
 

@@ -30,7 +30,7 @@ def register(subparsers: Subparsers) -> None:
 
 def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> None:
     """The options of ``build`` (``lock`` builds too, and takes the same but ``--locked`` and
-    ``--check``: a lock is written from a plain build)."""
+    ``--reproduce``: a lock is written from a plain build)."""
     parser.add_argument("manifest", help="the TOML manifest")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: the manifest's defaults.out)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="build only these programs or shim libraries")
@@ -54,9 +54,13 @@ def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> 
             help="fail (exit 1) if ptebuild.lock beside the manifest is missing or stale, or an output's bytes differ from it",
         )
         parser.add_argument(
-            "--check", action="store_true",
-            help="lower every program again, ignoring the cache, in a changed environment, and fail if the bytes differ",
+            "--reproduce", action="store_true",
+            help="the reproducibility rebuild: lower every program again, ignoring the cache, in a changed environment "
+            "(folder, hash seed, threads), and fail if the bytes differ",
         )
+        from argparse import SUPPRESS
+
+        parser.add_argument("--check", action="store_true", dest="check_renamed", help=SUPPRESS)  # renamed: --reproduce
     parser.add_argument(
         "--shard", type=parse_shard, metavar="I/N",
         help="build only shard I of N (a stable split by action key, for CI matrices)",
@@ -90,6 +94,18 @@ def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> 
     )
 
 
+RENAMED_CHECK = ("warning: --check is now --reproduce (the reproducibility rebuild; 'check' is the numeric check "
+                 "against eager PyTorch): --check goes in the next release")
+
+
+def _renamed_check(args: argparse.Namespace) -> bool:
+    """The old name of ``--reproduce``, taken for one release with a line on stderr."""
+    if not getattr(args, "check_renamed", False):
+        return False
+    print(RENAMED_CHECK, file=sys.stderr)
+    return True
+
+
 def request_from(args: argparse.Namespace) -> BuildRequest:
     """The build request the arguments describe (the library fills in the rest from the environment)."""
     remote = None
@@ -99,7 +115,8 @@ def request_from(args: argparse.Namespace) -> BuildRequest:
                              secret_env=args.remote_secret_env)
     return BuildRequest(
         out=args.out, only=args.only or (), skip_backends=args.skip_backend, keep_going=args.keep_going,
-        jobs=args.jobs, explain=args.explain, locked=getattr(args, "locked", False), check=getattr(args, "check", False),
+        jobs=args.jobs, explain=args.explain, locked=getattr(args, "locked", False),
+        reproduce=getattr(args, "reproduce", False) or _renamed_check(args),
         shard=args.shard, executor=args.executor, no_daemon=args.no_daemon, ray_address=args.ray_address,
         cache=args.cache, no_cache=args.no_cache, remote=remote, debug=args.debug, timings=getattr(args, "timings", False),
     )
@@ -144,7 +161,7 @@ def _figures(p: dict[str, Any]) -> tuple[str, str]:
 def summary(document: dict[str, Any]) -> str:
     """The table a build prints, from its report's JSON (the same for a replayed no-op).
 
-    With ``--check`` (targets with a ``rebuild`` verdict) a ``reproducible`` column says whether
+    With ``--reproduce`` (targets with a ``rebuild`` verdict) a ``reproducible`` column says whether
     lowering again gave the same bytes; a target built only because it shares a weights file
     with one that ``--only`` named gets a line below the table saying so.
     """
@@ -193,7 +210,7 @@ def summary(document: dict[str, Any]) -> str:
 
 
 _REPRODUCIBLE = {"same": "yes", "differs": "NO"}
-"""``--check``'s verdict (a target's ``rebuild``) as the table's ``reproducible`` column says it."""
+"""``--reproduce``'s verdict (a target's ``rebuild``) as the table's ``reproducible`` column says it."""
 
 
 def check_words(checked: dict[str, Any], data: str = "") -> str:

@@ -148,7 +148,7 @@ def gc_command(args: argparse.Namespace) -> int:
 def verify_command(args: argparse.Namespace) -> int:
     import sys
 
-    from ptebuild.store import VerifyReport, format_size
+    from ptebuild.store import CacheAudit, format_size
 
     store, exists = _store(args)
     if exists:
@@ -157,7 +157,7 @@ def verify_command(args: argparse.Namespace) -> int:
         finally:
             store.close()
     else:
-        report = VerifyReport()
+        report = CacheAudit()
     for item in report.corrupt:
         print(f"corrupt {item}")
     print(

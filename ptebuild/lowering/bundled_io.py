@@ -17,7 +17,7 @@ check_suites`: method names, number and dtypes of inputs and outputs).
 
 Reproducible bytes: executorch's serializer gives the same bytes for the same suites (one
 process or two, any hash seed), and the expected outputs are computed on one thread, so that
-the thread count (``build --check`` changes it) cannot change how a reduction adds up. They are
+the thread count (``build --reproduce`` changes it) cannot change how a reduction adds up. They are
 eager PyTorch's arithmetic on this CPU: another CPU family may round the last bit otherwise.
 """
 

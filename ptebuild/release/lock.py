@@ -226,7 +226,7 @@ class Mismatch:
         if self.kind is MismatchKind.STALE:
             return f"run `ptebuild lock {manifest}` to build and lock what changed, or undo the change"
         if self.kind is MismatchKind.OUTPUT:
-            return f"`ptebuild build --check {manifest}` names the part that is not reproducible"
+            return f"`ptebuild build --reproduce {manifest}` names the part that is not reproducible"
         return ""
 
     def to_json(self) -> dict[str, str]:

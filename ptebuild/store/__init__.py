@@ -36,9 +36,9 @@ from ptebuild.store.statcache import StatCache
 if TYPE_CHECKING:
     import filelock
 
-    from ptebuild.store.maintenance import GcReport, VerifyReport
+    from ptebuild.store.maintenance import CacheAudit, GcReport
 
-__all__ = ["GcReport", "Store", "VerifyReport", "default_cache_dir", "format_size", "parse_size"]
+__all__ = ["CacheAudit", "GcReport", "Store", "default_cache_dir", "format_size", "parse_size"]
 
 
 class Store:
@@ -90,7 +90,7 @@ class Store:
 
         return maintenance.gc(self, max_size)
 
-    def verify(self) -> VerifyReport:
+    def verify(self) -> CacheAudit:
         """Rehash every blob and record; drop and report corrupt ones."""
         from ptebuild.store import maintenance
 
@@ -102,7 +102,7 @@ class Store:
 
 
 def __getattr__(name: str) -> object:  # lazy re-exports keep `import ptebuild.store` light
-    if name in ("GcReport", "VerifyReport"):
+    if name in ("GcReport", "CacheAudit"):
         from ptebuild.store import maintenance
 
         return getattr(maintenance, name)

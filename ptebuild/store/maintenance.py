@@ -55,8 +55,10 @@ class GcReport:
 
 
 @dataclass(frozen=True)
-class VerifyReport:
-    """What :func:`verify` found; ``corrupt`` names each dropped item (``object <digest>``, ``action <key>: ...``)."""
+class CacheAudit:
+    """What :func:`verify` found in the cache (``ptebuild cache verify``; an output folder's is
+    :class:`ptebuild.runtime.verify.VerifyReport`); ``corrupt`` names each dropped item (``object <digest>``,
+    ``action <key>: ...``)."""
 
     blobs_checked: int = 0
     records_checked: int = 0
@@ -214,7 +216,7 @@ def gc(store: Store, max_size: int, *, now: float | None = None,
         )
 
 
-def verify(store: Store) -> VerifyReport:
+def verify(store: Store) -> CacheAudit:
     """Rehash every blob and check every record; drop and report the corrupt ones.
 
     Records that need a missing (or just dropped) blob are dropped too. Raises StoreError if
@@ -245,7 +247,7 @@ def verify(store: Store) -> VerifyReport:
                 corrupt.append(f"action {key}: needs missing object {missing[0]}")
             records_removed += 1
             freed += size
-        return VerifyReport(
+        return CacheAudit(
             blobs_checked=blobs_checked,
             records_checked=records_checked,
             blobs_removed=blobs_removed,

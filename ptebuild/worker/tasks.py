@@ -65,7 +65,7 @@ class Task:
     threads: int = 0
     """torch's intra-op threads for the task (:func:`threads_per_worker`: its share of the cores of
     a machine whose workers run side by side); 0 leaves torch's own count. Not in the key: a
-    program's bytes do not depend on it (``ptebuild build --check`` lowers again with other counts)."""
+    program's bytes do not depend on it (``ptebuild build --reproduce`` lowers again with other counts)."""
 
     @property
     def program(self) -> str:

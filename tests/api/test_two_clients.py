@@ -190,11 +190,26 @@ def test_the_request_a_command_makes_sets_the_field_the_table_names():
 
 
 def test_lock_takes_what_build_takes_but_the_lock_checks(capsys, tmp_path):
-    """A lock is written from a plain build: ``ptebuild lock`` offers no --locked or --check, and the
-    library refuses them the same way (before, the command dropped --check and the library ran it)."""
-    assert "--check" not in _options("lock") and "--locked" not in _options("lock")
-    assert cli.main(["lock", str(tmp_path / "m.toml"), "--check"]) == 2
-    assert "unrecognized arguments: --check" in capsys.readouterr().err
-    for request in (ptebuild.BuildRequest(check=True), ptebuild.BuildRequest(locked=True)):
-        with pytest.raises(UsageError, match=r"^lock: a lock is written from a plain build; drop --locked and --check "):
+    """A lock is written from a plain build: ``ptebuild lock`` offers no --locked or --reproduce, and the
+    library refuses them the same way (before, the command dropped --reproduce and the library ran it)."""
+    assert "--reproduce" not in _options("lock") and "--locked" not in _options("lock")
+    for option in ("--reproduce", "--check"):
+        assert cli.main(["lock", str(tmp_path / "m.toml"), option]) == 2
+        assert f"unrecognized arguments: {option}" in capsys.readouterr().err
+    for request in (ptebuild.BuildRequest(reproduce=True), ptebuild.BuildRequest(locked=True)):
+        with pytest.raises(UsageError, match=r"^lock: a lock is written from a plain build; drop --locked and --reproduce "):
             ptebuild.lock(tmp_path / "m.toml", request)
+
+
+def test_the_reproducibility_rebuilds_old_name_still_works_for_one_release(capsys, tmp_path):
+    """"check" is the numeric check; the reproducibility rebuild is --reproduce. The old flag and field
+    still work, each saying its new name once."""
+    from ptebuild.cli.build import RENAMED_CHECK
+
+    with pytest.warns(DeprecationWarning, match=r"BuildRequest\(check=...\) is now reproduce=...; check goes in the next release"):
+        request = ptebuild.BuildRequest(check=True)
+    assert request == ptebuild.BuildRequest(reproduce=True) and request.reproduce
+    assert _options("build")["--check"].help == argparse.SUPPRESS and "--reproduce" in _options("build")  # not in --help
+    assert cli.main(["build", str(tmp_path / "m.toml"), "--check"]) == 2  # the manifest is missing: parsed, then refused
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == RENAMED_CHECK

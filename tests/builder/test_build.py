@@ -75,7 +75,7 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
 def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
     manifest = copy_project(tmp_path / "project")
     cache = str(tmp_path / "cache")
-    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--check")["targets"][0]
+    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce")["targets"][0]
     assert same["rebuild"] == "same"
 
     # Unseeded randomness in the factory: each lowering gets other weights.
@@ -87,12 +87,12 @@ def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(
             "    torch.nn.init.constant_(model.head.bias, random.random())\n    return model",
         )
     )
-    result = ptebuild("build", str(manifest), "--cache", cache, "--only", "tiny_portable", "--check", "--json")
+    result = ptebuild("build", str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce", "--json")
     assert result.returncode == 1
     program = json.loads(result.stdout)["targets"][0]
     assert program["rebuild"] == "differs" and program["status"] == "failed"
     message = program["message"]
-    assert message.startswith(f"{manifest}: programs.tiny_portable: --check: lowering again gave other bytes")
+    assert message.startswith(f"{manifest}: programs.tiny_portable: --reproduce: lowering again gave other bytes")
     assert "tiny_portable_weights.ptd: key " in message or "data key" in message, message
     # The published files are the first build's, untouched by the check.
     assert (manifest.parent / "out" / "tiny_portable.pte").read_bytes() == bytes(

@@ -33,7 +33,7 @@ def test_older_torch_without_deterministic_mode_is_named(monkeypatch):
 
 
 def test_inductor_cache_stays_put_when_tmpdir_moves(monkeypatch, tmp_path):
-    """The .so records paths in Inductor's cache: ``--check`` and CI change $TMPDIR, not them."""
+    """The .so records paths in Inductor's cache: ``--reproduce`` and CI change $TMPDIR, not them."""
     import os
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)

@@ -41,7 +41,7 @@ def seed_checking_project(tmp_path: Path) -> Path:
 
 def test_an_explicit_seed_wins():
     assert worker_environment({})["PYTHONHASHSEED"] == WORKER_HASH_SEED
-    assert worker_environment({"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"  # build --check
+    assert worker_environment({"PYTHONHASHSEED": "7"})["PYTHONHASHSEED"] == "7"  # build --reproduce
 
 
 # The warm server's two cases are slow (7 and 11 s): "local" is their fast sibling; the warm

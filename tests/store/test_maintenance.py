@@ -6,7 +6,7 @@ from helpers import put_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptebuild.store import GcReport, Store, VerifyReport, maintenance
+from ptebuild.store import CacheAudit, GcReport, Store, maintenance
 
 NOW = time.time()
 OLD = NOW - 2 * maintenance.GRACE_SECONDS
@@ -121,7 +121,7 @@ def test_verify_drops_corrupt_blobs_records_and_dependants(store):
     path.write_bytes(b"bad bytez")
     store.actions.path(key(3)).write_bytes(store.actions.path(key(3)).read_bytes()[:-5])
     report = store.verify()
-    assert isinstance(report, VerifyReport) and not report.ok
+    assert isinstance(report, CacheAudit) and not report.ok
     assert report.corrupt == (
         f"object {bad}",
         f"action {key(2)}: needs missing object {bad}",

@@ -65,7 +65,7 @@ class LocalExecutor:
 
     def __init__(self, jobs: int = 1, environment: dict[str, str] | None = None, cwd: str | None = None, **_options: Any) -> None:
         """``environment`` and ``cwd``: what the workers start with instead of this process's
-        (``ptebuild build --check`` lowers again in a changed environment)."""
+        (``ptebuild build --reproduce`` lowers again in a changed environment)."""
         self.size = max(1, jobs)
         self.environment = dict(environment or {})
         self.cwd = cwd

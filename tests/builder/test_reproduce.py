@@ -1,4 +1,4 @@
-"""``build --check`` varies what it says it varies: one factory per varied thing, each depending on
+"""``build --reproduce`` varies what it says it varies: one factory per varied thing, each depending on
 exactly that (the hash seed, the working folder, the temporary folder, the thread count), and a
 control that depends on none. Each of the four is named as differing; the control is not."""
 
@@ -56,14 +56,14 @@ def test_check_names_each_thing_it_varies_as_differing(tmp_path, things):
     cache = tmp_path / "cache"
     first = ptebuild("build", manifest, "--cache", cache, "--json")
     assert first.returncode == 0, first.stderr[-2000:]
-    again = ptebuild("build", manifest, "--cache", cache, "--check", "--keep-going", "--json")
+    again = ptebuild("build", manifest, "--cache", cache, "--reproduce", "--keep-going", "--json")
     assert again.returncode == 1, again.stderr[-2000:]
     programs = {p["name"]: p for p in json.loads(again.stdout)["targets"]}
     verdicts = {name: p.get("rebuild") for name, p in programs.items()}
     assert verdicts == {thing: "same" if thing == "nothing" else "differs" for thing in things}
     for thing in things[:-1]:
         assert programs[thing]["message"].startswith(
-            f"{manifest}: programs.{thing}: --check: lowering again gave other bytes (not reproducible with another "
+            f"{manifest}: programs.{thing}: --reproduce: lowering again gave other bytes (not reproducible with another "
             "PYTHONHASHSEED, working folder, temporary folder and thread count)"), programs[thing]
     # The verdict is where people look: a `reproducible` column in the table, not only a progress line.
     from ptebuild.cli.build import summary

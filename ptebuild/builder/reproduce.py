@@ -1,4 +1,4 @@
-"""``build --check``: lower every program again elsewhere and compare the bytes (Nix's ``--check``).
+"""``build --reproduce``: lower every program again elsewhere and compare the bytes (Nix's ``--check``).
 
 Every built or cached program is lowered once more, ignoring the cache, by the local executor in
 another temporary folder and working directory, with another ``PYTHONHASHSEED`` and one thread
@@ -27,7 +27,7 @@ VARIED = "another PYTHONHASHSEED, working folder, temporary folder and thread co
 """What the second lowering changes (named in the message of a program whose bytes differ)."""
 
 
-def check_rebuilds(context: BuildContext, targets: list[ProgramTarget]) -> None:
+def reproduce_programs(context: BuildContext, targets: list[ProgramTarget]) -> None:
     """Lower every built or cached program of ``targets`` again, ignoring the cache, in another
     temporary folder and working directory, with another PYTHONHASHSEED and thread count; a
     program whose bytes differ fails, naming the file and the part that differs. The second
@@ -53,7 +53,7 @@ def check_rebuilds(context: BuildContext, targets: list[ProgramTarget]) -> None:
             result.status = Status.FAILED
             # Every FAILED event carries its failure (Event.failed), every DONE one its result.
             failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
-            result.message = context.located(target.name, f"--check: lowering again failed: {failure.message}",
+            result.message = context.located(target.name, f"--reproduce: lowering again failed: {failure.message}",
                                              failure.location, failure.manifest)
             result.failure = failure.kind
             return context.options.keep_going
@@ -78,9 +78,9 @@ def check_rebuilds(context: BuildContext, targets: list[ProgramTarget]) -> None:
             result.status = Status.FAILED
             result.message = context.located(
                 target.name,
-                f"--check: lowering again gave other bytes (not reproducible with {VARIED}): " + "; ".join(differences),
+                f"--reproduce: lowering again gave other bytes (not reproducible with {VARIED}): " + "; ".join(differences),
             )
-        context.report(job.name, "done", f"--check: {result.rebuild or 'failed'}")
+        context.report(job.name, "done", f"--reproduce: {result.rebuild or 'failed'}")
         return result.status is not Status.FAILED or context.options.keep_going
 
     with tempfile.TemporaryDirectory(prefix="ptebuild-check-") as elsewhere:

@@ -1,9 +1,10 @@
 """Which backends there are and where each one's code lives: ptebuild's own, and installed plug-ins.
 
-ptebuild's own backends are :data:`BUILTIN_BACKENDS` (manifest name -> module; a new one is a
-module or package under ``ptebuild/backends/`` and one line here). A separately installed
-distribution adds a backend through an entry point of the group :data:`GROUP`, in its
-``pyproject.toml``::
+ptebuild's own backends are :data:`ptebuild.backends.BUILTIN_BACKENDS` (manifest name -> module;
+a new one is a module or package under ``ptebuild/backends/`` and one line there), handed to
+:func:`entries` by the package that holds them: this module, on the bottom floor, names none of
+them. A separately installed distribution adds a backend through an entry point of the group
+:data:`GROUP`, in its ``pyproject.toml``::
 
     [project.entry-points."ptebuild.backends"]
     demo = "ptebuild_demo_backend:BACKEND"
@@ -17,9 +18,9 @@ Every backend is a :class:`BackendEntry`, listed from names alone: nothing is im
 backend is asked for (:func:`load`), so listing them costs one scan of the installed
 distributions' entry points (:func:`importlib.metadata.entry_points`, a few milliseconds, once
 per process) and ptebuild's own backends none. This module is on the bottom floor so that every
-layer finds backends one way: :mod:`ptebuild.backends` (the Backend objects the builder asks)
-and :mod:`ptebuild.runtime.payloads` (the payload readers the backends declare, which inspect,
-verify and the loader read delegates with, without importing a backend by name).
+layer finds plug-ins one way: :mod:`ptebuild.backends` (the Backend objects the builder asks,
+ptebuild's own and the plug-ins') and :mod:`ptebuild.runtime.payloads` (the payload readers of
+the plug-ins' delegates, beside ptebuild's own readers in :mod:`ptebuild.runtime.payload_readers`).
 
 A plug-in that cannot be used (its module fails to import, its object is missing or no backend,
 its name is taken) is a :class:`~ptebuild.errors.PluginError` of one line that names its
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,17 +41,6 @@ from ptebuild.errors import PluginError
 
 GROUP = "ptebuild.backends"
 """The entry-point group a distribution adds backends with."""
-
-BUILTIN_BACKENDS = {
-    "portable": "ptebuild.backends.portable",
-    "xnnpack": "ptebuild.backends.xnnpack",
-    "cuda": "ptebuild.backends.cuda",
-    "openvino": "ptebuild.backends.openvino",
-    "coreml": "ptebuild.backends.coreml",
-    "vulkan": "ptebuild.backends.vulkan",
-}
-"""ptebuild's own backends: manifest name -> the module whose ``BACKEND`` it is, in the order
-they are listed (``ptebuild doctor``, ``ptebuild schema``, the manifest's error lines)."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -87,15 +77,16 @@ class Registry:
     problems: tuple[str, ...] = ()
 
 
-_registry: Registry | None = None
+_plugins: Registry | None = None
 _failed: dict[str, PluginError] = {}
 
 
-def registry() -> Registry:
-    """ptebuild's own backends, then the installed plug-ins (by name); found once per process."""
-    global _registry
-    if _registry is None:
-        found = {name: BackendEntry(name, module) for name, module in BUILTIN_BACKENDS.items()}
+def plugins() -> Registry:
+    """The installed plug-ins, by name, each name once (a name that is not one, or that another
+    plug-in found first took, is left out with a line); found once per process."""
+    global _plugins
+    if _plugins is None:
+        found: dict[str, BackendEntry] = {}
         problems = []
         for entry in sorted(_plugin_entries(), key=lambda e: (e.name, e.distribution or "")):
             if not _NAME.fullmatch(entry.name):
@@ -103,12 +94,24 @@ def registry() -> Registry:
                                 "a letter first); left out")
             elif entry.name in found:
                 taken = found[entry.name]
-                by = "ptebuild's own backend" if not taken.plugin else f"{taken.distribution} {taken.version}"
-                problems.append(f"{entry.describe()}: the name is taken by {by}; left out")
+                problems.append(f"{entry.describe()}: the name is taken by {taken.distribution} {taken.version}; left out")
             else:
                 found[entry.name] = entry
-        _registry = Registry(found, tuple(problems))
-    return _registry
+        _plugins = Registry(found, tuple(problems))
+    return _plugins
+
+
+def registry(builtin: Mapping[str, str]) -> Registry:
+    """ptebuild's own backends (``builtin``: manifest name -> module), then the installed plug-ins
+    whose names they leave free."""
+    found = {name: BackendEntry(name, module) for name, module in builtin.items()}
+    problems = []
+    for name, entry in plugins().entries.items():
+        if name in found:
+            problems.append(f"{entry.describe()}: the name is taken by ptebuild's own backend; left out")
+        else:
+            found[name] = entry
+    return Registry(found, (*plugins().problems, *problems))
 
 
 def _plugin_entries() -> list[BackendEntry]:
@@ -123,15 +126,6 @@ def _plugin_entries() -> list[BackendEntry]:
     return out
 
 
-def entries() -> dict[str, BackendEntry]:
-    """Manifest name -> :class:`BackendEntry`, ptebuild's own first (in :data:`BUILTIN_BACKENDS`'
-    order), then the plug-ins by name."""
-    return registry().entries
-
-
-def problems() -> tuple[str, ...]:
-    """One line for each installed plug-in that is left out (a name taken, not a name)."""
-    return registry().problems
 
 
 def load(entry: BackendEntry) -> Any:
@@ -183,14 +177,13 @@ def code_files(entry: BackendEntry) -> tuple[Path, list[Path]]:
     return origin.parent, [origin] if origin.is_file() else []
 
 
-def plugin_facts(name: str, digest_file: Callable[[Path], tuple[str, int]] | None = None) -> dict[str, str]:
-    """What of the plug-in backend ``name`` decides a program's bytes besides ptebuild: its
-    distribution and version (``backend-plugin``) and a digest of its package's code
-    (``backend-code``, :func:`code_files`). Empty for ptebuild's own backends (their code is
-    ptebuild's) and unknown names. ``digest_file``: how a file is hashed (the store's stat cache)."""
+def plugin_facts(entry: BackendEntry | None, digest_file: Callable[[Path], tuple[str, int]] | None = None) -> dict[str, str]:
+    """What of a plug-in backend decides a program's bytes besides ptebuild: its distribution and
+    version (``backend-plugin``) and a digest of its package's code (``backend-code``,
+    :func:`code_files`). Empty for ptebuild's own backends (their code is ptebuild's) and None.
+    ``digest_file``: how a file is hashed (the store's stat cache)."""
     from ptebuild import own_code
 
-    entry = entries().get(name)
     if entry is None or not entry.plugin:
         return {}
     root, files = code_files(entry)
@@ -205,7 +198,7 @@ def fingerprint(digest_file: Callable[[Path], tuple[str, int]] | None = None) ->
     for identities that must change when one is installed, removed or edited."""
     return "; ".join(
         f"{name}={facts['backend-plugin']}:{facts['backend-code']}"
-        for name in entries() if (facts := plugin_facts(name, digest_file))
+        for name, entry in plugins().entries.items() if (facts := plugin_facts(entry, digest_file))
     )
 
 

@@ -10,18 +10,18 @@ import pytest
 
 from ptebuild import backend_registry
 from ptebuild.backend_registry import BackendEntry
-from ptebuild.backends import backend_names, get_backend, is_plugin, plugin_problems
+from ptebuild.backends import BUILTIN_BACKENDS, backend_names, entries, get_backend, is_plugin, plugin_problems, registry_problems
 from ptebuild.errors import PluginError
 
 
 def test_builtin_backends_come_first_in_their_order():
-    entries = backend_registry.entries()
-    assert list(entries)[:6] == list(backend_registry.BUILTIN_BACKENDS) == [
+    found = entries()
+    assert list(found)[:6] == list(BUILTIN_BACKENDS) == [
         "portable", "xnnpack", "cuda", "openvino", "coreml", "vulkan"]
-    assert backend_names() == list(entries)
-    for name in backend_registry.BUILTIN_BACKENDS:
-        assert not entries[name].plugin and not is_plugin(name) and get_backend(name).name == name
-        assert entries[name].describe() == f"backend {name!r}" and backend_registry.plugin_facts(name) == {}
+    assert backend_names() == list(found)
+    for name in BUILTIN_BACKENDS:
+        assert not found[name].plugin and not is_plugin(name) and get_backend(name).name == name
+        assert found[name].describe() == f"backend {name!r}" and backend_registry.plugin_facts(found[name]) == {}
 
 
 def test_listing_imports_no_backend():
@@ -43,4 +43,4 @@ def test_a_plug_in_that_fails_to_load_is_one_line_naming_its_distribution():
 
 
 def test_no_plug_ins_no_problems():
-    assert backend_registry.problems() == () and plugin_problems() == []
+    assert registry_problems() == () and plugin_problems() == []

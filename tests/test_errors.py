@@ -111,12 +111,12 @@ READERS = {
     # diff; runtime/loader.py: load; runtime/verify.py: verify_folder), or, for a remote cache's
     # answers (store/reapi.py), the gRPC tier turns them into a failed request (a warning, then
     # the tier is switched off: store/faults.py).
-    # Each backend's payload reader (backends/*/payload.py) is read through the same entry points.
+    # Each backend's payload reader (runtime/payload_readers/*.py) is read through the same entry points.
     "runtime/file_region.py", "runtime/flatbuffer.py", "runtime/protobuf.py", "runtime/bpte_file.py",
     "runtime/compat.py", "runtime/inspect.py", "runtime/oplist.py", "runtime/ptd_file.py", "runtime/ptd_merge.py",
     "runtime/ptd_write.py", "runtime/pte_file.py", "runtime/pte_inspection.py", "store/reapi.py",
-    "backends/coreml/payload.py", "backends/cuda/payload.py", "backends/openvino/payload.py",
-    "backends/vulkan/payload.py", "backends/xnnpack/payload.py",
+    "runtime/payload_readers/coreml.py", "runtime/payload_readers/cuda.py", "runtime/payload_readers/openvino.py",
+    "runtime/payload_readers/vulkan.py", "runtime/payload_readers/xnnpack.py",
 }
 
 WARNED = {
@@ -139,7 +139,7 @@ PASSES_ON = {
     ("cli/cache.py", "gc_command", "--max-size: {}"): "sizes.py parse_size: 'give a number with an optional unit'",
     ("lowering/bundled_io.py", "write_bpte", "bundle_io: {}"): "runtime/bpte_file.py check_suites' problems",
     ("lowering/check.py", "_MethodRunner.check_direction", "{}"): "DirectionBound.fix: what the direction check says to do",
-    ("manifest/resolve.py", "resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
+    ("models/factory/methods.py", "resolve_methods", "{}: {}.shape: unknown dynamic dim {}{}"):
         "a did-you-mean, or 'use one of ..., or declare it under models.M.dims'",
     ("manifest/resolve.py", "_resolve_program", "{}: {}.{}: {}"):
         "models/*: ModelKind.program_problem: each problem ends with what to do ('use one of ...', 'remove ...', 'set ...')",
@@ -294,7 +294,7 @@ ERROR_PATHS = {
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
     },
-    "backends/coreml/payload.py": {
+    "runtime/payload_readers/coreml.py": {
         "CoreMLReader._model": [
             "{}: refers to named data {}, which the .pte does not hold",
         ],
@@ -354,7 +354,7 @@ ERROR_PATHS = {
             "or set compile_specs max_autotune = true (kernels chosen by timing, not byte-reproducible)",
         ],
     },
-    "backends/cuda/payload.py": {
+    "runtime/payload_readers/cuda.py": {
         "decode": [
             "{}: not a CUDA weight payload: starts with {}, expected {} (executorch 1.5.1)",
             "{}: {} ({}) has {} dims at offset {}, limit {}",
@@ -395,7 +395,7 @@ ERROR_PATHS = {
             "{}: the DLL imports {} from {}, which does not export {}{}",
         ],
     },
-    "backends/openvino/payload.py": {
+    "runtime/payload_readers/openvino.py": {
         "regions": [
             "{}: OpenVINO payload of {} bytes is shorter than its {}-byte header",
             "{}: not an OpenVINO CPU payload: its {} [{}, +{}) is not inside the {}-byte payload after byte {}",
@@ -423,7 +423,7 @@ ERROR_PATHS = {
             "this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug",
         ],
     },
-    "backends/vulkan/payload.py": {
+    "runtime/payload_readers/vulkan.py": {
         "read_graph": [
             "{}: not a Vulkan payload: bytes 4..8 are {}, expected {}",
             "{}: bad Vulkan header: length {}, flatbuffer at {}",
@@ -440,7 +440,7 @@ ERROR_PATHS = {
             "use quantize = 'int8-dynamic'",
         ],
     },
-    "backends/xnnpack/payload.py": {
+    "runtime/payload_readers/xnnpack.py": {
         "_graph": [
             "{}: truncated XNNPACK header ({} bytes)",
             "{}: XNNPACK flatbuffer [{}, {}) runs past the {}-byte blob",
@@ -609,9 +609,6 @@ ERROR_PATHS = {
         "_check_name": [
             "{}: {}: name {} {}",
         ],
-        "resolve_methods": [
-            "{}: {}.shape: unknown dynamic dim {}{}",
-        ],
         "_resolve_program": [
             "declare it as [{}]",
             "set backend here or in [defaults]",
@@ -709,6 +706,11 @@ ERROR_PATHS = {
         ],
         "check_fits": [
             "give the model's own tokenizer or a vocab_size that holds it",
+        ],
+    },
+    "models/factory/methods.py": {
+        "resolve_methods": [
+            "{}: {}.shape: unknown dynamic dim {}{}",
         ],
     },
     "release/archive.py": {

@@ -68,13 +68,14 @@ def test_a_name_that_is_no_module_is_no_edge():
 
 def test_ptebuild_modules_the_worker_imports_lazily_are_in_its_closure():
     """The registries' modules are found by name: every model kind and ptebuild's own backends."""
-    from ptebuild import backend_registry, own_code
+    from ptebuild import own_code
+    from ptebuild.backends import BUILTIN_BACKENDS
     from ptebuild.models import MODEL_KIND_MODULES
 
     modules = import_closure.module_files(own_code.ROOT)
     reached = import_closure.closure(["ptebuild.worker.execute"], import_closure.import_graph(modules))
     assert set(MODEL_KIND_MODULES.values()) <= set(reached)
-    assert set(backend_registry.BUILTIN_BACKENDS.values()) <= set(reached)
+    assert set(BUILTIN_BACKENDS.values()) <= set(reached)
     for deep in ("ptebuild.runtime.keys", "ptebuild.worker.checkpoints", "ptebuild.models.executorch_llm.generation"):
         assert deep in reached
 

@@ -1,8 +1,9 @@
 """The package's layers hold: no module imports from a layer above its own, not even inside a
 function (a hidden circle), no modules import each other in a circle (within a layer too, at any
-depth: inside functions and under ``TYPE_CHECKING``), no module imports another's private names,
-the CLI is the only layer that prints, and ``runtime/`` names no backend (it finds payload
-readers through ``ptebuild.backend_registry``, at the bottom floor).
+depth: inside functions and under ``TYPE_CHECKING``; a registry's module names, which
+:func:`importlib.import_module` loads, and a package's lazy exports count as imports), no module imports another's private names,
+the CLI is the only layer that prints, and ``runtime/`` names no backend outside the payload
+readers of ``runtime/payload_readers/`` (one module per delegate format, found by delegate id).
 
 The layers, lowest first, as the README's Layout lists them. Floor one is every top-level module
 of ``ptebuild`` but the package's face (``__init__``, ``__main__``).
@@ -21,7 +22,8 @@ LAYERS = [
     {"store", "shims", "runtime"},
     {"lowering"},
     {"backends"},
-    {"manifest", "models"},
+    {"models"},
+    {"manifest"},
     {"worker"},
     {"daemon"},
     {"builder"},
@@ -45,10 +47,41 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"{module}: in no layer; add its package to LAYERS (and the README)")
 
 
+def _registrations(tree: ast.AST) -> set[int]:
+    """The ids of the string constants a registry loads by :func:`importlib.import_module`: the
+    values of a dict (``{"xnnpack": "ptebuild.backends.xnnpack"}``), the items of a tuple or list
+    (``READER_MODULES``) and a call's arguments, but a module run as its own process (the item
+    after ``"-m"``: ``python -m ptebuild.daemon.server`` is another process, not an import); a
+    name assigned on its own (an entry-point group, ``GROUP = "ptebuild.backends"``) is no module."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found.update(id(v) for v in node.values)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            after_m = {id(b) for a, b in zip(node.elts, node.elts[1:], strict=False)
+                       if isinstance(a, ast.Constant) and a.value == "-m"}
+            found.update(id(e) for e in node.elts if id(e) not in after_m)
+        elif isinstance(node, ast.Call):
+            found.update(id(a) for a in node.args)
+    return found
+
+
 def imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every ptebuild name the module imports: import statements at any depth, a
+    registry's module names (a string ``ptebuild.x.y`` or ``ptebuild.x.y:NAME`` that
+    :func:`importlib.import_module` loads: the model kinds, the backends, the executors) and the
+    modules behind a package's lazy exports it imports (:mod:`ptebuild.import_closure`)."""
+
     found = []
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    registered = _registrations(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) in registered \
+                and node.value.startswith("ptebuild.") and _is_module(node.value.partition(":")[0]):
+            found.append((node.lineno, node.value.partition(":")[0]))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module in LAZY:
+            found += [(node.lineno, LAZY[node.module][a.name]) for a in node.names if a.name in LAZY[node.module]]
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("ptebuild")]
         elif isinstance(node, ast.ImportFrom):
@@ -60,6 +93,29 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
             if name.startswith("ptebuild"):  # each name as imported: a module, or a name of one
                 found += [(node.lineno, f"{name}.{alias.name}") for alias in node.names]
     return found
+
+
+def _is_module(name: str) -> bool:
+    relative = Path(*name.split(".")[1:])
+    return (PACKAGE / relative).with_suffix(".py").is_file() or (PACKAGE / relative / "__init__.py").is_file()
+
+
+def _lazy_exports() -> dict[str, dict[str, str]]:
+    from ptebuild import import_closure
+
+    found = {}
+    for path in PACKAGE.rglob("__init__.py"):
+        if "__pycache__" in path.parts:
+            continue
+        name = ".".join(("ptebuild", *path.parent.relative_to(PACKAGE).parts))
+        exports = import_closure.lazy_exports(path.read_bytes(), name)
+        if exports:
+            found[name] = exports
+    return found
+
+
+LAZY = _lazy_exports()
+"""package -> exported name -> the module defining it (each package's lazy exports)."""
 
 
 def module_of(target: str) -> str:
@@ -205,8 +261,8 @@ def test_only_the_cli_prints():
 
 
 def test_runtime_names_no_backend():
-    """``runtime/`` reads delegates through the payload readers backends declare (found by delegate
-    id in the registry): no delegate id and no backend's name is written in it (``portable`` is
+    """``runtime/`` reads delegates through the payload readers (found by delegate id): outside the
+    readers' own modules, no delegate id and no backend's name is written in it (``portable`` is
     also ExecuTorch's name for its own kernels, which the runtime runs)."""
     from ptebuild.backends import backend_names, get_backend
 
@@ -214,6 +270,8 @@ def test_runtime_names_no_backend():
     names = {f"{quote}{name}{quote}" for name in backend_names() if name != "portable" for quote in "\"'`"}
     found = []
     for path in sorted((PACKAGE / "runtime").rglob("*.py")):
+        if "payload_readers" in path.parts:
+            continue
         text = path.read_text()
         found += [f"{path.relative_to(PACKAGE.parent)}: {word}" for word in sorted(ids | names) if word in text]
     assert ids and found == [], "\n".join(found)

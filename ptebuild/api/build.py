@@ -226,7 +226,7 @@ def _build(manifest: str, request: BuildRequest, report: Progress) -> tuple[Buil
 def _check_out_dir(plan: BuildPlan, request: BuildRequest, manifest: str) -> None:
     """A located line for an output folder that cannot be made (a name too long, a file in the way)."""
     from ptebuild.errors import ManifestError
-    from ptebuild.manifest.paths import describe, folder_problem
+    from ptebuild.path_problems import describe, folder_problem
 
     out_dir = Path(request.out) if request.out else plan.out_dir()
     problem = folder_problem(out_dir)

@@ -59,8 +59,8 @@ class DoctorReport:
 def doctor(cache: str | os.PathLike[str] | None = None, probe: bool = True,
            progress: Callable[[str], None] | None = None) -> DoctorReport:
     """Each registered backend's row, and the toolchain facts. Raises UsageError for a bad ``cache``."""
-    from ptebuild import backend_registry
-    from ptebuild.backends import backend_names, get_backend
+    from ptebuild.backends import backend_names, get_backend, registry_problems
+    from ptebuild.backends import entries as backend_entries
     from ptebuild.builder.capabilities import Capabilities
     from ptebuild.cache_dir import cache_folder
     from ptebuild.errors import PluginError
@@ -68,7 +68,7 @@ def doctor(cache: str | os.PathLike[str] | None = None, probe: bool = True,
 
     root = cache_folder(cache)
     capabilities = Capabilities(root, hash_file, progress)
-    entries = backend_registry.entries()
+    entries = backend_entries()
     origin = {name: f"{e.distribution} {e.version}" for name, e in entries.items() if e.plugin}
     backends = {}
     broken = {}
@@ -106,4 +106,4 @@ def doctor(cache: str | os.PathLike[str] | None = None, probe: bool = True,
         rows.append(BackendRow(name, verdict.lower is None, check_problem is None, kind, why, verdict.detail,
                                plugin=origin.get(name)))
     path = capabilities.path if capabilities.path.is_file() else None
-    return DoctorReport(tuple(rows), facts, path, backend_registry.problems())
+    return DoctorReport(tuple(rows), facts, path, registry_problems())

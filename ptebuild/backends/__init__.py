@@ -13,7 +13,7 @@ ones (``prepare``, ``partitioners``, ``lowering_context``, ``emit_config``, ``da
 
 Only the worker hooks may import torch or executorch, and only inside the function: loading the
 registry stays cheap. ptebuild's own backends are one module (or package) here and one line in
-:data:`ptebuild.backend_registry.BUILTIN_BACKENDS`; a separately installed distribution adds one
+:data:`BUILTIN_BACKENDS`; a separately installed distribution adds one
 through the ``ptebuild.backends`` entry-point group (:mod:`ptebuild.backend_registry`). Nothing
 else names a backend.
 """
@@ -43,6 +43,29 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ptebuild.backends' has no attribute {name!r}")
 
 
+BUILTIN_BACKENDS = {
+    "portable": "ptebuild.backends.portable",
+    "xnnpack": "ptebuild.backends.xnnpack",
+    "cuda": "ptebuild.backends.cuda",
+    "openvino": "ptebuild.backends.openvino",
+    "coreml": "ptebuild.backends.coreml",
+    "vulkan": "ptebuild.backends.vulkan",
+}
+"""ptebuild's own backends: manifest name -> the module whose ``BACKEND`` it is, in the order
+they are listed (``ptebuild doctor``, ``ptebuild schema``, the manifest's error lines)."""
+
+
+def entries() -> dict[str, backend_registry.BackendEntry]:
+    """Manifest name -> :class:`~ptebuild.backend_registry.BackendEntry`: ptebuild's own first (in
+    :data:`BUILTIN_BACKENDS`' order), then the installed plug-ins by name."""
+    return backend_registry.registry(BUILTIN_BACKENDS).entries
+
+
+def registry_problems() -> tuple[str, ...]:
+    """One line for each installed plug-in that is left out (a name taken, not a name)."""
+    return backend_registry.registry(BUILTIN_BACKENDS).problems
+
+
 def get_backend(name: str) -> Backend:
     """Return the ``BACKEND`` object of the backend called ``name``.
 
@@ -51,7 +74,7 @@ def get_backend(name: str) -> Backend:
     """
     from ptebuild.backends.base import Backend
 
-    entry = backend_registry.entries()[name]
+    entry = entries()[name]
     backend = backend_registry.load(entry)
     if entry.plugin and not (isinstance(backend, Backend) and backend.name == name):
         what = f"a Backend named {backend.name!r}" if isinstance(backend, Backend) else f"a {type(backend).__name__}"
@@ -63,12 +86,12 @@ def get_backend(name: str) -> Backend:
 
 def backend_names() -> list[str]:
     """The registered backends' names: ptebuild's own in registration order, then installed plug-ins."""
-    return list(backend_registry.entries())
+    return list(entries())
 
 
 def is_plugin(name: str) -> bool:
     """True if ``name`` is a backend of another installed distribution."""
-    entry = backend_registry.entries().get(name)
+    entry = entries().get(name)
     return entry is not None and entry.plugin
 
 
@@ -76,7 +99,7 @@ def plugin_problems() -> list[str]:
     """One line for each installed plug-in that is left out or cannot be loaded (loads them all)."""
     from ptebuild.errors import PluginError
 
-    lines = list(backend_registry.problems())
+    lines = list(registry_problems())
     for name in backend_names():
         if is_plugin(name):
             try:

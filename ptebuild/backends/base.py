@@ -118,6 +118,16 @@ class Backend:
         model = self.options_factory()
         return model
 
+    def program_options(self, program: ProgramPlan) -> Any:
+        """``program``'s options, typed: its plan's binding's (made once, by the options model its
+        model kind gives, :class:`ptebuild.backends.BoundBackend`) where it is bound to this
+        backend with these options, else validated by this backend's own model. For a worker hook
+        that has the program but not its options."""
+        bound: Any = program.bound  # a BoundBackend (plan.py cannot name the backends' types)
+        if bound is not None and bound.name == self.name and bound.source is program.options:
+            return bound.options
+        return self.options_model.model_validate(dict(program.options))
+
     def check_defaults(self, options: Any) -> CheckTolerances:
         """The tolerances for a program with these options (quantized programs need looser ones)."""
         return self.default_check

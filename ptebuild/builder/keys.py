@@ -32,11 +32,12 @@ from pathlib import Path
 
 from ptebuild import backend_registry, keyinputs, own_code
 from ptebuild.backends import bound_backend
+from ptebuild.backends import entries as backend_entries
 from ptebuild.canonical import canonical_json
 from ptebuild.errors import ManifestError
 from ptebuild.lowering import samples
 from ptebuild.manifest.modules import find_module_file, module_search_path
-from ptebuild.manifest.paths import describe, file_problem
+from ptebuild.path_problems import describe, file_problem
 from ptebuild.plan import BuildPlan, ProgramPlan, ShimPlan
 
 KEY_SCHEMA = "ptebuild-action-key 1"
@@ -59,7 +60,7 @@ def code_entries(program: ProgramPlan) -> tuple[str, ...]:
     from ptebuild.models import kind_module
 
     entries = [WORKER_ENTRY, kind_module(program.kind)]
-    entry = backend_registry.entries().get(program.backend)
+    entry = backend_entries().get(program.backend)
     if entry is not None and not entry.plugin:
         entries.append(entry.target.partition(":")[0])
     return tuple(entries)
@@ -228,7 +229,7 @@ def program_inputs(
         inputs[keyinputs.toolchain(name)] = str(value)
     for name in backend.workarounds(program.options, program):
         inputs[keyinputs.workaround(name)] = "applied"
-    for name, value in backend_registry.plugin_facts(program.backend, digest_file).items():
+    for name, value in backend_registry.plugin_facts(backend_entries().get(program.backend), digest_file).items():
         inputs[keyinputs.toolchain(name)] = value  # a plug-in backend's own code and version
     return inputs
 

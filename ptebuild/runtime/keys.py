@@ -39,6 +39,6 @@ def sha256_in_key(key: str) -> str | None:
     _, marker, digest = key.rpartition(SHA256_MARKER)
     if marker and _HEX_DIGEST.fullmatch(digest):
         return digest
-    from ptebuild.runtime import payloads
+    from ptebuild.runtime import payload_lookup
 
-    return payloads.key_sha256(key)
+    return payload_lookup.key_sha256(key)

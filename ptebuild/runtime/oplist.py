@@ -47,7 +47,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ptebuild.errors import FormatError
-from ptebuild.runtime.payloads import reader_for
+from ptebuild.runtime.payload_lookup import reader_for
 from ptebuild.runtime.pte_file import ExecutionPlan, Value, open_pte
 
 OPLIST_NAME = "selected_operators.yaml"
@@ -179,7 +179,7 @@ class DelegateFacts:
 
 def delegates(path: str | os.PathLike[str]) -> list[DelegateFacts]:
     """Each delegate of the ``.pte`` at ``path``, in method and delegate order, as its payload
-    reader (:func:`~ptebuild.runtime.payloads.reader_for`) reads it.
+    reader (:func:`~ptebuild.runtime.payload_lookup.reader_for`) reads it.
 
     Raises FormatError for a corrupt ``.pte`` or payload, OSError if it cannot be read."""
     out = []

@@ -1,13 +1,12 @@
 """What ptebuild reads of a delegate's payload, and the readers that read it: declared by backends.
 
 A delegate's payload (``BackendDelegate.processed`` in a ``.pte``) has a format of its backend's
-own. This package names no backend: each backend declares one :class:`PayloadReader` per delegate
-id it writes (:attr:`ptebuild.backends.base.Backend.payload_readers`; the id is what a ``.pte``
-calls the delegate, ``BackendDelegate.id``), and :func:`reader_for` finds the reader of an id
-through the backend registry (:mod:`ptebuild.backend_registry`): ptebuild's own backends first,
-then installed plug-ins, each backend's module imported only when a delegate of an id not met yet
-is read (a backend's module imports neither torch nor pydantic, so ``inspect`` and ``verify``
-stay cheap). A delegate whose id no backend declares is *opaque*: its keys cannot be listed.
+own. Each backend declares one :class:`PayloadReader` per delegate id it writes
+(:attr:`ptebuild.backends.base.Backend.payload_readers`; the id is what a ``.pte`` calls the
+delegate, ``BackendDelegate.id``). ptebuild's own backends' readers are the modules of
+:mod:`ptebuild.runtime.payload_readers`; an installed plug-in's are its backend's, built on this
+module's classes. :mod:`ptebuild.runtime.payload_lookup` finds the reader of an id. A delegate
+whose id no backend declares is *opaque*: its keys cannot be listed.
 
 What a reader answers, from the payload alone (and the ``.pte``'s named data), in pure Python;
 each is optional (the defaults say "cannot tell"):
@@ -33,7 +32,7 @@ A payload a reader cannot parse raises :class:`~ptebuild.errors.FormatError` nam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,64 +136,3 @@ class PayloadReader:
 
 
 # -- the readers, found through the backend registry --------------------------------------------
-
-_readers: dict[str, PayloadReader] = {}
-_pending: Iterator[Any] | None = None
-_problems: list[str] = []
-
-
-def reader_for(delegate_id: str) -> PayloadReader | None:
-    """The reader of ``delegate_id``, or None when no backend declares one (the payload is opaque).
-
-    Backends are loaded in the registry's order until one declares the id; a plug-in that cannot
-    be loaded is passed over (:func:`problems`)."""
-    while delegate_id not in _readers and _load_next():
-        pass
-    return _readers.get(delegate_id)
-
-
-def readers() -> dict[str, PayloadReader]:
-    """Every declared reader, by delegate id (loads every backend)."""
-    while _load_next():
-        pass
-    return dict(_readers)
-
-
-def problems() -> list[str]:
-    """One line for each backend whose readers could not be had (a plug-in that does not load)."""
-    return list(_problems)
-
-
-def key_sha256(key: str) -> str | None:
-    """The SHA-256 ``key`` promises, for the key forms a reader declares (see :class:`PayloadReader`)."""
-    for reader in readers().values():
-        digest = reader.key_sha256(key)
-        if digest is not None:
-            return digest
-    return None
-
-
-def _load_next() -> bool:
-    """Load the next backend of the registry and take its readers; False when none is left."""
-    global _pending
-    from ptebuild import backend_registry
-    from ptebuild.errors import PluginError
-
-    if _pending is None:
-        _pending = iter(list(backend_registry.entries().values()))
-    entry = next(_pending, None)
-    if entry is None:
-        return False
-    try:
-        declared = getattr(backend_registry.load(entry), "payload_readers", ())
-    except PluginError as exc:
-        _problems.append(str(exc))
-        return True
-    found = list(declared) if isinstance(declared, (list, tuple)) else [declared]
-    for reader in found:
-        if not isinstance(reader, PayloadReader) or not reader.delegate_id:
-            _problems.append(f"{entry.describe()}: payload_readers holds {reader!r}, not a PayloadReader with a "
-                             "delegate_id; left out")
-            continue
-        _readers.setdefault(reader.delegate_id, reader)
-    return True

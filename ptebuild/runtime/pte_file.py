@@ -91,7 +91,8 @@ from typing import BinaryIO, NamedTuple
 from ptebuild.errors import FormatError
 from ptebuild.runtime.file_region import Blob, file_size, read_exact, sha256_of_range
 from ptebuild.runtime.flatbuffer import U8, U32, U64, FlatbufferView, Table
-from ptebuild.runtime.payloads import DelegatePayload, reader_for
+from ptebuild.runtime.payload_lookup import reader_for
+from ptebuild.runtime.payloads import DelegatePayload
 
 FILE_IDENTIFIER = b"ET12"
 EXTENDED_HEADER_MAGIC = b"eh00"

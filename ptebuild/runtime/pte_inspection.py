@@ -30,7 +30,7 @@ from ptebuild.errors import FormatError
 from ptebuild.hashing import hash_bytes
 from ptebuild.runtime.inspection import BufferSpec, DataKey, DelegateInfo, MethodInfo, PteInspection, SegmentInfo, ValueSpec
 from ptebuild.runtime.llm_facts import constant_value, mutable_buffers
-from ptebuild.runtime.payloads import reader_for
+from ptebuild.runtime.payload_lookup import reader_for
 from ptebuild.runtime.pte_file import (
     DataLocation,
     Delegate,

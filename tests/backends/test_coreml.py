@@ -74,8 +74,8 @@ def test_upstream_export_differs_between_two_exports(mobile_build):
 
 def test_identifier_is_derived_from_the_models_files(mobile_build, tmp_path):
     """The device caches the compiled model under its identifier: it names the content."""
-    from ptebuild.backends.coreml import payload as coreml_payload
     from ptebuild.backends.coreml.determinism import content_identifier
+    from ptebuild.runtime.payload_readers import coreml as coreml_payload
     from ptebuild.runtime.pte_file import open_pte
 
     identifiers = []
@@ -98,8 +98,8 @@ def test_a_multifunction_program_is_reproducible_and_checked(mobile_build, tmp_p
     """iOS18: both methods in one multifunction model, named data of the .pte under a key that
     follows the content identifier (upstream: ``coreml_executorch_<uuid4>``)."""
     from ptebuild.backends import get_backend
-    from ptebuild.backends.coreml import payload as coreml_payload
     from ptebuild.runtime import read_pte
+    from ptebuild.runtime.payload_readers import coreml as coreml_payload
     from ptebuild.runtime.pte_file import open_pte
 
     backend = get_backend("coreml")
@@ -194,8 +194,8 @@ def test_inspect_shows_the_delegate_its_share_and_the_models_io_without_torch(mo
 
 def test_pure_reader_agrees_with_coremltools(mobile_build, tmp_path):
     """The inspect reader (pure Python) and coremltools read the same inputs and outputs."""
-    from ptebuild.backends.coreml import payload as coreml_payload
     from ptebuild.backends.coreml.check import _function_features, _ReadBack
+    from ptebuild.runtime.payload_readers import coreml as coreml_payload
     from ptebuild.runtime.pte_file import open_pte
 
     with open_pte(mobile_build.out / "duo_coreml.pte") as pte:

@@ -36,7 +36,7 @@ print(build_direct('$MANIFEST', '/tmp/out-$tag$i', only=['$PROGRAM'])['$PROGRAM'
   python3 - /tmp/out-${tag}0 /tmp/out-${tag}1 "$PROGRAM" >>"$OUT/outputs-$tag.txt" 2>&1 <<'PY'
 import sys; sys.path.insert(0, "tests/cuda")
 from repro_probe import sections
-from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
 runs = []
 for folder in sys.argv[1:3]:
     pte = f"{folder}/{sys.argv[3]}.pte"

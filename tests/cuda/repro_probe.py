@@ -73,7 +73,7 @@ def _listing(folder: Path) -> dict[str, str]:
 
 
 def _finish(started, args) -> dict:
-    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
 
     process, out, caches, at = started
     stdout, stderr = process.communicate()

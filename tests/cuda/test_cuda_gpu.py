@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ptebuild.backends.cuda.payload import read_cuda_delegates
+from ptebuild.backends.cuda.delegates import read_cuda_delegates
 from ptebuild.errors import LoadError
 from ptebuild.runtime import check
 

@@ -48,7 +48,7 @@ def test_a_shim_the_runtime_lacks_is_refused_in_one_line(built):
     """Inductor writes a scatter with a fallback call (refused: the shim is not in ExecuTorch 1.5's
     CUDA runtime) or as a Triton kernel (built: then its code calls no shim the runtime lacks).
     Which one torch 2.11's Inductor does is what this run reports."""
-    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
     from ptebuild.backends.cuda.runtime_shims import missing_shims, supported_fallback_kernels, undefined_symbols
 
     project, _, programs = built

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import require_module
 
-from ptebuild.backends.cuda import payload as cuda_payload
-from ptebuild.backends.cuda.payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
+from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payload_readers import cuda as cuda_payload
+from ptebuild.runtime.payload_readers.cuda import CudaPayload, CudaWeight, decode, encode
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -91,4 +92,4 @@ def test_reads_the_committed_program():
     assert (hidden.sizes, hidden.strides, hidden.dtype, hidden.storage_nbytes) == ((16, 8), (8, 1), 6, 512)
     # The payload as it lies in the file is what the writer writes.
     assert encode(payload) in (DATA / "tiny_cuda_a.pte").read_bytes()
-    assert cuda_payload.read_pte_named_data(DATA / "tiny_cuda_a.pte", payload.so_blob_key)[:4] == b"\x7fELF"
+    assert read_pte_named_data(DATA / "tiny_cuda_a.pte", payload.so_blob_key)[:4] == b"\x7fELF"

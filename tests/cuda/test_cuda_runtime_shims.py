@@ -11,7 +11,7 @@ import pytest
 from helpers import unavailable
 
 from ptebuild.backends.cuda.check import declared_outputs
-from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
 from ptebuild.backends.cuda.runtime_shims import (
     MISSING_BEFORE_1_6,
     applies,

@@ -63,7 +63,7 @@ def test_check_imports_neither_torch_nor_executorch():
 
 
 def _digest(fqn: str) -> str:
-    from ptebuild.backends.cuda.payload import read_cuda_delegates
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates
 
     (delegate,) = read_cuda_delegates(PTE)
     return next(w.storage_key for w in delegate.payload.weights if w.fqn == fqn).rpartition(":")[2]

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ptebuild.backends.cuda.payload import CudaPayload, CudaWeight, decode, encode, read_cuda_delegates
+from ptebuild.backends.cuda.delegates import read_cuda_delegates
 from ptebuild.runtime.keys import sha256_in_key
+from ptebuild.runtime.payload_readers.cuda import CudaPayload, CudaWeight, decode, encode
 from ptebuild.runtime.ptd_file import read_ptd
 
 DATA = Path(__file__).resolve().parent / "data"

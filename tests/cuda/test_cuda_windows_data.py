@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shims"))
 from shim_tools import SHIPPED_DEF
 
 from ptebuild.backends.cuda import windows as cuda_windows
-from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
 from ptebuild.errors import CheckError, LoadError
 from ptebuild.runtime import check
 from ptebuild.shims import load_shim_list

@@ -1,4 +1,4 @@
-"""Payload readers found through the backend registry: every delegate id a backend declares has
+"""Payload readers found by delegate id (ptebuild.runtime.payload_lookup): every delegate id a backend declares has
 its reader; an id none declares is opaque; what a reader says reaches inspect, the loader and the
 operator lists."""
 
@@ -11,9 +11,10 @@ import pytest
 
 from ptebuild.backends import backend_names, get_backend
 from ptebuild.errors import FormatError
-from ptebuild.runtime import oplist, payloads
+from ptebuild.runtime import oplist, payload_lookup
 from ptebuild.runtime.file_region import Blob
-from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader, reader_for
+from ptebuild.runtime.payload_lookup import reader_for
+from ptebuild.runtime.payloads import DelegatePayload, PayloadInfo, PayloadReader
 
 
 def test_every_declared_delegate_id_has_its_backends_reader():
@@ -21,12 +22,12 @@ def test_every_declared_delegate_id_has_its_backends_reader():
     assert {"XnnpackBackend", "CudaBackend", "OpenvinoBackend", "CoreMLBackend", "VulkanBackend"} <= set(declared)
     for delegate_id, reader in declared.items():
         assert reader_for(delegate_id) is reader
-    assert payloads.readers() == declared
-    assert reader_for("NoSuchBackend") is None and payloads.problems() == []
+    assert payload_lookup.readers() == declared
+    assert reader_for("NoSuchBackend") is None and payload_lookup.problems() == []
 
 
 def test_finding_a_reader_imports_no_torch_nor_pydantic():
-    code = ("import sys; from ptebuild.runtime.payloads import readers; readers(); "
+    code = ("import sys; from ptebuild.runtime.payload_lookup import readers; readers(); "
             "print(sorted(m for m in ('torch', 'executorch', 'pydantic') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

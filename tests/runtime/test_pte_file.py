@@ -10,8 +10,8 @@ import sys
 import pytest
 from runtime_programs import patched
 
-from ptebuild.backends.xnnpack.payload import HEADER_MAGIC, graph_bytes, xnnpack_named_keys
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payload_readers.xnnpack import HEADER_MAGIC, graph_bytes, xnnpack_named_keys
 from ptebuild.runtime.ptd_file import read_ptd
 from ptebuild.runtime.pte_file import (
     EXTENDED_HEADER,

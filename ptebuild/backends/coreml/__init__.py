@@ -3,7 +3,7 @@
 Lowering is ExecuTorch's, with coremltools 9.0 (an ExecuTorch dependency on Linux x86-64): the
 partitioner tags what coremltools converts, and the delegate's ``preprocess`` converts each
 partition to an ML program, saves it as an ``.mlpackage`` and flattens that folder into the
-payload (:mod:`ptebuild.backends.coreml.payload` reads it). Compile specs and their defaults:
+payload (:mod:`ptebuild.runtime.payload_readers.coreml` reads it). Compile specs and their defaults:
 :mod:`.options`.
 
 **Weights** live inside the delegate (the ``.mlpackage``'s ``weights/weight.bin``), or, for a
@@ -43,7 +43,7 @@ from pathlib import Path
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.coreml import options as coreml_options
 from ptebuild.backends.coreml.check import STRUCTURAL
-from ptebuild.backends.coreml.payload import CoreMLReader
+from ptebuild.runtime.payload_readers.coreml import READERS as PAYLOAD_READERS
 
 COMPILED_MODEL_NEEDS_MACOS = (
     "model_type 'compiled_model' needs macOS: coremltools compiles an .mlmodelc only through Apple's Core ML "
@@ -168,5 +168,5 @@ BACKEND = CoreMLBackend(
     name="coreml",
     options_factory=coreml_options.options_model,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
-    payload_readers=(CoreMLReader(),),
+    payload_readers=PAYLOAD_READERS,
 )

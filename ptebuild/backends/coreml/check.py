@@ -37,8 +37,8 @@ outputs matched to the method's; nothing is run."""
 
 
 def _features(features) -> tuple:
-    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.backends.coreml.payload.Feature` values."""
-    from ptebuild.backends.coreml.payload import ARRAY_DTYPES, Feature
+    """coremltools' ``FeatureDescription`` messages as :class:`~ptebuild.runtime.payload_readers.coreml.Feature` values."""
+    from ptebuild.runtime.payload_readers.coreml import ARRAY_DTYPES, Feature
 
     out = []
     for feature in features:
@@ -67,7 +67,7 @@ class _ReadBack:
 
     def model(self, delegate, where: str):
         """``(pure-Python model, coremltools spec or None for a compiled model, function name or None)``."""
-        from ptebuild.backends.coreml import payload as coreml_payload
+        from ptebuild.runtime.payload_readers import coreml as coreml_payload
 
         payload = self.reader.delegate_payload(delegate, where)
         reference = coreml_payload.read_reference(payload.read(0, min(payload.size, 4096), "head"), where)
@@ -83,7 +83,7 @@ class _ReadBack:
         return model, self._specs[key], function
 
     def _coremltools_spec(self, payload, model, number: int):
-        from ptebuild.backends.coreml.payload import list_files, list_folders
+        from ptebuild.runtime.payload_readers.coreml import list_files, list_folders
 
         if model.specification_version is None:
             return None  # a compiled model keeps no specification to read back
@@ -160,8 +160,8 @@ def _check_shape(where: str, feature, arg, declared: dict[int, tuple[int, int]])
 def check_program(model, program, pte: Path, ptd: Path | None) -> list:
     """Check the Core ML program ``pte`` (module docstring); raise CheckError at the first
     mismatch, naming the method, the delegate and the argument."""
-    from ptebuild.backends.coreml.payload import CoreMLReader
     from ptebuild.lowering.structure import check_structure
+    from ptebuild.runtime.payload_readers.coreml import CoreMLReader
 
     target = coreml_options.get(program.options, "minimum_deployment_target", coreml_options.DEFAULT_TARGET)
     with tempfile.TemporaryDirectory(prefix="ptebuild-coreml-check-") as tmp:
@@ -178,8 +178,8 @@ class _Matcher:
         self._models: _ReadBack | None = None
 
     def __call__(self, found):
-        from ptebuild.backends.coreml.payload import SPEC_VERSION_TARGETS
         from ptebuild.lowering.structure import Matched, tensor_arg
+        from ptebuild.runtime.payload_readers.coreml import SPEC_VERSION_TARGETS
 
         if self._models is None:
             self._models = _ReadBack(found.reader, self.folder)

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.backends import bound_backend
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
 from ptebuild.backends.cuda import inductor, toolchain, windows
 from ptebuild.backends.cuda import options as cuda_options
-from ptebuild.backends.cuda.payload import CudaReader
 from ptebuild.backends.cuda.windows import SHIM_LIBRARY_NAME
+from ptebuild.runtime.payload_readers.cuda import READERS as PAYLOAD_READERS
 
 NEEDS_GPU = "built on a machine with a CUDA GPU"
 AOTI_RUNNER = CheckKind("aoti-runner-cuda", in_executorch=False)
@@ -88,7 +87,7 @@ class CudaBackend(Backend):
 
     def code_in_named_data(self, key: str) -> bool:
         """The compiled AOTInductor library (``<sha256>_so_blob``) is code, kept in the ``.pte``."""
-        from ptebuild.backends.cuda.payload import SO_BLOB_SUFFIX
+        from ptebuild.runtime.payload_readers.cuda import SO_BLOB_SUFFIX
 
         return key.endswith(SO_BLOB_SUFFIX)
 
@@ -201,7 +200,7 @@ class CudaBackend(Backend):
         key_cuda_weights_by_sha256(manager, config)
 
     def check(self, model, program, pte: Path, ptd: Path | None, samples=None) -> tuple[list, str]:
-        options: Any = bound_backend(program).options
+        options: Any = self.program_options(program)
         if options.platform == "windows":
             figures = windows.check_windows_program(
                 program, pte, ptd, os.environ.get(SHIM_DIR_ENV), os.environ.get("WINDOWS_CUDA_HOME")
@@ -216,5 +215,5 @@ BACKEND = CudaBackend(
     name="cuda",
     options_factory=cuda_options.options_model,
     default_check=CheckTolerances(atol=1e-3, rtol=1e-4, min_cosine=0.9999),
-    payload_readers=(CudaReader(),),
+    payload_readers=PAYLOAD_READERS,
 )

@@ -61,7 +61,7 @@ def _runner(pte: Path, payload, data, so_path: Path, program_name: str):
     one ``run`` to the next (a KV cache's buffers)."""
     import torch
 
-    from ptebuild.backends.cuda.payload import read_pte_named_data
+    from ptebuild.backends.cuda.delegates import read_pte_named_data
     from ptebuild.errors import REPORT, BuildError
 
     so_path.write_bytes(read_pte_named_data(pte, payload.so_blob_key))
@@ -89,7 +89,7 @@ def aoti_method(pte: Path, ptd: Path | None, method: str, program_name: str) -> 
 
     import torch
 
-    from ptebuild.backends.cuda.payload import read_cuda_delegates
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import REPORT, BuildError
     from ptebuild.runtime import check as check_files
@@ -122,7 +122,7 @@ def check_with_aoti_runner(model, program, pte: Path, ptd: Path | None, samples=
     import torch
     from torch.utils._pytree import tree_map
 
-    from ptebuild.backends.cuda.payload import read_cuda_delegates
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates
     from ptebuild.backends.cuda.runtime_shims import check_program_shims
     from ptebuild.errors import REPORT, BuildError
     from ptebuild.lowering.binding import call_method

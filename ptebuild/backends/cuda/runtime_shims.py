@@ -81,7 +81,7 @@ def supported_fallback_kernels() -> set[str]:
 def check_program_shims(pte: Path, program_name: str, supported: set[str] | None = None) -> None:
     """Refuse a program whose compiled code calls a shim ExecuTorch's CUDA runtime lacks (BuildError
     naming the method, the shims and the fix)."""
-    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
     from ptebuild.distributions import installed_versions
     from ptebuild.errors import BuildError
 

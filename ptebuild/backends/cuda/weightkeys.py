@@ -1,7 +1,7 @@
 """SHA-256 weight keys for CUDA programs: each storage key becomes ``<key>@sha256:<hex>``.
 
 Weight keys: 1.5.1 keys each storage ``cuda_fqn_weight:cuda:<fqn>`` in the ``.ptd`` and in the
-delegate's payload (:mod:`ptebuild.backends.cuda.payload`).
+delegate's payload (:mod:`ptebuild.runtime.payload_readers.cuda`).
 :meth:`ptebuild.backends.cuda.CudaBackend.rewrite_keys` (:func:`key_cuda_weights_by_sha256`)
 appends ``@sha256:<hex of the storage bytes>`` on both sides, so a ``.pte`` finds only its own
 weights, in ptebuild's loader and in ExecuTorch's CUDA runtime (which looks each payload key up
@@ -29,9 +29,9 @@ def key_cuda_weights_by_sha256(manager, config) -> dict[str, str]:
     from executorch.exir._serialize._serialize import serialize_for_executorch
     from executorch.exir.schema import DataLocation
 
-    from ptebuild.backends.cuda import payload as cuda_payload
     from ptebuild.errors import REPORT, BuildError
     from ptebuild.runtime.keys import SHA256_MARKER, sha256_in_key, weight_key
+    from ptebuild.runtime.payload_readers import cuda as cuda_payload
 
     named = manager._named_data
     emitted = manager._emitter_output

@@ -131,7 +131,7 @@ def check_windows_program(program, pte: Path, ptd: Path | None, shim_dir: str | 
 
     Raises CheckError for a DLL that would not load, BuildError when the libraries are not given.
     """
-    from ptebuild.backends.cuda.payload import read_cuda_delegates, read_pte_named_data
+    from ptebuild.backends.cuda.delegates import read_cuda_delegates, read_pte_named_data
     from ptebuild.errors import BuildError
     from ptebuild.runtime import check as check_files
     from ptebuild.shims.reader import read_import_library

@@ -4,7 +4,7 @@ Installed with the extra ``pip install 'ptebuild[openvino]'`` (the ``openvino`` 
 ``nncf``, which ``executorch.backends.openvino`` imports). Lowering is ExecuTorch's: the
 partitioner tags what OpenVINO's PyTorch frontend supports, and the delegate's ``preprocess``
 converts each partition to an OpenVINO model, compiles it for the device and keeps the compiled
-model's ``export_model()`` stream as the payload (:mod:`ptebuild.backends.openvino.payload`).
+model's ``export_model()`` stream as the payload (:mod:`ptebuild.runtime.payload_readers.openvino`).
 
 **Compile specs** (``compile_specs = { device = "CPU" }``), only what ExecuTorch 1.5.1 honours:
 ``preprocess`` passes every spec to ``openvino_compile`` as a string, and its runtime
@@ -49,9 +49,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from ptebuild.backends import bound_backend
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
-from ptebuild.backends.openvino.payload import OpenvinoReader
+from ptebuild.runtime.payload_readers.openvino import READERS as PAYLOAD_READERS
 
 DEVICES = ("CPU", "GPU", "NPU")
 Device = Literal["CPU", "GPU", "NPU"]
@@ -273,7 +272,7 @@ class OpenvinoBackend(Backend):
         from ptebuild.errors import BuildError
         from ptebuild.lowering.check import check_program
 
-        options = bound_backend(program).options
+        options = self.program_options(program)
         self.ready_runtime()
         try:
             figures = check_program(model, program, pte, ptd, samples=samples)
@@ -339,7 +338,7 @@ BACKEND = OpenvinoBackend(
     name="openvino",
     options_factory=options_model,
     default_check=OPENVINO_CHECK,
-    payload_readers=(OpenvinoReader(),),
+    payload_readers=PAYLOAD_READERS,
     static_shapes="compiles each partition at fixed shapes in ExecuTorch 1.5.1 (a dynamic batch of 1 "
                   "ran at the upper bound and returned its rows)",
 )

@@ -2,7 +2,7 @@
 
 Lowering needs no Vulkan SDK and no GPU: the partitioner tags the operators ExecuTorch's Vulkan
 delegate implements, and ``VulkanBackend.preprocess`` serializes each partition as a ``VkGraph``
-(:mod:`ptebuild.backends.vulkan.payload` reads it). Running one needs a Vulkan driver and an
+(:mod:`ptebuild.runtime.payload_readers.vulkan` reads it). Running one needs a Vulkan driver and an
 ExecuTorch runtime built with the Vulkan delegate; the pip runtime has none.
 
 **Compile specs** (``compile_specs = { force_fp16 = true }``), ExecuTorch's compile options,
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ptebuild.backends.base import Backend, CheckKind, CheckTolerances
-from ptebuild.backends.vulkan.payload import VulkanReader
+from ptebuild.runtime.payload_readers.vulkan import READERS as PAYLOAD_READERS
 
 STRUCTURAL = CheckKind("vulkan-structural", numeric=False)
 """No Vulkan runtime here: the payloads are parsed and matched to the method; nothing is run."""
@@ -258,5 +258,5 @@ BACKEND = VulkanBackend(
     name="vulkan",
     options_factory=options_model,
     default_check=CheckTolerances(atol=1e-3, min_cosine=0.9999),
-    payload_readers=(VulkanReader(),),
+    payload_readers=PAYLOAD_READERS,
 )

@@ -6,7 +6,7 @@ checked instead (:func:`ptebuild.lowering.structure.check_structure` does what e
 check shares: the program parses, every constant key its payloads name is in the ``.pte`` or the
 ``.ptd`` with the bytes it promises, every method is there with the manifest's inputs and eager
 PyTorch's outputs and has a Vulkan delegate); here, each delegate call passes the tensors its
-graph's inputs and outputs declare (:mod:`ptebuild.backends.vulkan.payload`): one argument per
+graph's inputs and outputs declare (:mod:`ptebuild.runtime.payload_readers.vulkan`): one argument per
 graph input and output, dtypes of one kind (the host side's dtype), equal sizes. Nothing is run.
 """
 
@@ -22,13 +22,13 @@ from ptebuild.lowering.structure import Call, Matched, check_structure, compatib
 
 def check_program(model: Any, program: Any, pte: Path, ptd: Path | None) -> list[Any]:
     """The structural check (module docstring); CheckError at the first mismatch."""
-    from ptebuild.backends.vulkan.payload import VulkanReader
+    from ptebuild.runtime.payload_readers.vulkan import VulkanReader
 
     return check_structure(model, program, pte, ptd, VulkanReader(), _match, _summary)
 
 
 def _match(found: Call) -> Matched:
-    from ptebuild.backends.vulkan.payload import read_graph
+    from ptebuild.runtime.payload_readers.vulkan import read_graph
 
     where, values, args = found.where, found.values, found.call.args
     try:

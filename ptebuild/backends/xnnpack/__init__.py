@@ -30,10 +30,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Literal
 
-from ptebuild.backends import bound_backend
 from ptebuild.backends.base import EXECUTORCH_RUNTIME, Backend, CheckKind, CheckTolerances
 from ptebuild.backends.xnnpack.linear_use import example_probe, linears_used_elsewhere
-from ptebuild.backends.xnnpack.payload import XnnpackReader
+from ptebuild.runtime.payload_readers.xnnpack import READERS as PAYLOAD_READERS
 
 
 @functools.cache
@@ -248,7 +247,7 @@ class XnnpackBackend(Backend):
     def reference_model(self, model, program):
         """``8da4w``: torchao's eager model quantized as the program was (:meth:`check_defaults`);
         else ``model``."""
-        options = bound_backend(program).options
+        options = self.program_options(program)
         if options.quantize != "8da4w":
             return model
         return quantized_8da4w(model, options, program.name, probe=example_probe(program))
@@ -257,7 +256,7 @@ class XnnpackBackend(Backend):
         """``8da4w``: against torchao's eager model quantized as the program was, within the
         check's tolerances, and against ``model`` (float) in direction (``min_float_cosine``).
         A PT2E-quantized program of a model with state that fails says so (``xnnpack-pt2e-state``)."""
-        options = bound_backend(program).options
+        options = self.program_options(program)
         if options.quantize in ("int8", "int8-dynamic"):
             from ptebuild.errors import CheckError
             from ptebuild.lowering.state import with_state
@@ -426,5 +425,5 @@ BACKEND = XnnpackBackend(
     options_factory=options_model,
     same_bytes_on_every_platform=True,  # a flatbuffer of the graph and its weights: nothing of the host
     default_check=CheckTolerances(atol=1e-3, rtol=1e-4, min_cosine=0.9999),
-    payload_readers=(XnnpackReader(),),
+    payload_readers=PAYLOAD_READERS,
 )

@@ -132,8 +132,8 @@ class ExecutorchLlmKind(ModelKind):
 
     def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
         from ptebuild.errors import ManifestError
-        from ptebuild.manifest.paths import describe, file_problem
         from ptebuild.names import name_problem
+        from ptebuild.path_problems import describe, file_problem
 
         fixes = {
             "params": "give the model's params JSON (dim, n_layers, n_heads, vocab_size...)",

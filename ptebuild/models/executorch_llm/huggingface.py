@@ -269,7 +269,7 @@ def safetensors_keys(path: Path) -> frozenset[str]:
 def read_folder(folder: Path, context: int | None) -> HuggingFaceModel:
     """Read ``folder``'s config and weight names (no tensor data), for a program whose KV cache
     holds ``context`` positions (:func:`params_from_config`). Raises FolderProblem."""
-    from ptebuild.manifest.paths import file_problem
+    from ptebuild.path_problems import file_problem
 
     if not folder.is_dir():
         raise FolderProblem("no such folder" if not folder.exists() else "it is a file, not a folder")

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import FormatError
@@ -182,51 +181,6 @@ class _Reader:
         return tuple(self.unpack(_DIM, f"{what}[{i}]")[0] for i in range(ndim))
 
 
-# -- in a .pte -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CudaDelegate:
-    """A CUDA delegate of a ``.pte``: its method, index among the method's delegates, payload."""
-
-    method: str
-    index: int
-    payload: CudaPayload
-
-
-def read_cuda_delegates(path: str | Path) -> list[CudaDelegate]:
-    """Every CUDA delegate of the ``.pte`` at ``path``, with its payload decoded.
-
-    Raises FormatError for a corrupt ``.pte`` or payload (message names file and method).
-    """
-    from ptebuild.runtime.pte_file import open_pte
-
-    found = []
-    with open_pte(path) as pte:
-        for plan in pte.execution_plans():
-            name = plan.name()
-            for delegate in plan.delegates():
-                if delegate.backend() == BACKEND_ID:
-                    payload = pte.payload(name, delegate)
-                    found.append(CudaDelegate(name, delegate.index, decode(payload.whole(), payload.where)))
-    return found
-
-
-def read_pte_named_data(path: str | Path, key: str) -> bytes:
-    """The bytes the ``.pte`` at ``path`` stores in its own named data under ``key``.
-
-    Raises:
-        FormatError: corrupt file; KeyError: no such key in the ``.pte``.
-    """
-    from ptebuild.runtime.pte_file import open_pte
-
-    with open_pte(path) as pte:
-        blob = pte.named_blob(key)
-        if blob is None:
-            raise KeyError(key)
-        return blob.whole(f"named data {key!r}")
-
-
 class CudaReader(PayloadReader):
     """The CUDA delegate's payloads (:mod:`ptebuild.runtime.payloads`): the keys of the compiled
     ``.so`` and of every weight's storage."""
@@ -245,3 +199,8 @@ class CudaReader(PayloadReader):
 
     def weights_bytes(self, payload: DelegatePayload) -> int:
         return 0  # every weight's storage is named data (the .ptd); the payload holds their layout
+
+
+READERS: tuple[PayloadReader, ...] = (CudaReader(),)
+"""What this module reads: :data:`ptebuild.runtime.payloads.READER_MODULES` takes it, and the
+backend declares it (``Backend.payload_readers``)."""

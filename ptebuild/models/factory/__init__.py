@@ -1,6 +1,7 @@
 """The ``factory`` model kind: a Python callable returns the model (``factory = "pkg.mod:fn"``).
 
-The default kind (a model table without ``kind``). Its programs go through the worker's pipeline:
+The default kind (a model table without ``kind``); its table is :mod:`.spec`, its methods
+resolved by :mod:`.methods`. Its programs go through the worker's pipeline:
 the model is made by :mod:`ptebuild.worker.model_loading`, each method exported and lowered with
 the backend's hooks (:mod:`ptebuild.worker.lower`) and checked against it in ExecuTorch's runtime.
 """
@@ -21,12 +22,12 @@ class FactoryKind(ModelKind):
     lowers_itself = False
 
     def spec_model(self) -> type[BaseModel]:
-        from ptebuild.manifest.schema import ModelSpec
+        from ptebuild.models.factory.spec import ModelSpec
 
         return ModelSpec
 
     def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
-        from ptebuild.manifest.resolve import resolve_methods
+        from ptebuild.models.factory.methods import resolve_methods
 
         return ResolvedModel(
             methods=resolve_methods(display, model_name, spec),

@@ -405,3 +405,8 @@ def _read_index(blob: Blob) -> tuple[list[dict[str, Any]], int]:
         raise FormatError(f"{blob.source}: corrupt Core ML folder index: no nodes")
     index_size = len(text[:end].encode("utf-8"))
     return nodes, blob.size - index_size
+
+
+READERS: tuple[PayloadReader, ...] = (CoreMLReader(),)
+"""What this module reads: :data:`ptebuild.runtime.payloads.READER_MODULES` takes it, and the
+backend declares it (``Backend.payload_readers``)."""

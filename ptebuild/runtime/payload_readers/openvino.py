@@ -171,3 +171,8 @@ class OpenvinoReader(PayloadReader):
             return None
         _, _, consts_at, consts_size, _, _ = HEADER.unpack_from(head, 0)
         return int(consts_size) if consts_at + consts_size <= payload.size else None
+
+
+READERS: tuple[PayloadReader, ...] = (OpenvinoReader(),)
+"""What this module reads: :data:`ptebuild.runtime.payloads.READER_MODULES` takes it, and the
+backend declares it (``Backend.payload_readers``)."""

@@ -238,3 +238,8 @@ def _value(value: Table) -> VkValue:
         dims=tuple(tensor.scalars(1, "dims", U32)),
         constant_id=tensor.scalar(2, "constant_id", _I32),
     )
+
+
+READERS: tuple[PayloadReader, ...] = (VulkanReader(),)
+"""What this module reads: :data:`ptebuild.runtime.payloads.READER_MODULES` takes it, and the
+backend declares it (``Backend.payload_readers``)."""

@@ -84,9 +84,9 @@ def test_a_bad_path_is_one_located_line_and_exit_2(tmp_path, capsys, write, name
 def test_an_out_folder_that_is_a_file_given_on_the_command_line(tmp_path, capsys):
     manifest = copy_project(tmp_path / "project")
     assert main(["build", str(manifest), "--no-cache", "--out", str(manifest)]) == 2
-    # A long path is shown shortened in its middle (paths.describe): the temporary folder's name
+    # A long path is shown shortened in its middle (path_problems.describe): the temporary folder's name
     # is longer under pytest-xdist.
-    from ptebuild.manifest.paths import describe
+    from ptebuild.path_problems import describe
 
     assert capsys.readouterr().err == (f"error: --out: {describe(str(manifest), 'it is a file, not a folder')}; "
                                        "pass a folder to write the outputs into\n")

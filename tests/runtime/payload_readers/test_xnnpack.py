@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ptebuild.backends.xnnpack.payload import BACKEND_ID, HEADER_MAGIC, XnnpackReader, graph_bytes
+from ptebuild.runtime.payload_readers.xnnpack import BACKEND_ID, HEADER_MAGIC, XnnpackReader, graph_bytes
 from ptebuild.runtime.ptd_file import read_ptd
 from ptebuild.runtime.pte_file import open_pte
 

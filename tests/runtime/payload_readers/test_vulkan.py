@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from ptebuild.backends.vulkan.payload import HEADER, read_graph
 from ptebuild.errors import FormatError
 from ptebuild.runtime.file_region import Blob
+from ptebuild.runtime.payload_readers.vulkan import HEADER, read_graph
 
 
 @pytest.fixture(scope="module")

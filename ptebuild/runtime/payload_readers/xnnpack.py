@@ -134,3 +134,8 @@ def _graph(blob: bytes, source: str) -> Table:
     else:
         raise FormatError(f"{source}: not an XNNPACK blob (bytes 4..8 are {magic!r})")
     return view.root("XNNGraph")
+
+
+READERS: tuple[PayloadReader, ...] = (XnnpackReader(),)
+"""What this module reads: :data:`ptebuild.runtime.payloads.READER_MODULES` takes it, and the
+backend declares it (``Backend.payload_readers``)."""

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ptebuild.backends.coreml.payload import list_files, read_model, read_reference
 from ptebuild.errors import FormatError
 from ptebuild.runtime.file_region import Blob
+from ptebuild.runtime.payload_readers.coreml import list_files, read_model, read_reference
 
 
 def _varint(value: int) -> bytes:
@@ -45,7 +45,7 @@ FILES = {
 
 
 def flatten(files: dict[str, bytes]) -> bytes:
-    """A flattened folder as :mod:`ptebuild.backends.coreml.payload` documents it."""
+    """A flattened folder as :mod:`ptebuild.runtime.payload_readers.coreml` documents it."""
     data = bytearray()
     nodes: list[dict] = []
 

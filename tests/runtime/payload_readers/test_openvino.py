@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from ptebuild.backends.openvino.payload import CPU_CODEC_KEY, HEADER, decode_model, read_openvino_blob, regions
 from ptebuild.errors import FormatError
+from ptebuild.runtime.payload_readers.openvino import CPU_CODEC_KEY, HEADER, decode_model, read_openvino_blob, regions
 
 IR = b"""<?xml version="1.0"?>
 <net name="Model0" version="11">

@@ -35,7 +35,7 @@ def _key(manifest_bytes: bytes, cache: Cache) -> str:
 
     digest = xxhash.xxh3_128(SCHEMA)
     digest.update(__version__.encode() + b"\0")
-    digest.update(own_code.digest(own_code.files(), cache.digest_file).encode() + b"\0")
+    digest.update(own_code.everything_digest(own_code.ROOT, cache.digest_file).encode() + b"\0")
     digest.update(backend_registry.fingerprint(cache.digest_file).encode() + b"\0")
     # The plan records the manifest's folder; the key must not, so a moved checkout still hits.
     digest.update(manifest_bytes)

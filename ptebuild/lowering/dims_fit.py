@@ -14,8 +14,11 @@ and suggests new declarations, in its own words (torch 2.13)::
 
 :func:`explain_dims` turns the suggestions into one :class:`~ptebuild.errors.ManifestError`
 (exit 2) located at the first input whose shape names the dim, saying what the model takes and
-which key to change. Text that is no constraint violation gives None (the caller reports the
-export's failure as before). Floor one: parses text, imports no torch.
+which key to change. A dim pinned in a model that holds a recurrent layer (a GRU, an LSTM, an
+RNN or their cells: :func:`recurrent_layers`) names the layer: torch.export unrolls its steps
+over the sequence into a fixed count, whatever the example. Text that is no constraint
+violation gives None (the caller reports the export's failure as before). Parses text and reads
+class names: imports no torch.
 """
 
 from __future__ import annotations
@@ -71,9 +74,29 @@ def _range(dim: DimPlan) -> str:
     return f"[{dim.min}, {dim.max}]"
 
 
-def explain_dims(text: str, method: MethodPlan, model: str) -> ManifestError | None:
+_RECURRENT_BASES = frozenset({"RNNBase", "RNNCellBase"})
+"""torch.nn's bases of GRU, LSTM and RNN, and of their cells (a step a Python loop calls)."""
+
+
+def recurrent_layers(model: object) -> list[tuple[str, str]]:
+    """``(name, class)`` of each recurrent layer of ``model`` (a ``torch.nn.Module``): the
+    subclasses of torch.nn's ``RNNBase`` and ``RNNCellBase``, named as ``named_modules`` names them."""
+    found = []
+    for name, module in getattr(model, "named_modules", list)():
+        if any(base.__name__ in _RECURRENT_BASES and base.__module__.startswith("torch.nn") for base in type(module).__mro__):
+            found.append((name or "(the model)", type(module).__name__))
+    return found
+
+
+def _recurrent_words(layers: list[tuple[str, str]]) -> str:
+    shown = ", ".join(f"{cls} {name!r}" for name, cls in layers[:3]) + (f" and {len(layers) - 3} more" if len(layers) > 3 else "")
+    return f"the model's {shown} {'runs' if len(layers) == 1 else 'run'} one step per element of the sequence"
+
+
+def explain_dims(text: str, method: MethodPlan, model: str, recurrent: list[tuple[str, str]] | None = None) -> ManifestError | None:
     """The ManifestError for torch.export's constraint violation in ``text`` on ``method``'s
-    dynamic dims, or None when ``text`` is none (or names no dim of the method)."""
+    dynamic dims, or None when ``text`` is none (or names no dim of the method). ``recurrent``:
+    the model's recurrent layers (:func:`recurrent_layers`), named where a dim is pinned."""
     fixes = suggested_fixes(text)
     if fixes is None:
         return None
@@ -86,7 +109,14 @@ def explain_dims(text: str, method: MethodPlan, model: str) -> ManifestError | N
         if fix.name not in dims:
             continue
         dim, expression = dims[fix.name], fix.expression
-        if expression.isdigit():
+        if expression.isdigit() and recurrent:
+            said.append(
+                f"dim {dim.name!r} cannot vary: {_recurrent_words(recurrent)}, and torch.export unrolls those steps "
+                f"into a fixed count ({expression}); give the inputs the fixed size {expression} in place of "
+                f"{dim.name!r} (a program per length you ship, if there are several), or run the recurrence outside "
+                "the program (a method for one step, its state an input and an output)"
+            )
+        elif expression.isdigit():
             said.append(
                 f"dim {dim.name!r} cannot vary: the model's code makes it the constant {expression} (reading the size "
                 f"as a number: a Python loop or a branch on it); give the inputs the fixed size {expression} in place of "

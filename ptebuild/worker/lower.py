@@ -19,7 +19,7 @@ from ptebuild.errors import TOOLCHAIN, BuildError, ManifestError
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageClock
 from ptebuild.lowering.binding import Binding, bind
-from ptebuild.lowering.dims_fit import explain_dims
+from ptebuild.lowering.dims_fit import explain_dims, recurrent_layers
 from ptebuild.lowering.fit import explain_misfit
 from ptebuild.lowering.known_limits import explain, operators_of
 from ptebuild.plan import DimPlan, InputPlan, MethodPlan, ProgramPlan
@@ -250,7 +250,7 @@ def export_method(model: Any, program: ProgramPlan, method: MethodPlan, example_
         misfit = explain_misfit(function, arguments, method, program.model, example_inputs)
         if misfit is not None:
             raise misfit from exc
-        pinned = explain_dims(_chained_text(exc), method, program.model)
+        pinned = explain_dims(_chained_text(exc), method, program.model, recurrent=recurrent_layers(model))
         if pinned is not None:
             raise pinned from exc
         raise BuildError(

@@ -84,6 +84,7 @@ class Builder:
     def run(self) -> list[TargetResult]:
         """Build every target; return one result per target, in manifest order."""
         context = self.context
+        made = not context.folder.path.exists()
         context.folder.path.mkdir(parents=True, exist_ok=True)
         context.folder.check_ownership()
         for program in context.plan.programs:
@@ -111,6 +112,8 @@ class Builder:
             context.folder.write_record()
             if context.options.timings:
                 self.write_timings()
+            if made:
+                context.folder.remove_if_empty()  # a refused manifest leaves no folder behind
         return list(context.results.values())
 
     def build_programs(self, targets: list[ProgramTarget]) -> list[ProgramTarget]:

@@ -200,6 +200,17 @@ class OutputFolder:
         if self.entries:
             update_record(self.path, self.plan.manifest, self.entries)
 
+    def remove_if_empty(self) -> None:
+        """Remove the output folder (and ``.ptebuild/`` in it) when nothing is in them: a build that
+        made the folder and wrote nothing (every program refused) leaves none behind."""
+        for folder in (self.path / ".ptebuild", self.path):
+            try:
+                folder.rmdir()  # only when empty
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return
+
 
 def bpte_tolerance(program: ProgramPlan, result: ActionResult) -> dict[str, float]:
     """How a device verifies the program's ``.bpte``: from the largest error its check measured

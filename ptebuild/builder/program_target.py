@@ -221,8 +221,10 @@ class ProgramTarget(Target):
         result.status = Status.FAILED
         result.message = failure.line(self.context.plan.manifest, self.name)
         result.failure = failure.kind
-        # The line says the cause; the whole text waits in the program's log, named on it.
-        result.message += failure_logs.keep(self.context.folder.path, self.name, result.message, failure.detail)
+        # The line says the cause; the whole text waits in the program's log, named on it (not a
+        # manifest's mistake: its line is all there is to say, and no folder is made for it).
+        if failure.kind is not FailureKind.MANIFEST:
+            result.message += failure_logs.keep(self.context.folder.path, self.name, result.message, failure.detail)
 
     def take(self, done: TaskResult) -> None:
         """A lowering's outputs, by digest in the build's store: the files the program writes,

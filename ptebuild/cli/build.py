@@ -94,6 +94,32 @@ def add_build_arguments(parser: argparse.ArgumentParser, lock: bool = False) -> 
     )
 
 
+def error_lines(failed: list[tuple[str, str]]) -> list[str]:
+    """One line per cause: programs that failed with the same message (a model's weights that
+    several programs load, a toolchain that fails every lowering) share one line that names them,
+    each program's log folded into one mention of the folder; each other message as it is."""
+    import re
+    from pathlib import Path
+
+    full_output = re.compile(r" \(full output: (.+)\)$")
+    groups: dict[str, list[tuple[str, str | None]]] = {}
+    for name, message in failed:
+        found = full_output.search(message)
+        cause = message[: found.start()] if found else message
+        groups.setdefault(cause, []).append((name, found[1] if found else None))
+    lines = []
+    for cause, programs in groups.items():
+        logs = [log for _, log in programs if log]
+        if len(programs) == 1:
+            lines.append(cause + (f" (full output: {logs[0]})" if logs else ""))
+            continue
+        names = [name for name, _ in programs]
+        said = f"programs {', '.join(names[:-1])} and {names[-1]}"
+        folder = f"; full output: {Path(logs[0]).parent}/<program>.log" if logs else ""
+        lines.append(f"{cause} ({said}{folder})")
+    return lines
+
+
 RENAMED_CHECK = ("warning: --check is now --reproduce (the reproducibility rebuild; 'check' is the numeric check "
                  "against eager PyTorch): --check goes in the next release")
 
@@ -274,8 +300,8 @@ def build_command(args: argparse.Namespace) -> int:
     render(args, document)
     for note in check_notes(document):
         print(note, file=sys.stderr)
-    for target in report.failed:
-        print(f"error: {target.message}", file=sys.stderr)
+    for line in error_lines([(t.name, t.message) for t in report.failed]):
+        print(f"error: {line}", file=sys.stderr)
     for problem in report.lock_problems:
         print(f"error: --locked: {problem}", file=sys.stderr)
     if report.skipped:

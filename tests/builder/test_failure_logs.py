@@ -100,3 +100,22 @@ def test_a_missing_kernel_names_the_kernel():
     assert summary_of(caught.value) == (
         "RuntimeError: Method forward missing fallback kernels (1 total): aten::_upsample_bilinear2d_aa"
     )
+
+
+def test_a_refused_manifest_leaves_no_folder_and_says_its_cause_once(tmp_path):
+    """Seen by a user: weights every program loads, refused (exit 2), printed once per program, and
+    an out folder made only for the logs of a mistake whose line says everything."""
+    import torch
+    from helpers import ptebuild
+    from project_copy import copy_project
+
+    manifest = copy_project(tmp_path / "project")
+    torch.save({"model": {"w": torch.zeros(1)}, "epoch": 1}, manifest.parent / "ckpt.pt")
+    text = manifest.read_text().replace("seed = 1", 'seed = 1\nweights = "ckpt.pt"')
+    manifest.write_text(text)
+    out = tmp_path / "out-refused"
+    done = ptebuild("build", manifest, "--out", out, "--cache", tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].endswith("set weights_key = 'model' (programs tiny_portable and tiny_xnnpack)"), errors
+    assert not out.exists()

@@ -66,6 +66,7 @@ def run_command(args: argparse.Namespace) -> int:
         for row in rows:
             print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
         print(f"median of {result.iters} runs after 1 warm-up; ratio = eager / executorch")
+        print(f"inputs: {result.inputs}; compared with {result.reference}")
     if not result.within_tolerance:
         worst = [m.method for m in result.methods if not m.within_tolerance]
         print(

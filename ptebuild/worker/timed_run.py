@@ -3,8 +3,11 @@
 The program's files are taken from the manifest's output folder (or another one), loaded
 through :func:`ptebuild.runtime.load` (so a ``.ptd`` that does not belong to the ``.pte`` is
 refused before executing), and every method runs on the same example inputs the build checked
-it with (:func:`ptebuild.lowering.examples.make_inputs` with the program's seed). The eager
-model is built as the build builds it (:func:`ptebuild.worker.model_loading.build_model`).
+it with (:func:`ptebuild.lowering.examples.make_inputs` with the program's seed, at the example
+sizes: the first of the check's sizes). The eager model is built as the build builds it
+(:func:`ptebuild.worker.model_loading.build_model`) and held as the check holds it: its backend's
+reference (:meth:`~ptebuild.backends.base.Backend.reference_model`: torchao's eager model for
+an ``8da4w`` program), so that the figures are the check's on the same inputs.
 
 Latency is the median wall time of ``iters`` calls after one warm-up call, for the program in
 ExecuTorch's runtime and for the eager model (under ``torch.no_grad``), on the same inputs.
@@ -85,6 +88,10 @@ class ProgramRun:
     atol: float
     min_cosine: float
     methods: tuple[MethodRun, ...]
+    inputs: str = ""
+    """Which inputs it ran on, in words (the check's example inputs: seed and sizes)."""
+    reference: str = "eager PyTorch"
+    """What its outputs were compared with (the check's reference)."""
 
     @property
     def within_tolerance(self) -> bool:
@@ -99,6 +106,8 @@ class ProgramRun:
             "iters": self.iters,
             "atol": self.atol,
             "min_cosine": self.min_cosine,
+            "inputs": self.inputs,
+            "reference": self.reference,
             "within_tolerance": self.within_tolerance,
             "methods": [m.to_json() for m in self.methods],
         }
@@ -169,13 +178,17 @@ def run_program(
     with native_stderr_silenced():
         # executorch's import and XNNPACK's cpuinfo print probe chatter on stderr.
         loaded = load(pte, [ptd] if ptd else [])
+    from ptebuild.backends import bound_backend
+
+    backend = bound_backend(program).backend
     model = build_model(program, Path(plan.manifest_dir), plan.manifest)
+    reference = backend.reference_model(model, program)  # what the build's check held it to
 
     runs = []
     for spec in methods:
         inputs = make_inputs(spec, program.seed)
         flat = flat_inputs(inputs)  # ExecuTorch takes the leaves of nested inputs, in export's order
-        function = getattr(model, spec.function)
+        function = getattr(reference, spec.function)
         eager_fn = partial(bind(function, spec, program.model).call, function, inputs)
         with native_stderr_silenced():
             # The first call loads the method (XNNPACK sets up its delegate here).
@@ -197,7 +210,15 @@ def run_program(
         atol=program.atol,
         min_cosine=program.min_cosine,
         methods=tuple(runs),
+        inputs=_inputs_words(program, methods),
+        reference="eager PyTorch" if reference is model else "the check's reference: the eager model quantized as the program was",
     )
+
+
+def _inputs_words(program: ProgramPlan, methods: list[Any]) -> str:
+    """``the check's example inputs (seed 0; batch=2)``: what :func:`run_program` ran on."""
+    sizes = sorted({f"{d.name}={d.example}" for m in methods for d in m.dims})
+    return f"the check's example inputs (seed {program.seed}" + (f"; {', '.join(sizes)}" if sizes else "") + ")"
 
 
 def _compare(program: ProgramPlan, method: str, expected: list[Any], actual: list[Any]) -> tuple[OutputRun, ...]:

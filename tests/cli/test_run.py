@@ -52,7 +52,8 @@ def test_run_prints_figures_and_latencies_of_every_method(manifest, run, program
         assert float(latency) > 0 and float(eager) > 0 and ms == ms2 == "ms"
         assert ratio.endswith("x")
     assert lines[4] == "median of 5 runs after 1 warm-up; ratio = eager / executorch"
-    assert len(lines) == 5
+    assert lines[5] == "inputs: the check's example inputs (seed 1; batch=2); compared with eager PyTorch"
+    assert len(lines) == 6
 
 
 def test_run_json_gives_the_numbers(manifest, run):
@@ -61,6 +62,7 @@ def test_run_json_gives_the_numbers(manifest, run):
     document = json.loads(out)
     assert document["program"] == "tiny_xnnpack" and document["backend"] == "xnnpack"
     assert document["iters"] == 3 and document["within_tolerance"] is True
+    assert document["inputs"] == "the check's example inputs (seed 1; batch=2)" and document["reference"] == "eager PyTorch"
     assert [m["method"] for m in document["methods"]] == METHODS
     for method in document["methods"]:
         assert 0 <= method["max_abs_error"] <= document["atol"]

@@ -20,8 +20,8 @@ def lowered_again(manifest: Path, name: str, monkeypatch: Any, folder: Path) -> 
 
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.lower import lower
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
+    from ptebuild.models.factory.lower import lower
 
     kept = []
     patched = executorch.exir.to_edge_transform_and_lower

@@ -475,7 +475,7 @@ def test_ctrl_c_stops_workers_and_leaves_no_partial_output(tmp_path, start):
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers)
-    assert list(out.iterdir()) == []
+    assert not out.exists()  # the build made the folder and wrote nothing into it: it is gone
 
 
 QUANTIZED = """

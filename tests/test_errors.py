@@ -156,14 +156,14 @@ PASSES_ON = {
     ("release/pack.py", "_bundle_of", "--bundle: {} has no bundle {}{}{}"): "'; name one of ...' or '; declare it as [bundles.NAME]'",
     ("shims/deffile.py", "parse_def", "{}: {}"): "shims/model.py ShimList's own messages",
     ("shims/deffile.py", "parse_toml", "{}: {}"): "shims/model.py Export's and deffile's own messages",
-    ("worker/checkpoints.py", "_load", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
-    ("worker/checkpoints.py", "load_state_dict", "{}"): "'...: set weights_prefix = ...' or 'drop weights_prefix, or name the prefix ...'",
-    ("worker/lower.py", "_lower", "preparing the model for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
-    ("worker/lower.py", "_lower", "lowering for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
-    ("worker/lower.py", "export_method", "torch.export of method {} failed: {}{}"): "known_limit (as above)",
-    ("worker/lower.py", "export_method", "preparing method {} for {} failed: {}{}"): "known_limit (as above)",
-    ("worker/model_loading.py", "build_model", "factory {}: {}"): "_kwargs_problem: '...; give only kwargs the factory takes (...)'",
-    ("worker/model_loading.py", "build_model", "{}"):
+    ("models/factory/checkpoints.py", "_load", "{}"): "_advice: 'set weights_key = ...' or 'give weights a state dict'",
+    ("models/factory/checkpoints.py", "load_state_dict", "{}"): "'...: set weights_prefix = ...' or 'drop weights_prefix, or name the prefix ...'",
+    ("models/factory/lower.py", "_lower", "preparing the model for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
+    ("models/factory/lower.py", "_lower", "lowering for {} failed: {}{}"): "known_limit: a known limit's advice, else TOOLCHAIN",
+    ("models/factory/lower.py", "export_method", "torch.export of method {} failed: {}{}"): "known_limit (as above)",
+    ("models/factory/lower.py", "export_method", "preparing method {} for {} failed: {}{}"): "known_limit (as above)",
+    ("models/factory/loading.py", "build_model", "factory {}: {}"): "_kwargs_problem: '...; give only kwargs the factory takes (...)'",
+    ("models/factory/loading.py", "build_model", "{}"):
         "_state_misfit: 'set weights_prefix = ...' (checkpoints.py prefix_hint), else _OTHER_WEIGHTS 'give the weights of this model ...'",
 }
 
@@ -1216,7 +1216,7 @@ ERROR_PATHS = {
             "give {}host[:port]...",
         ],
     },
-    "worker/checkpoints.py": {
+    "models/factory/checkpoints.py": {
         "load_state_dict": [
             "{}",
         ],
@@ -1239,7 +1239,7 @@ ERROR_PATHS = {
             "build again",
         ],
     },
-    "worker/lower.py": {
+    "models/factory/lower.py": {
         "export_method": [
             "name one of its methods",
             "torch.export of method {} failed: {}{}",
@@ -1253,7 +1253,7 @@ ERROR_PATHS = {
             "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right",
         ],
     },
-    "worker/model_loading.py": {
+    "models/factory/loading.py": {
         "import_factory": [
             "fix the module, or put it beside the manifest",
             "name a callable that returns the model ({}:NAME)",

@@ -76,7 +76,7 @@ def test_ptebuild_modules_the_worker_imports_lazily_are_in_its_closure():
     reached = import_closure.closure(["ptebuild.worker.execute"], import_closure.import_graph(modules))
     assert set(MODEL_KIND_MODULES.values()) <= set(reached)
     assert set(BUILTIN_BACKENDS.values()) <= set(reached)
-    for deep in ("ptebuild.runtime.keys", "ptebuild.worker.checkpoints", "ptebuild.models.executorch_llm.generation"):
+    for deep in ("ptebuild.runtime.keys", "ptebuild.models.factory.checkpoints", "ptebuild.models.executorch_llm.generation"):
         assert deep in reached
 
 

@@ -54,7 +54,7 @@ def test_a_module_newly_imported_inside_a_function_joins_the_closure(package):
     (package / "lowering" / "newpass.py").write_text("FACTOR = 1\n")
     before = own_code.closure_digest(ENTRIES, memo=memo, root=package, explained=True)
     assert package / "lowering" / "newpass.py" not in own_code.closure_files(ENTRIES, root=package)
-    checkpoints = package / "worker" / "checkpoints.py"
+    checkpoints = package / "models" / "factory" / "checkpoints.py"
     checkpoints.write_text(checkpoints.read_text() + "\n\ndef _factor():\n    from ptebuild.lowering.newpass import FACTOR\n"
                            "    return FACTOR\n")
     assert package / "lowering" / "newpass.py" in own_code.closure_files(ENTRIES, root=package)
@@ -62,7 +62,7 @@ def test_a_module_newly_imported_inside_a_function_joins_the_closure(package):
     (package / "lowering" / "newpass.py").write_text("FACTOR = 2\n")
     after = own_code.closure_digest(ENTRIES, memo=memo, root=package, explained=True)
     assert len({before, middle, after}) == 3
-    assert own_code.changed_files(before, middle, memo) == ["lowering/newpass.py", "worker/checkpoints.py"]
+    assert own_code.changed_files(before, middle, memo) == ["lowering/newpass.py", "models/factory/checkpoints.py"]
     assert own_code.changed_files(middle, after, memo) == ["lowering/newpass.py"]
 
 

@@ -56,7 +56,7 @@ class CheckKind:
     """True: outputs compared with eager PyTorch (error figures); False: a structural check only."""
     in_executorch: bool = True
     """True: the program runs in ExecuTorch's runtime on this machine (a wrong one's first
-    divergence can then be searched operator by operator: :mod:`ptebuild.worker.divergence`)."""
+    divergence can then be searched operator by operator: :mod:`ptebuild.models.factory.divergence`)."""
 
 
 EXECUTORCH_RUNTIME = CheckKind("executorch-runtime")

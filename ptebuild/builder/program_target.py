@@ -221,9 +221,12 @@ class ProgramTarget(Target):
         result.status = Status.FAILED
         result.message = failure.line(self.context.plan.manifest, self.name)
         result.failure = failure.kind
-        # The line says the cause; the whole text waits in the program's log, named on it (not a
-        # manifest's mistake: its line is all there is to say, and no folder is made for it).
-        if failure.kind is not FailureKind.MANIFEST:
+        # The line says the cause; the whole text waits in the program's log, named on it. Not for
+        # a mistake in the manifest that ptebuild found itself (no exception caused it): its line is
+        # all there is to say, and no folder is made for it. A factory whose module fails to import
+        # keeps its log: the traceback through the user's code says where.
+        caused = any(words in failure.detail for words in ("was the direct cause of", "During handling of"))
+        if failure.kind is not FailureKind.MANIFEST or caused:
             result.message += failure_logs.keep(self.context.folder.path, self.name, result.message, failure.detail)
 
     def take(self, done: TaskResult) -> None:

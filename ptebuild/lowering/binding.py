@@ -22,7 +22,7 @@ A name that is not a parameter, a name given twice, or a required parameter no i
 parameters.
 
 The exported program takes the declared inputs positionally, in the declared order (the method
-wrapper of :mod:`ptebuild.worker.lower` binds them to the function), so ExecuTorch's runtime, a
+wrapper of :mod:`ptebuild.models.factory.lower` binds them to the function), so ExecuTorch's runtime, a
 ``.bpte``'s test cases and calibration get the flat inputs in that order; only an eager call goes
 through :meth:`Binding.call`. Every eager call of a method (the export, the check, the ``.bpte``'s
 expected outputs, ``ptebuild run``, calibration) binds through :func:`bind` or :func:`call_method`.

@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ptebuild.errors import BuildError
+
 
 @dataclass(frozen=True)
 class KnownLimit:
@@ -274,3 +276,14 @@ def operators_of(graph_module: object) -> list[str]:
             if getattr(node, "op", None) == "call_function":
                 names.append(str(node.target))
     return names
+
+
+def explained(error: BuildError, backend: str) -> BuildError:
+    """``error`` with the known limit it is appended to its message (the check's failures)."""
+    found = explain(error.message + "\n" + "\n".join(getattr(error, "__notes__", ())), (), backend)
+    if found is None:
+        return error
+    again = type(error)(f"{error.message}; {found.advice()}", manifest=error.manifest, location=error.location)
+    for note in getattr(error, "__notes__", ()):
+        again.add_note(note)
+    return again

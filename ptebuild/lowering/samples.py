@@ -15,7 +15,7 @@ A method with one input may give a bare tensor for a tuple of one. Files are rea
 
 The files' SHA-256 (a factory's module's code) are inputs of the program's key
 (:mod:`ptebuild.builder.keys`): a sample that changes rebuilds the program. Samples calibrate
-static quantization instead of generated inputs (:func:`ptebuild.worker.lower.calibration_inputs`),
+static quantization instead of generated inputs (:func:`ptebuild.models.factory.lower.calibration_inputs`),
 run in the check beside the generated inputs, and are test cases of the program's ``.bpte``.
 
 :func:`check_samples` holds each sample to the method's declared inputs, and a sample that does

@@ -137,10 +137,10 @@ def _resolve_program(
     if bundle_io:
         program_entry["bundle_io"] = True
     program_entry.pop("etrecord", None)
-    if etrecord and kind.lowers_itself:
+    if etrecord and kind.no_etrecord:
         at = f"{where}.etrecord" if program.etrecord else "bundles (etrecord = true)"
-        raise ManifestError(f"{display}: {at}: program {name!r} writes no ETRecord: its model kind "
-                            f"({kind.name}) lowers through its own pipeline; leave etrecord off for it")
+        raise ManifestError(f"{display}: {at}: program {name!r} writes no ETRecord: {kind.no_etrecord}; "
+                            "leave etrecord off for it")
     if etrecord:
         program_entry["etrecord"] = True
     # Judged after the build or a restore, never keyed: a new budget does not lower again.

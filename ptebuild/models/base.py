@@ -19,8 +19,12 @@ In the builder (cheap: no torch, no executorch, no model code):
 
 In a worker (may import torch and executorch, inside the function):
 
-- :meth:`ModelKind.build`: lower and check one program, its files written as streams into
-  :class:`Outputs` (the worker's: the task's content-addressed store, hashed on the way);
+- :meth:`ModelKind.build`: the whole build of one program (its model made, each method exported,
+  lowered, emitted, checked, its test cases bundled, what the lowering counted), its files written
+  as streams into :class:`Outputs` (the worker's: the task's content-addressed store, hashed on
+  the way), given a :class:`BuildJob` and answering a :class:`BuiltProgram`: one interface for
+  every kind, the framing every kind shares (a fresh module state, the stages' clock, the
+  discovered dependencies) being the worker's (:func:`ptebuild.worker.execute.run_task`);
 - :meth:`ModelKind.generate`: generate text with a built program (kinds that are language models).
 """
 
@@ -62,7 +66,7 @@ class ResolvedModel:
 class Outputs(Protocol):
     """Where :meth:`ModelKind.build` writes a program's files, each as a stream (never whole in
     memory): the worker's go into its task's content-addressed store, hashed while written
-    (:class:`ptebuild.worker.lower.StoredOutputs`); :class:`FolderOutputs` writes into a folder."""
+    (:class:`ptebuild.models.factory.lower.StoredOutputs`); :class:`FolderOutputs` writes into a folder."""
 
     def stream(self, name: str, write: Callable[[IO[bytes]], None]) -> Path:
         """Output ``name``: what ``write(file)`` writes. Returns a path that reads it by that name."""
@@ -91,6 +95,33 @@ class FolderOutputs:
         self.folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, self.folder / name)
         return self.folder / name
+
+
+@dataclass
+class BuildJob:
+    """One program to build, as the worker hands it to its kind's :meth:`ModelKind.build`."""
+
+    program: ProgramPlan
+    manifest_dir: Path
+    display: str
+    """The manifest as messages name it."""
+    outputs: Outputs
+    """Where the program's files go, each streamed into the task's store (the worker's
+    :class:`~ptebuild.models.factory.lower.StoredOutputs`)."""
+    progress: Progress
+    """A line for the build's report. The first line that begins ``checking`` begins the check's
+    stage: the files stored by then are handed to the builder to copy while the check runs."""
+    stages: Any
+    """The task's :class:`~ptebuild.insight.stages.StageClock`: a kind says when each stage begins."""
+    store: Any = None
+    """The task's content-addressed store (:class:`~ptebuild.store.cas.CAS`) behind ``outputs``."""
+    folder: Path | None = None
+    """A scratch folder of the task's, where ``outputs`` names its files."""
+    kept: Any = None
+    """What this worker process kept of the model from its last task, when it is this program's
+    model in the state it was built in (:mod:`ptebuild.worker.model_memo`), else None."""
+    keep: Callable[[Any], Any] | None = None
+    """Keep a model just built for the next task of this worker (returns what is kept)."""
 
 
 @dataclass(frozen=True)
@@ -125,10 +156,8 @@ class ModelKind:
     """True for language models: ``ptebuild run --prompt`` generates text with its programs."""
     no_test_cases: str | None = None
     """Set (to why) if its programs cannot write a ``.bpte`` (``bundle_io`` is then refused)."""
-    lowers_itself: bool = True
-    """True: :meth:`build` lowers and checks the kind's programs. False: the worker's pipeline does
-    (the model made from the plan's ``factory``, each method exported and lowered with the
-    backend's hooks, checked against it in ExecuTorch's runtime: :mod:`ptebuild.worker.execute`)."""
+    no_etrecord: str | None = None
+    """Set (to why) if its programs cannot write an ETRecord (``etrecord`` is then refused)."""
 
     # -- in the builder: cheap ------------------------------------------------------------------
 
@@ -176,8 +205,9 @@ class ModelKind:
 
     # -- in a worker ----------------------------------------------------------------------------
 
-    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
-        """Lower ``program``, write its files through ``outputs`` and check it (if its check is on)."""
+    def build(self, job: BuildJob) -> BuiltProgram:
+        """Build ``job.program``: lower it, write its files through ``job.outputs`` and check it (if
+        its check is on). A :class:`~ptebuild.errors.BuildError` says what failed, in one line."""
         raise NotImplementedError
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.errors import REPORT, BuildError, StaleWorker
 from ptebuild.worker import imported, model_memo
@@ -59,7 +58,7 @@ def prepare_worker() -> None:
 
     for name in PREPARED_BACKENDS:
         get_backend(name)
-    import ptebuild.worker.lower  # noqa: F401
+    import ptebuild.models.factory.lower  # noqa: F401
 
     _baseline = frozenset(sys.modules)
     _note_imports()
@@ -121,153 +120,82 @@ def fresh_state(seed: int = 0, keep: frozenset[str] = frozenset()) -> None:
 
 
 def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
-    """Lower and check one program in this process; its outputs go into the task's store, and
-    come back as digests, with what the worker counted in the lowered program and the stages it
-    went through (timed here). Nothing is read whole into memory here (the lowering's own buffers
-    are ExecuTorch's)."""
+    """Build one program in this process through its model kind (:meth:`ModelKind.build
+    <ptebuild.models.base.ModelKind.build>`: the same interface for every kind); its outputs go into
+    the task's store and come back as digests, with what the worker counted in the lowered program
+    and the stages it went through (timed here). What every kind shares is here: a toolchain that
+    changed since this process imported it refused, the module state made fresh, the program bound
+    to its backend, the stages' clock, the files the kind wrote checked to be its outputs, the
+    discovered dependencies. Nothing is read whole into memory here (the lowering's own buffers are
+    ExecuTorch's)."""
     import socket
     import tempfile
 
-    from ptebuild.backends import bind_program, bound_backend
+    from ptebuild.backends import bind_program
     from ptebuild.deps import STARTUP_PATH
     from ptebuild.distributions import installed_dists
     from ptebuild.insight.stages import Stage, StageClock
-    from ptebuild.lowering.check import WrongProgram
-    from ptebuild.lowering.examples import make_inputs
-    from ptebuild.lowering.samples import load_program_samples
     from ptebuild.models import get_model_kind, options_model_of
+    from ptebuild.models.base import BuildJob
+    from ptebuild.models.factory.lower import StoredOutputs
     from ptebuild.store.cas import CAS
-    from ptebuild.worker.lower import StoredOutputs, lower, store_stream
-    from ptebuild.worker.model_loading import build_model
 
     stale = stale_toolchain()
     if stale is not None:
         raise StaleWorker(stale)
     model_kind = get_model_kind(task.plan.kind)
-    if model_kind.lowers_itself:  # the kind makes its own model: none kept beside it
-        model_memo.drop()
-        kept = None
-    else:
-        kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since?
+    kept = model_memo.take(task)  # this model, built by this process's last task, unchanged since? (else dropped)
     fresh_state(keep=model_memo.kept_modules())
-    started = time.monotonic()
 
     def entered(stage: Stage) -> None:  # progress lines from here on name this stage
         if isinstance(progress, StagedProgress):
             progress.stage = stage.value
 
     stages = StageClock(on_begin=entered)
-
     # Bound here, after the fresh module cache: its options validated once, by the backend's
     # modules as this task imports them (a task's model may be anything; ptebuild's own is too),
     # or by its model kind's options model (an LLM program's).
     program = bind_program(task.plan, options_model_of)
-    bound = bound_backend(program)
     manifest_dir = Path(task.manifest_dir)
     store = CAS(Path(task.store))
     installed_at_start = installed_dists([str(manifest_dir), *STARTUP_PATH])  # as discover() names them
     try:
         with tempfile.TemporaryDirectory(prefix="ptebuild-task-") as folder:  # the outputs by name, linked to their blobs
-            if model_kind.lowers_itself:  # a kind with its own pipeline (an LLM through ExecuTorch's LLM export)
-                # Its stages as the pipeline runs them: lowering (its model, export, lowering and
-                # emitting, in one), then its check, which begins with its first "checking" line.
-                stages.begin(Stage.LOWER)
+            outputs = StoredOutputs(store, Path(folder))  # streamed into the store
 
-                def kind_progress(text: str) -> None:
-                    if text.startswith("checking") and stages.current is not Stage.CHECK:
-                        stages.begin(Stage.CHECK)
-                        # its files are stored by now: the builder may copy them out while the check runs
-                        outputs_stored(progress, tuple(outputs.program.outputs[n] for n in sorted(outputs.program.outputs)))
-                    progress(text)
+            def kind_progress(text: str) -> None:
+                if text.startswith("checking") and stages.current is not Stage.CHECK:
+                    stages.begin(Stage.CHECK)
+                    # its files are stored by now: the builder may copy them out while the check runs
+                    outputs_stored(progress, tuple(outputs.program.outputs[n] for n in sorted(outputs.program.outputs)))
+                progress(text)
 
-                outputs = StoredOutputs(store, Path(folder))  # streamed into the store, as lower() stores
-                try:
-                    built = model_kind.build(program, manifest_dir, task.manifest, outputs, kind_progress)
-                except BuildError as error:  # a known limit of the toolchain, said so
-                    _raise_explained(error, program.backend)
-                stages.begin(Stage.STORE)
-                unstored = sorted(set(built.files) - set(outputs.program.outputs))
-                if unstored:
-                    raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs; {REPORT}",
-                                     location=f"programs.{program.name}")
-                return TaskResult(
-                    outputs=tuple(outputs.program.outputs[name] for name in sorted(outputs.program.outputs)),
-                    figures=tuple(built.figures),
-                    check=built.check,
-                    delegates=dict(built.delegated),
-                    deps=_dependencies(manifest_dir, installed_at_start, program.name),
-                    lower_seconds=built.lower_seconds,
-                    check_seconds=built.check_seconds,
-                    node=socket.gethostname(),
-                    warnings=tuple(built.warnings),
-                    insight=built.insight,
-                    stages=tuple(span.to_json() for span in stages.spans()),
-                )
-            stages.begin(Stage.IMPORT)
-            if kept is None:
-                progress("building the model")
-                kept = model_memo.keep(task, build_model(program, manifest_dir, task.manifest))
-            else:
-                model_memo.restore_random_state(kept)  # as just after building it
-            model = kept.model
-            samples = load_program_samples(program, manifest_dir, task.manifest)
-            inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
-            lowered = lower(model, program, inputs, Path(folder), progress, store, samples, exports=kept.exports, stages=stages)
-            lowered_at = time.monotonic()
-            figures, check_name = [], ""
-            if program.check_enabled:
-                backend = bound.backend
-                kind = backend.check_kind(program.options)
-                stages.begin(Stage.CHECK)
-                outputs_stored(progress, tuple(lowered.outputs[name] for name in sorted(lowered.outputs)))
-                progress("checking against eager PyTorch" if kind.numeric else f"checking its structure ({kind.name}: nothing is run)")
-                ptd = lowered.files.get(program.ptd_name) if program.ptd_name else None
-                try:
-                    checked, check_name = backend.check(model, program, lowered.files[program.pte_name], ptd, samples)
-                except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
-                    from ptebuild.worker.divergence import locate
-
-                    raise locate(wrong, model, program, inputs, samples, progress) from None
-                except BuildError as error:  # a known limit of the toolchain, said so
-                    _raise_explained(error, program.backend)
-                figures = [f.to_json() for f in checked]
-            if program.bpte_name:
-                from ptebuild.lowering.bundled_io import write_bpte
-
-                stages.begin(Stage.BUNDLE)
-                progress("bundling the test cases")
-                reference = bound.backend.reference_model(model, program)  # what the check holds it to
-                pte = lowered.files[program.pte_name]
-                bpte = store_stream(store, program.bpte_name, lambda out: write_bpte(reference, program, pte, out, samples))
-                lowered.add(bpte, store, Path(folder))
+            job = BuildJob(program=program, manifest_dir=manifest_dir, display=task.manifest, outputs=outputs,
+                           progress=kind_progress, stages=stages, store=store, folder=Path(folder), kept=kept,
+                           keep=lambda model: model_memo.keep(task, model))
+            built = model_kind.build(job)
             stages.begin(Stage.STORE)
+            unstored = sorted(set(built.files) - set(outputs.program.outputs))
+            if unstored:
+                raise BuildError(f"the {model_kind.name} kind wrote {', '.join(unstored)} outside its outputs; {REPORT}",
+                                 location=f"programs.{program.name}")
             deps = _dependencies(manifest_dir, installed_at_start, program.name)
             model_memo.note_modules(frozenset(_user_modules()))
             return TaskResult(
-                outputs=tuple(lowered.outputs[name] for name in sorted(lowered.outputs)),
-                figures=tuple(figures),
-                check=check_name,
-                delegates=dict(lowered.delegated),
+                outputs=tuple(outputs.program.outputs[name] for name in sorted(outputs.program.outputs)),
+                figures=tuple(built.figures),
+                check=built.check,
+                delegates=dict(built.delegated),
                 deps=deps,
-                lower_seconds=lowered_at - started,
-                check_seconds=time.monotonic() - lowered_at,
+                lower_seconds=built.lower_seconds,
+                check_seconds=built.check_seconds,
                 node=socket.gethostname(),
-                warnings=tuple(lowered.warnings),
-                insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
+                warnings=tuple(built.warnings),
+                insight=built.insight,
                 stages=tuple(span.to_json() for span in stages.spans()),
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded
-
-
-def _raise_explained(error: BuildError, backend: str) -> NoReturn:
-    """Raise ``error``, with the known limit of the toolchain it matches said on its line."""
-    from ptebuild.worker.lower import explained
-
-    again = explained(error, backend)
-    if again is error:
-        raise error
-    raise again from error
 
 
 def _dependencies(manifest_dir: Path, installed_at_start: dict[str, Any], program_name: str) -> Dependencies:

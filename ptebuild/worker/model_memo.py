@@ -72,7 +72,7 @@ class Kept:
     modules: frozenset[str] = frozenset()
     """The user modules loaded at the end of the last task that used it."""
     exports: dict[Any, Any] = field(default_factory=dict)
-    """A method's export key (:func:`ptebuild.worker.lower.export_key`) -> its exported program."""
+    """A method's export key (:func:`ptebuild.models.factory.lower.export_key`) -> its exported program."""
 
 
 _kept: Kept | None = None

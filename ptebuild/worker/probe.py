@@ -11,7 +11,7 @@
 A crash (a signal from native code) leaves a started step without a verdict: the builder names it.
 
 The program is the smallest real one: ``nn.Linear(4, 4)`` on a ``[2, 4]`` input, through the same
-:func:`ptebuild.worker.lower.lower` and the backend's own ``check`` as every build, weights in a
+:func:`ptebuild.models.factory.lower.lower` and the backend's own ``check`` as every build, weights in a
 ``.ptd`` where the backend writes one. A backend whose ``probe_here`` answers (CUDA: a GPU, torch's
 AOTInductor runner) is not lowered: its cheap facts are the verdict.
 """
@@ -67,7 +67,7 @@ def probe_backend(name: str, emit: Callable[[dict[str, Any]], None]) -> dict[str
     import torch
 
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import lower
+    from ptebuild.models.factory.lower import lower
 
     program = probe_plan(backend)
     torch.manual_seed(PROBE_SEED)

@@ -5,7 +5,7 @@ through :func:`ptebuild.runtime.load` (so a ``.ptd`` that does not belong to the
 refused before executing), and every method runs on the same example inputs the build checked
 it with (:func:`ptebuild.lowering.examples.make_inputs` with the program's seed, at the example
 sizes: the first of the check's sizes). The eager model is built as the build builds it
-(:func:`ptebuild.worker.model_loading.build_model`) and held as the check holds it: its backend's
+(:func:`ptebuild.models.factory.loading.build_model`) and held as the check holds it: its backend's
 reference (:meth:`~ptebuild.backends.base.Backend.reference_model`: torchao's eager model for
 an ``8da4w`` program), so that the figures are the check's on the same inputs.
 
@@ -172,8 +172,8 @@ def run_program(
     from ptebuild.lowering.binding import bind
     from ptebuild.lowering.check import flatten_outputs, native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs, make_inputs
+    from ptebuild.models.factory.loading import build_model
     from ptebuild.runtime import load
-    from ptebuild.worker.model_loading import build_model
 
     with native_stderr_silenced():
         # executorch's import and XNNPACK's cpuinfo print probe chatter on stderr.

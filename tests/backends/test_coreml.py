@@ -1,7 +1,7 @@
 """The Core ML backend: reproducible bytes, the structural check, its report, inspect, bad specs.
 
 The programs are real: ExecuTorch's CoreMLPartitioner with coremltools, through the command
-line (:mod:`mobile_programs`, built once per session) or :func:`ptebuild.worker.lower.lower`
+line (:mod:`mobile_programs`, built once per session) or :func:`ptebuild.models.factory.lower.lower`
 in this process where a test breaks something on purpose.
 """
 
@@ -32,7 +32,7 @@ def _program(mobile_build, name: str):
 def _lower(mobile_build, program, staging: Path):
     """Lower ``program`` in this process, as a worker does; returns (eager model, lowered files)."""
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import lower
+    from ptebuild.models.factory.lower import lower
 
     model = make_model()
     inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
@@ -54,7 +54,7 @@ def test_upstream_export_differs_between_two_exports(mobile_build):
 
     from ptebuild.backends import get_backend
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import export_method
+    from ptebuild.models.factory.lower import export_method
 
     whole = _program(mobile_build, "duo_coreml")
     program = dataclasses.replace(whole, methods=whole.methods[:1])

@@ -28,7 +28,7 @@ def _program(mobile_build, name: str = "duo_vulkan"):
 
 def _lower(program, staging: Path):
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import lower
+    from ptebuild.models.factory.lower import lower
 
     model = make_model()
     inputs = {m.name: make_inputs(m, program.seed) for m in program.methods}
@@ -48,7 +48,7 @@ def test_same_bytes_as_upstreams_export(mobile_build, tmp_path):
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import export_method
+    from ptebuild.models.factory.lower import export_method
 
     whole = _program(mobile_build)
     program = dataclasses.replace(whole, data_name=None, methods=tuple(m for m in whole.methods if m.name == "encode"))
@@ -162,7 +162,7 @@ def test_structural_check_catches_a_method_vulkan_did_not_take(mobile_build, tmp
 
     from ptebuild.backends.vulkan import check as vulkan
     from ptebuild.lowering.examples import make_inputs
-    from ptebuild.worker.lower import lower
+    from ptebuild.models.factory.lower import lower
 
     class Cumulative(torch.nn.Module):
         def encode(self, x):

@@ -66,7 +66,7 @@ def test_a_missing_kernel_names_the_kernel():
     from executorch.exir import to_edge
     from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-    from ptebuild.worker.lower import summary_of
+    from ptebuild.models.factory.lower import summary_of
 
     class CpuAoti(AotiBackend):
         @classmethod

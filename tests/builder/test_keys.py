@@ -269,7 +269,7 @@ def _editable_copy(tmp_path: Path) -> tuple[Path, dict]:
 @pytest.mark.slow
 def test_an_edit_deep_in_the_lowering_code_of_an_editable_install_rebuilds(tiny_project, tmp_path):
     """Seen here: an edit of runtime/keys.py (the weight-key format of every .pte) left programs
-    'up to date' by a key over a hand-kept list of modules; worker/checkpoints.py, in no list, would
+    'up to date' by a key over a hand-kept list of modules; worker/checkpoints.py (now models/factory/), in no list, would
     have handed back the old program. Now each is in the key by the import closure."""
     from helpers import ptebuild
 
@@ -277,7 +277,7 @@ def test_an_edit_deep_in_the_lowering_code_of_an_editable_install_rebuilds(tiny_
     cache = ["--cache", str(tmp_path / "cache"), "--executor", "local", "-j1"]
     first = ptebuild("build", tiny_project, "--only", "tiny_portable", *cache, env=env, cwd=tmp_path)  # not the checkout's
     assert first.returncode == 0, first.stderr
-    for deep in ("runtime/keys.py", "worker/checkpoints.py"):
+    for deep in ("runtime/keys.py", "models/factory/checkpoints.py"):
         path = package / deep
         path.write_text(path.read_text() + "\n# an edit that changes no behaviour, but could have\n")
         again = ptebuild("build", tiny_project, "--only", "tiny_portable", "--explain", *cache, env=env, cwd=tmp_path)
@@ -293,7 +293,7 @@ def test_an_edit_deep_in_the_lowering_code_changes_the_key(tiny_project, tmp_pat
     program = plan.programs[0]
     entries = keys.code_entries(program)
     before = own_code.closure_digest(entries, root=package)
-    path = package / "worker" / "checkpoints.py"
+    path = package / "models" / "factory" / "checkpoints.py"
     path.write_text(path.read_text() + "\n# an edit\n")
     assert own_code.closure_digest(entries, root=package) != before
 

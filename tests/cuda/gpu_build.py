@@ -45,8 +45,8 @@ def build_direct(manifest: Path, out: Path, only: list[str] | None = None) -> di
     from ptebuild.backends import get_backend
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.lower import lower
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
+    from ptebuild.models.factory.lower import lower
 
     plan = load_manifest(manifest)
     out = Path(out)

@@ -38,8 +38,8 @@ from pathlib import Path
 sys.path.insert(0, "tests/cuda")
 os.environ["PTEBUILD_SHIM_LIBRARY_DIR"] = "/tmp/winout"
 from ptebuild.lowering.examples import make_inputs
-from ptebuild.worker.lower import lower
-from ptebuild.worker.model_loading import build_model
+from ptebuild.models.factory.lower import lower
+from ptebuild.models.factory.loading import build_model
 from ptebuild.manifest import load_manifest
 plan = load_manifest(os.environ["MANIFEST"])
 program = next(p for p in plan.programs if p.name == os.environ["PROGRAM"])

@@ -70,7 +70,7 @@ def test_the_expected_outputs_are_eager_pytorchs(builds, tmp_path):
     """Recomputed here, in this process, from the manifest: the same bytes as the build bundled."""
     from ptebuild.lowering.bundled_io import bundled_cases
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
 
     project = Path(shutil.copytree(builds[0].parent, tmp_path / "project", ignore=shutil.ignore_patterns("out")))
     plan = load_manifest(project / "tiny.toml")

@@ -170,8 +170,8 @@ def lowered(manifest: Path, name: str, staging: Path, samples: bool = True):
     from ptebuild.lowering.check import native_stderr_silenced
     from ptebuild.lowering.samples import load_program_samples
     from ptebuild.manifest.load import load_manifest
-    from ptebuild.worker.lower import lower
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
+    from ptebuild.models.factory.lower import lower
 
     build_plan = load_manifest(manifest)
     program = next(p for p in build_plan.programs if p.name == name)

@@ -11,8 +11,8 @@ import torch
 from helpers import build_json
 
 from ptebuild.lowering.dims_fit import explain_dims, suggested_fixes
+from ptebuild.models.factory.lower import dynamic_shapes
 from ptebuild.plan import DimPlan, InputPlan, MethodPlan
-from ptebuild.worker.lower import dynamic_shapes
 
 
 class Loop(torch.nn.Module):

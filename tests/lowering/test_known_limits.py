@@ -77,7 +77,7 @@ def test_entries_say_what_to_do_and_names_are_unique():
 
 
 def test_a_failed_check_gets_the_advice_on_its_line():
-    from ptebuild.worker.lower import explained
+    from ptebuild.lowering.known_limits import explained
 
     error = BuildError("ExecuTorch's runtime failed to load method 'forward': RuntimeError: tensor does not have a device",
                        location="programs.p")

@@ -14,11 +14,11 @@ from torch import nn
 from ptebuild.backends import get_backend
 from ptebuild.lowering.check import check_program
 from ptebuild.lowering.examples import make_inputs
+from ptebuild.models.factory.lower import lower
 from ptebuild.plan import InputPlan, MethodPlan, ProgramPlan
 from ptebuild.runtime.ptd_file import read_ptd
 from ptebuild.runtime.pte_file import open_pte
 from ptebuild.runtime.weights_in_pte import weights_in_pte
-from ptebuild.worker.lower import lower
 
 
 class ConvBn(nn.Module):

@@ -527,8 +527,8 @@ def test_the_recorded_delegation_is_get_delegation_infos(chat_build, monkeypatch
     from ptebuild.insight.delegation import Delegation
     from ptebuild.manifest import load_manifest
     from ptebuild.models import get_model_kind, options_model_of
+    from ptebuild.models.factory.lower import StoredOutputs
     from ptebuild.store.cas import CAS
-    from ptebuild.worker.lower import StoredOutputs
 
     manifest, out, *_ = chat_build
     infos = []
@@ -541,8 +541,14 @@ def test_the_recorded_delegation_is_get_delegation_infos(chat_build, monkeypatch
     monkeypatch.setattr(LLMEdgeManager, "to_executorch", recording)
     plan = load_manifest(manifest)
     program = bind_program(next(p for p in plan.programs if p.name == "chat_xnnpack"), options_model_of)
-    outputs = StoredOutputs(CAS(tmp_path / "store"), tmp_path / "files")
-    built = get_model_kind(program.kind).build(program, manifest.parent, str(manifest), outputs, lambda _text: None)
+    from ptebuild.insight.stages import StageClock
+    from ptebuild.models.base import BuildJob
+
+    store = CAS(tmp_path / "store")
+    outputs = StoredOutputs(store, tmp_path / "files")
+    job = BuildJob(program=program, manifest_dir=manifest.parent, display=str(manifest), outputs=outputs,
+                   progress=lambda _text: None, stages=StageClock(), store=store, folder=tmp_path / "files")
+    built = get_model_kind(program.kind).build(job)
     recorded = json.loads((out / "ptebuild.json").read_text())["targets"]["chat_xnnpack"]["insight"]["delegation"]
     (found,) = infos
     rows = compare(Delegation.from_json(recorded), found)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptebuild.backends.base import CheckTolerances
-from ptebuild.models.base import BuiltProgram, ModelKind, Outputs, Progress, ResolvedModel
+from ptebuild.models.base import BuildJob, BuiltProgram, ModelKind, ResolvedModel
 from ptebuild.models.executorch_llm.programs import (
     FLOAT_TOKEN_AGREEMENT,
     GENERATION_CHECKED_BACKENDS,
@@ -121,7 +121,7 @@ def _methods_problem(spec: LlmModelSpec, backend_name: str, options: Any, data_n
 class ExecutorchLlmKind(ModelKind):
     name = "executorch-llm"
     generates_text = True
-    lowers_itself = True
+    no_etrecord = "its model kind (executorch-llm) lowers through ExecuTorch's LLM export, which writes none"
     no_test_cases = ("a language model's test case is a generation through its KV cache, which ExecuTorch's "
                      "BundledProgram (one call per case) does not hold; its check is the generation check")
 
@@ -268,10 +268,20 @@ class ExecutorchLlmKind(ModelKind):
     def program_files(self, options: Any) -> tuple[tuple[str, str], ...]:
         return tuple(options.files())
 
-    def build(self, program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
+    def build(self, job: BuildJob) -> BuiltProgram:
+        from ptebuild.errors import BuildError
+        from ptebuild.insight.stages import Stage
+        from ptebuild.lowering.known_limits import explained
         from ptebuild.models.executorch_llm.build import build_program
 
-        return build_program(program, manifest_dir, display, outputs, progress)
+        job.stages.begin(Stage.LOWER)  # its model, export, lowering and emitting, in one; its check begins with "checking"
+        try:
+            return build_program(job.program, job.manifest_dir, job.display, job.outputs, job.progress)
+        except BuildError as error:  # a known limit of the toolchain, said so
+            again = explained(error, job.program.backend)
+            if again is error:
+                raise
+            raise again from error
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
                  out_dir: Path | None) -> Any:

@@ -1,9 +1,10 @@
 """The ``factory`` model kind: a Python callable returns the model (``factory = "pkg.mod:fn"``).
 
 The default kind (a model table without ``kind``); its table is :mod:`.spec`, its methods
-resolved by :mod:`.methods`. Its programs go through the worker's pipeline:
-the model is made by :mod:`ptebuild.worker.model_loading`, each method exported and lowered with
-the backend's hooks (:mod:`ptebuild.worker.lower`) and checked against it in ExecuTorch's runtime.
+resolved by :mod:`.methods`. Its build (:mod:`.build`): the model made by :mod:`.loading` (its
+weights read as saved: :mod:`.checkpoints`), each method exported and lowered with the backend's
+hooks (:mod:`.lower`) and checked against it in ExecuTorch's runtime, a wrong program located
+(:mod:`.divergence`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ptebuild.models.base import ModelKind, ResolvedModel
+from ptebuild.models.base import BuildJob, BuiltProgram, ModelKind, ResolvedModel
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 class FactoryKind(ModelKind):
     name = "factory"
-    lowers_itself = False
 
     def spec_model(self) -> type[BaseModel]:
         from ptebuild.models.factory.spec import ModelSpec
@@ -37,6 +37,12 @@ class FactoryKind(ModelKind):
             weights=spec.weights,
             sources=tuple(spec.sources),
         )
+
+
+    def build(self, job: BuildJob) -> BuiltProgram:
+        from ptebuild.models.factory.build import build_program
+
+        return build_program(job)
 
 
 KIND = FactoryKind()

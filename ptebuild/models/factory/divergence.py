@@ -132,7 +132,7 @@ def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, examp
     from ptebuild import backends
     from ptebuild.lowering.check import native_stderr_silenced
     from ptebuild.lowering.examples import flat_inputs
-    from ptebuild.worker.lower import MethodModule, dynamic_shapes, export_method
+    from ptebuild.models.factory.lower import MethodModule, dynamic_shapes, export_method
 
     bound = backends.bound_backend(program)
     backend, options = bound.backend, bound.options

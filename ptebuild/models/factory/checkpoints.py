@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ptebuild.errors import ManifestError
-from ptebuild.manifest.typos import did_you_mean
+from ptebuild.typos import did_you_mean
 
 if TYPE_CHECKING:
     import torch

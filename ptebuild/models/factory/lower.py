@@ -438,17 +438,6 @@ def known_limit(exc: BaseException, backend: str, operators: Iterable[str] = ())
     return f"; {found.advice() if found else TOOLCHAIN}"
 
 
-def explained(error: BuildError, backend: str) -> BuildError:
-    """``error`` with the known limit it is appended to its message (the check's failures)."""
-    found = explain(error.message + "\n" + "\n".join(getattr(error, "__notes__", ())), (), backend)
-    if found is None:
-        return error
-    again = type(error)(f"{error.message}; {found.advice()}", manifest=error.manifest, location=error.location)
-    for note in getattr(error, "__notes__", ()):
-        again.add_note(note)
-    return again
-
-
 def summary_of(exc: BaseException) -> str:
     """``TypeName: the cause`` in one line (:func:`ptebuild.causes.describe`): a C++ exception's
     first line without its backtrace, a list's items (missing kernels, unsupported operators)."""

@@ -12,7 +12,7 @@ from helpers import ptebuild
 from project_copy import copy_project
 
 from ptebuild.errors import ManifestError
-from ptebuild.worker.checkpoints import load_state_dict
+from ptebuild.models.factory.checkpoints import load_state_dict
 
 
 def state() -> dict[str, torch.Tensor]:
@@ -215,7 +215,7 @@ def test_a_prefix_on_every_unexpected_key_is_noticed_and_the_fix_named(tmp_path)
     from tinymodels.tiny import make_tiny
 
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
 
     manifest = copy_project(tmp_path / "project")
     torch.save({"state_dict": {f"model.{k}": v for k, v in make_tiny(width=16).state_dict().items()}, "epoch": 1},
@@ -254,7 +254,7 @@ def test_weights_prefix_needs_weights_and_is_in_the_key_only_where_set(tmp_path)
 
 
 def test_a_prefix_is_named_only_where_it_gives_every_name_with_its_shape():
-    from ptebuild.worker.checkpoints import prefix_hint
+    from ptebuild.models.factory.checkpoints import prefix_hint
 
     own = {"weight": (2, 4), "bias": (2,)}
     lightning = {"model.weight": (2, 4), "model.bias": (2,), "loss.weight": (2,)}

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptebuild.errors import BuildError, ManifestError
+from ptebuild.models.factory.checkpoints import load_state_dict, prefix_hint
 from ptebuild.plan import ProgramPlan
 from ptebuild.typos import did_you_mean
-from ptebuild.worker.checkpoints import load_state_dict, prefix_hint
 
 if TYPE_CHECKING:
     import torch

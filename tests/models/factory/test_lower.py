@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from ptebuild.lowering.check import flatten_outputs
+from ptebuild.models.factory.lower import MethodModule, separate_outputs, shared_output_slots
 from ptebuild.runtime.pte_file import open_pte
-from ptebuild.worker.lower import MethodModule, separate_outputs, shared_output_slots
 
 
 class Aliased(torch.nn.Module):
@@ -82,10 +82,10 @@ def test_a_kv_cache_written_in_place_lowers_without_requires_grad_false(tmp_path
     from ptebuild.lowering.check import check_program
     from ptebuild.lowering.examples import make_inputs
     from ptebuild.manifest import load_manifest
-    from ptebuild.worker.lower import lower
-    from ptebuild.worker.model_loading import build_model
+    from ptebuild.models.factory.loading import build_model
+    from ptebuild.models.factory.lower import lower
 
-    manifests = Path(__file__).resolve().parents[1] / "manifests"
+    manifests = Path(__file__).resolve().parents[2] / "manifests"
     plan = load_manifest(manifests / "decoders.toml")
     program = next(p for p in plan.programs if p.name == "kv_portable")
     model = build_model(program, manifests, plan.manifest)

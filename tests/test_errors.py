@@ -696,6 +696,8 @@ ERROR_PATHS = {
         "check_in_runner": [
             "ExecuTorch's TextLLMRunner generated {} from {}, the program run step by step {}: its metadata methods or its tokenizer do not fit the runner",
         ],
+    },
+    "models/executorch_llm/runner.py": {
         "generate_with_runner": [
             "run `{}` first",
         ],

@@ -26,7 +26,7 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
     A program of a language model (an ``executorch-llm`` model) instead generates up to
     ``max_new_tokens`` tokens from ``prompt`` (default :data:`DEFAULT_PROMPT`) through ExecuTorch's
     ``TextLLMRunner`` with the tokenizer beside it, greedily, and the report (a
-    :class:`~ptebuild.models.executorch_llm.generation.Generation`) gives the text and the tokens
+    :class:`~ptebuild.models.executorch_llm.runner.Generation`) gives the text and the tokens
     per second of prefill and decode. ``prompt`` for another program is a UsageError.
     """
     from ptebuild.errors import UsageError

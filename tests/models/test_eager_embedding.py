@@ -8,7 +8,7 @@ import torch
 from executorch.examples.models.llama.source_transformation import quantize
 
 from ptebuild.models.executorch_llm.eager_embedding import looked_up_rows
-from ptebuild.models.executorch_llm.generation import eager_caller
+from ptebuild.models.executorch_llm.eager_reference import eager_caller
 
 VOCAB, DIM = 300, 64
 

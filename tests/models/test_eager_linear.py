@@ -10,7 +10,7 @@ from torchao.quantization.granularity import PerAxis, PerGroup
 
 from ptebuild.models.executorch_llm import eager_linear
 from ptebuild.models.executorch_llm.eager_linear import rows_in_chunks
-from ptebuild.models.executorch_llm.generation import eager_caller
+from ptebuild.models.executorch_llm.eager_reference import eager_caller
 
 DIM, VOCAB = 64, 300
 

@@ -206,7 +206,8 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
 
     from ptebuild.errors import CheckError
     from ptebuild.lowering.check import WrongProgram
-    from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner, register_llm_kernels
+    from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner
+    from ptebuild.models.executorch_llm.native_output import register_llm_kernels
 
     _, out, *_ = chat_build
     program, shape, tokenizer, buffers, floor, (pte, ptds), eager = _chat_check_inputs(chat_build, tmp_path)
@@ -253,7 +254,7 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
 def test_the_runner_prints_a_lone_byte_piece_only_where_it_is_printable_and_its_text_ends_before_its_stats():
     """The fast sibling of the next test: what ExecuTorch's runner prints for a piece (its
     safe_printf), and the generated text read back from what it printed."""
-    from ptebuild.models.executorch_llm.generation import Printed, printed
+    from ptebuild.models.executorch_llm.native_output import Printed, printed
 
     assert [printed(p) for p in (b"a", b" ", b"\n", b"\x87", b"\x01", b"\xc3\xa9", b"\xe4\xbd", b"ab\0c", b"")] == [
         b"a", b" ", b"\n", b"", b"", b"\xc3\xa9", b"\xe4\xbd", b"ab", b""]
@@ -337,8 +338,8 @@ def _chat_check_inputs(chat_build, tmp_path):
     from ptebuild.manifest import load_manifest
     from ptebuild.models.executorch_llm import token_agreement_floor
     from ptebuild.models.executorch_llm.build import random_checkpoint
+    from ptebuild.models.executorch_llm.eager_reference import Shape
     from ptebuild.models.executorch_llm.export import llm_config
-    from ptebuild.models.executorch_llm.generation import Shape
     from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 
@@ -365,7 +366,7 @@ def test_one_eager_call_over_the_sequence_gives_the_logits_of_its_steps(chat_bui
     eager model's KV cache give (the same prefix at each position), to float32's rounding."""
     import torch
 
-    from ptebuild.models.executorch_llm.generation import eager_logits, takes_whole_sequence
+    from ptebuild.models.executorch_llm.eager_reference import eager_logits, takes_whole_sequence
 
     program, shape, _, buffers, *_, eager = _chat_check_inputs(chat_build, tmp_path)
     model = eager(program.seed)
@@ -386,7 +387,7 @@ def test_a_cache_of_other_values_or_a_fixed_sequence_is_called_step_by_step():
     logits: the eager model is called as the program is."""
     from torch import nn
 
-    from ptebuild.models.executorch_llm.generation import Shape, takes_whole_sequence
+    from ptebuild.models.executorch_llm.eager_reference import Shape, takes_whole_sequence
 
     def model(cache: str = "KVCache", full=False, shared=0):
         layer = type(cache, (nn.Module,), {})()

@@ -49,7 +49,7 @@ def _project(root: Path, model_type: str, *, tied: bool = True, manifest: str = 
 def _program_logits(out: Path, tokens: list[int]):
     import torch
 
-    from ptebuild.models.executorch_llm.generation import register_llm_kernels
+    from ptebuild.models.executorch_llm.native_output import register_llm_kernels
     from ptebuild.runtime import load
 
     register_llm_kernels()

@@ -28,7 +28,7 @@ def _programs(document: dict) -> dict[str, dict]:
 def _logits(out: Path, name: str, ptds: list[str]):
     import torch
 
-    from ptebuild.models.executorch_llm.generation import register_llm_kernels
+    from ptebuild.models.executorch_llm.native_output import register_llm_kernels
     from ptebuild.runtime import load
 
     register_llm_kernels()

@@ -164,7 +164,8 @@ def test_a_method_checked_against_another_methods_model_is_named_wrong(multi_bui
     from ptebuild.errors import CheckError
     from ptebuild.manifest import load_manifest
     from ptebuild.models.executorch_llm.build import random_checkpoint
-    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+    from ptebuild.models.executorch_llm.eager_reference import Shape
+    from ptebuild.models.executorch_llm.generation import check_generation
     from ptebuild.models.executorch_llm.spec import LlmModelSpec
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 

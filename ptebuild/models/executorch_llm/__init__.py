@@ -285,7 +285,7 @@ class ExecutorchLlmKind(ModelKind):
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
                  out_dir: Path | None) -> Any:
-        from ptebuild.models.executorch_llm.generation import generate_with_runner
+        from ptebuild.models.executorch_llm.runner import generate_with_runner
 
         return generate_with_runner(plan, program, prompt, max_new_tokens=max_new_tokens, out_dir=out_dir)
 

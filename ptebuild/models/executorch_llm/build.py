@@ -205,7 +205,8 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, o
             import gc
 
             from ptebuild.backends import get_backend
-            from ptebuild.models.executorch_llm.generation import Shape, check_generation, check_in_runner
+            from ptebuild.models.executorch_llm.eager_reference import Shape
+            from ptebuild.models.executorch_llm.generation import check_generation, check_in_runner
 
             get_backend(program.backend).ready_runtime()  # OpenVINO's: where ExecuTorch's runtime finds its library
             shape = Shape(spec.use_kv_cache, spec.enable_dynamic_shape, spec.max_seq_length, spec.context_length)
@@ -246,7 +247,8 @@ def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: 
     import copy
 
     from ptebuild.backends.cuda.check import aoti_method
-    from ptebuild.models.executorch_llm.generation import Shape, check_generation
+    from ptebuild.models.executorch_llm.eager_reference import Shape
+    from ptebuild.models.executorch_llm.generation import check_generation
 
     progress("checking by generation on the GPU (AOTInductor runner) against the eager model")
     eager = copy.deepcopy(exported.model).to("cuda").eval()

@@ -1,4 +1,4 @@
-"""Check an LLM program as an LLM runs, and generate text with it through ExecuTorch's own runner.
+"""Check an LLM program as an LLM runs: prefill and decode against the eager model, then ExecuTorch's own runner.
 
 **The check** (:func:`check_generation`), in ExecuTorch's runtime:
 
@@ -43,29 +43,22 @@
    the first id the tokenizer has no piece for (a ``vocab_size`` that pads the tokenizer: a random
    model picks such ids, a trained one does not), and the build says so in a warning.
 
-**Generation** (:func:`generate_with_runner`, ``ptebuild run MANIFEST PROGRAM --prompt TEXT``):
-``TextLLMRunner`` generates from the prompt, its text read as the check reads it; the prefill is
-timed as a generation of one token, the decode as the whole generation less that
-(``perf_counter``: the runner's own stats count whole milliseconds).
-
-The runner and the method need ExecuTorch's LLM kernels registered in this process
-(``executorch.extension.llm.custom_ops.custom_ops``: ``llama::custom_sdpa``, ``update_cache``;
-``executorch.kernels.quantized``: quantized embeddings), imported by :func:`register_llm_kernels`.
+The eager side is :mod:`.eager_reference`; what the runner prints is read through
+:mod:`.native_output`; text generated for ``ptebuild run --prompt`` is :mod:`.runner`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ptebuild.errors import CheckError, LoadError
-from ptebuild.plan import BuildPlan, ProgramPlan
+from ptebuild.errors import CheckError
+from ptebuild.models.executorch_llm.eager_reference import Shape, Stepper, eager_logits, last_logits
+from ptebuild.models.executorch_llm.native_output import emitted_tokens, printed, register_llm_kernels, runner_stdout_captured
+from ptebuild.plan import ProgramPlan
 
 PROMPT_TOKENS = 16
 DECODE_STEPS = 16
@@ -73,215 +66,6 @@ RUNNER_PROMPTS = ("Once upon a time", "The robot", "Hello", "In the beginning", 
 """The runner's prompts, tried in turn until the program's greedy continuation is tokens the
 tokenizer has pieces for (:func:`_runner_continuation`): the first, nearly always."""
 RUNNER_TOKENS = 8
-
-
-def register_llm_kernels() -> None:
-    """Register ExecuTorch's LLM operators (custom SDPA, KV-cache update, quantized embeddings) in
-    this process: the runtime resolves a program's operators when its method is loaded. Also
-    imports the runner, quietly: its tokenizers announce themselves on stderr when loaded."""
-    import ctypes
-
-    from ptebuild.lowering.check import native_stderr_silenced
-
-    with native_stderr_silenced():
-        import executorch.extension.llm.custom_ops.custom_ops
-        import executorch.extension.llm.runner
-        import executorch.kernels.quantized  # noqa: F401
-
-        ctypes.CDLL(None).fflush(None)  # what C's stdio buffered goes out now, silenced
-
-
-@contextlib.contextmanager
-def _fd1_to(target: int) -> Iterator[None]:
-    """File descriptor 1 pointed at ``target`` while the block runs; what C's buffers hold (the
-    runner's and its tokenizer's prints) flushed there before it is pointed back."""
-    import ctypes
-    import sys
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(target, 1)
-    try:
-        yield
-    finally:
-        ctypes.CDLL(None).fflush(None)
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-@contextlib.contextmanager
-def runner_stdout_to_stderr() -> Iterator[None]:
-    """The runner prints what it generates and its stats ("PyTorchObserver {...}") on file
-    descriptor 1, which is a report's channel (``--json``, an executor's pipe): send it to fd 2
-    while it runs (where :func:`~ptebuild.lowering.check.runtime_log` collects it)."""
-    with _fd1_to(2):
-        yield
-
-
-class Printed:
-    """What a runner printed on file descriptor 1 while :func:`runner_stdout_captured` ran."""
-
-    def __init__(self) -> None:
-        self.output = b""
-
-    @property
-    def text(self) -> bytes:
-        """The generated text: what the runner printed before its closing newline and its stats line
-        (``text_llm_runner.cpp``: ``printf("\\n")``, then ``PyTorchObserver {...}``)."""
-        end = self.output.rfind(b"PyTorchObserver {")
-        text = self.output[:end] if end >= 0 else self.output
-        return text[:-1] if text.endswith(b"\n") else text
-
-
-@contextlib.contextmanager
-def runner_stdout_captured() -> Iterator[Printed]:
-    """Collect what the runner prints on file descriptor 1 (the pieces it generates, its stats) into
-    a temporary file, read into the yielded :class:`Printed` when the block ends."""
-    import tempfile
-
-    printed = Printed()
-    with tempfile.TemporaryFile() as file:
-        try:
-            with _fd1_to(file.fileno()):
-                yield printed
-        finally:
-            file.seek(0)
-            printed.output = file.read()
-
-
-def printed(piece: bytes) -> bytes:
-    """What ExecuTorch's runner prints for a piece (``llm::safe_printf``): nothing for a piece of one
-    byte that is neither printable ASCII nor whitespace (a byte-level piece of part of a character,
-    a control code), else the piece up to a NUL byte (``printf("%s")``)."""
-    if len(piece) == 1 and not (0x20 <= piece[0] <= 0x7E or piece[0] in b"\t\n\v\f\r"):
-        return b""
-    return piece.split(b"\0", 1)[0]
-
-
-@dataclass(frozen=True)
-class Shape:
-    """How the program is called (from the model's table): a KV cache, a dynamic sequence."""
-
-    use_kv_cache: bool
-    dynamic: bool
-    max_seq_length: int
-    context_length: int
-
-    @property
-    def positions(self) -> int:
-        """How many tokens one sequence may hold: the KV cache's length, else one call's."""
-        if self.use_kv_cache:
-            return self.context_length
-        return self.max_seq_length - 1 if self.dynamic else self.max_seq_length
-
-
-class _Stepper:
-    """Calls ``forward`` of the program or of the eager model as an LLM runner does."""
-
-    def __init__(self, call: Any, shape: Shape) -> None:
-        self.call, self.shape = call, shape
-        self.tokens: list[int] = []
-
-    def feed(self, tokens: list[int]) -> Any:
-        """Feed ``tokens`` after those fed so far; return the logits of the last one."""
-        import torch
-
-        start = len(self.tokens)
-        self.tokens += tokens
-        if not self.shape.use_kv_cache:
-            ids = self.tokens if self.shape.dynamic else (self.tokens + [0] * self.shape.max_seq_length)[: self.shape.max_seq_length]
-            return self.call(torch.tensor([ids], dtype=torch.long), None)
-        if self.shape.dynamic:
-            return self.call(torch.tensor([tokens], dtype=torch.long), torch.tensor([start], dtype=torch.long))
-        logits = None
-        for offset, token in enumerate(tokens):
-            logits = self.call(torch.tensor([[token]], dtype=torch.long), torch.tensor([start + offset], dtype=torch.long))
-        return logits
-
-
-def _logit_rows(value: Any) -> Any:
-    """The logits of each position a call returned, one row each (float64, on the CPU)."""
-    import torch
-
-    out = value[0] if isinstance(value, (list, tuple)) else value
-    out = out.detach().to("cpu", torch.float64)  # the eager model's on the GPU, beside the program's
-    return out.reshape(-1, out.shape[-1])
-
-
-def _last_logits(value: Any) -> Any:
-    return _logit_rows(value)[-1]
-
-
-def eager_caller(model: Any, mutable_buffers: tuple[str, ...], device: str = "cpu") -> Any:
-    """``call(tokens, input_pos, every=False)`` of the eager model (on ``device``), its mutable
-    buffers zeroed first: the last position's logits, or (``every``) each position's rows. Its
-    quantized embeddings dequantize only the rows looked up (:mod:`.eager_embedding`), its large
-    quantized linear layers a block of rows at a time (:mod:`.eager_linear`): the same values."""
-    import torch
-
-    from ptebuild.models.executorch_llm.eager_embedding import looked_up_rows
-    from ptebuild.models.executorch_llm.eager_linear import rows_in_chunks
-
-    buffers = dict(model.named_buffers())
-    with torch.no_grad():
-        for name in mutable_buffers:
-            if name in buffers:
-                buffers[name].zero_()
-
-    def call(tokens: Any, input_pos: Any, every: bool = False) -> Any:
-        tokens = tokens.to(device)
-        with torch.no_grad(), looked_up_rows(model), rows_in_chunks(model):
-            out = model(tokens) if input_pos is None else model(tokens, {"input_pos": input_pos.to(device)})
-        return _logit_rows(out) if every else _last_logits(out)
-
-    return call
-
-
-PLAIN_KV_CACHES = frozenset({"KVCache", "CustomKVCache"})
-"""Upstream's KV caches that store each position's keys and values as computed (float): a call
-over many tokens attends to what its step-by-step calls would read back. A quantized cache (the
-current call attends to its own keys unquantized), a ring buffer or an attention sink do not."""
-
-
-def takes_whole_sequence(model: Any, shape: Shape, length: int) -> bool:
-    """Whether one eager call over ``length`` tokens from position 0 gives, at every position, the
-    logits its step-by-step calls would: upstream's ``Transformer`` (every position's logits with
-    ``generate_full_logits``), a dynamic sequence ``length`` fits (``max_seq_length - 1``, the
-    program's own bound), no KV-sharing layers (upstream skips them in a call of many tokens) and
-    only :data:`PLAIN_KV_CACHES`."""
-    if not shape.dynamic or length > shape.max_seq_length - 1:
-        return False
-    if not isinstance(getattr(model, "generate_full_logits", None), bool):
-        return False
-    if getattr(model, "num_kv_shared_layers", None):
-        return False
-    caches = {type(module).__name__ for module in model.modules() if "kvcache" in type(module).__name__.lower()}
-    return caches <= PLAIN_KV_CACHES
-
-
-def eager_logits(model: Any, mutable_buffers: tuple[str, ...], shape: Shape, prompt: list[int], fed: list[int],
-                 device: str = "cpu", whole: bool | None = None) -> list[Any]:
-    """The eager model's logits of the prompt's last token and of each token of ``fed`` after it
-    (teacher forcing): ``1 + len(fed)`` rows. One call over the whole sequence where
-    :func:`takes_whole_sequence` (``whole`` overrides), else called as the program is
-    (:class:`_Stepper`). The model's mutable buffers are zeroed first."""
-    import torch
-
-    call = eager_caller(model, mutable_buffers, device)
-    tokens = prompt + fed
-    if whole is None:
-        whole = takes_whole_sequence(model, shape, len(tokens))
-    if whole:
-        saved = model.generate_full_logits
-        model.generate_full_logits = True
-        try:
-            rows = call(torch.tensor([tokens], dtype=torch.long),
-                        torch.tensor([0], dtype=torch.long) if shape.use_kv_cache else None, every=True)
-        finally:
-            model.generate_full_logits = saved
-        return [rows[index] for index in range(len(prompt) - 1, len(tokens))]
-    stepper = _Stepper(call, shape)
-    return [stepper.feed(prompt)] + [stepper.feed([token]) for token in fed]
 
 
 class ProgramCaller:
@@ -296,7 +80,7 @@ class ProgramCaller:
         inputs = [tokens] if input_pos is None else [tokens, input_pos]
         outputs = list(self.execute([t.to(self.device) for t in inputs]))
         self.dtype = str(outputs[0].dtype).removeprefix("torch.")
-        return _last_logits(outputs[0].cpu())
+        return last_logits(outputs[0].cpu())
 
 
 @dataclass(frozen=True)
@@ -357,7 +141,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
 
         execute = load(True)
     ours = ProgramCaller(execute, device)
-    stepper = _Stepper(ours, shape)
+    stepper = Stepper(ours, shape)
     with runtime_log() as log:
         try:
             actual = [stepper.feed(prompt)]
@@ -395,10 +179,10 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
 
         def fresh() -> Callable[[list[int]], Any]:
             assert load is not None
-            return _Stepper(ProgramCaller(load(False), device), shape).feed
+            return Stepper(ProgramCaller(load(False), device), shape).feed
     else:
         def fresh() -> Callable[[list[int]], Any]:
-            return _Stepper(ProgramCaller(execute, device), shape).feed
+            return Stepper(ProgramCaller(execute, device), shape).feed
     runner = _runner_continuation(fresh, tokenizer, shape, _stop_ids(pte, tokenizer))
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
@@ -570,19 +354,12 @@ def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer
             f"step {_shown(expected.continuation)}: its metadata methods or its tokenizer do not fit the runner",
             location=f"programs.{program.name}",
         )
-    return _emitted(stats)
+    return emitted_tokens(stats)
 
 
 def _shown(text: bytes) -> str:
     """Printed bytes in a message: as text, a byte that is not UTF-8 as ``\\xNN``."""
     return repr(text.decode(errors="backslashreplace"))
-
-
-def _emitted(stats: list[Any]) -> int:
-    """How many tokens the runner emitted: the prefill's, then those its stats count as generated."""
-    import json
-
-    return 1 + int(json.loads(stats[0].to_json_string()).get("generated_tokens", 0)) if stats else 0
 
 
 KV_CACHE_BUFFER = re.compile(r"(^|\.)kv_cache\.|(^|\.)[kv]_cache(_scales|_zero_points)?$")
@@ -621,126 +398,3 @@ def _stop_ids(pte: Path, tokenizer: Any) -> set[int]:
     if isinstance(eos, int):
         return {eos}
     return {tokenizer.eos}
-
-
-@dataclass(frozen=True)
-class Generation:
-    """Text generated by ExecuTorch's ``TextLLMRunner`` from a prompt, with its speed."""
-
-    program: str
-    backend: str
-    pte: Path
-    ptd: Path | None
-    tokenizer: Path
-    prompt: str
-    text: str
-    """What the runner printed, as text (bytes that do not make a character shown as U+FFFD)."""
-    prompt_tokens: int
-    generated_tokens: int
-    prefill_seconds: float
-    """A generation of one token (the prompt's encoding, its prefill and the first sampling), the
-    program loaded already (a one-token generation before)."""
-    decode_seconds: float
-    """The whole generation less :attr:`prefill_seconds`: from the first generated token to the last."""
-    runner_stats: dict[str, Any]
-    note: str = ""
-    """Why fewer tokens were asked for than given (the KV cache's room), in words; empty otherwise."""
-
-    @property
-    def prefill_tokens_per_second(self) -> float:
-        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
-
-    @property
-    def decode_tokens_per_second(self) -> float:
-        steps = self.generated_tokens - 1
-        return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "program": self.program, "backend": self.backend, "pte": str(self.pte),
-            "ptd": str(self.ptd) if self.ptd else None, "tokenizer": str(self.tokenizer),
-            "prompt": self.prompt, "text": self.text, "prompt_tokens": self.prompt_tokens,
-            "generated_tokens": self.generated_tokens,
-            "prefill_tokens_per_second": self.prefill_tokens_per_second,
-            "decode_tokens_per_second": self.decode_tokens_per_second,
-            "runner_stats": self.runner_stats, "note": self.note,
-        }
-
-
-def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
-                         out_dir: Path | None) -> Generation:
-    """Generate text from ``prompt`` with the built program through ``TextLLMRunner`` (greedy).
-
-    Raises:
-        LoadError: the program is not built, or its files do not belong together.
-        BuildError: the runner fails (its line says why).
-    """
-    import json
-
-    from ptebuild.lowering.check import runtime_error, runtime_log
-    from ptebuild.models.executorch_llm.programs import data_file_names
-    from ptebuild.runtime import one_data_file
-
-    register_llm_kernels()
-    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
-
-    folder = out_dir if out_dir is not None else plan.out_dir()
-    pte = folder / program.pte_name
-    ptds = [folder / name for name in data_file_names(program)]
-    tokenizer = folder / program.extra_outputs[0]
-    for path in (pte, *ptds, tokenizer):
-        if not path.is_file():
-            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
-            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
-    ptd = ptds[0] if ptds else None
-    stats: list[Any] = []
-    asked, max_new_tokens, note = max_new_tokens, _room(pte, tokenizer, prompt, max_new_tokens), ""
-    if max_new_tokens < asked:
-        note = (f"{asked} new tokens do not fit the KV cache after this prompt (ExecuTorch 1.5.1's runner would run "
-                f"past it and fail): generating {max_new_tokens}")
-
-    def greedy(tokens: int) -> GenerationConfig:
-        return GenerationConfig(echo=False, max_new_tokens=tokens, temperature=0.0)
-
-    # one_data_file refuses a .ptd that is not the program's before anything runs.
-    with one_data_file(pte, ptds) as data, runtime_log() as log:
-        try:
-            runner = TextLLMRunner(str(pte), str(tokenizer), str(data) if data else None)
-            with runner_stdout_to_stderr():
-                # A first token loads the program and its delegates (the runner loads on first
-                # use); a second, timed, is the prefill (the prompt's encoding, its prefill and
-                # the first sampling), which the timed generation repeats before it decodes.
-                runner.generate(prompt, greedy(1))
-                runner.reset()
-                started = time.perf_counter()
-                runner.generate(prompt, greedy(1))
-                prefill_seconds = time.perf_counter() - started
-                runner.reset()
-            with runner_stdout_captured() as out:
-                started = time.perf_counter()
-                runner.generate(prompt, greedy(max_new_tokens), None, stats.append)
-                seconds = time.perf_counter() - started
-        except Exception as exc:
-            raise runtime_error("in ExecuTorch's TextLLMRunner", exc, log, program.name) from exc
-    runner_stats = json.loads(stats[0].to_json_string()) if stats else {}
-    return Generation(
-        program=program.name, backend=program.backend, pte=pte, ptd=ptd, tokenizer=tokenizer, prompt=prompt,
-        text=out.text.decode(errors="replace"), prompt_tokens=int(runner_stats.get("prompt_tokens", 0)),
-        generated_tokens=_emitted(stats), prefill_seconds=prefill_seconds,
-        decode_seconds=max(0.0, seconds - prefill_seconds), runner_stats=runner_stats, note=note,
-    )
-
-
-def _room(pte: Path, tokenizer: Path, prompt: str, wanted: int) -> int:
-    """How many of ``wanted`` new tokens the runner can generate after ``prompt``: its KV cache
-    (``get_max_context_len``) holds the prompt and every generated token but the last. ExecuTorch
-    1.5.1's runner does not bound it so ("Max new tokens resolved: 25, given pos_ 9, ...
-    max_context_len 32"), and its call past the cache fails in a kernel ("arg 0 with type id 1")."""
-    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
-    from ptebuild.runtime.llm_facts import metadata_values
-
-    context = metadata_values(pte).get("get_max_context_len")
-    if not isinstance(context, int):
-        return wanted
-    prompt_tokens = len(load_tokenizer(tokenizer, str(pte), "tokenizer").encode(prompt))
-    return max(1, min(wanted, context - prompt_tokens + 1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ptebuild.insight.delegation import percent
 from ptebuild.runtime.declared import DeclaredInput, DeclaredProgram
 from ptebuild.runtime.inspection import MethodInfo, PtdInspection, PteInspection, ValueSpec
 from ptebuild.sizes import format_size
@@ -49,7 +50,7 @@ def _methods(result: PteInspection, declared: DeclaredProgram | None) -> list[st
         outputs = ", ".join(_bounded(s) for s in method.outputs) or "nothing"
         lines.append(f"  {method.name}({_signature(method, names)}) -> {outputs}")
         notes = [f"{dim} {low}..{high}" for dim, (low, high) in (declared.dims.get(method.name, {}) if declared else {}).items()]
-        notes.append(_delegation(method))
+        notes.append(_delegation(method, _fraction(result, method.name)))
         lines.append(f"    {'; '.join(notes)}")
         if method.mutable_buffers:  # a KV cache
             lines.append(f"    mutable buffers: {len(method.mutable_buffers)} (kept between calls)")
@@ -76,12 +77,24 @@ def _bounded(spec: ValueSpec) -> str:
     return f"{spec.dtype}[{sizes}]"
 
 
-def _delegation(method: MethodInfo) -> str:
+def _fraction(result: PteInspection, method: str) -> float | None:
+    """The method's delegated fraction of its operators as its build counted it (the build
+    table's ``delegated``: :mod:`ptebuild.insight.delegation`), None where no record says."""
+    insight = result.insight
+    if insight is None or not insight.recorded or insight.insight.delegation is None:
+        return None
+    return next((d.fraction for d in insight.insight.delegation.methods if d.method == method), None)
+
+
+def _delegation(method: MethodInfo, fraction: float | None = None) -> str:
+    """Delegation said as the build's table says it (the fraction of the method's operators its
+    delegates took, where a build record counted them), then the calls the file holds."""
     calls = method.delegate_calls + method.kernel_calls
     if not method.delegates:
         return f"no delegate: {calls} operator calls on the runtime's kernels"
     backends = ", ".join(sorted({d.backend for d in method.delegates}))
-    return f"delegated: {method.delegate_calls} of {calls} calls ({backends})"
+    share = f"{percent(fraction)} of its operators, in " if fraction is not None else ""
+    return f"delegated: {share}{method.delegate_calls} of {calls} calls ({backends})"
 
 
 def _sizes(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:

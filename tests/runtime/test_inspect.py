@@ -117,11 +117,13 @@ def test_the_default_is_a_summary_with_named_inputs_and_dims_as_ranges(out, run,
     assert code == 0 and len(lines) <= 10
     assert lines[0] == (f"{out / 'tiny_xnnpack.pte'}: ExecuTorch program, {format_size((out / 'tiny_xnnpack.pte').stat().st_size)}, 2 methods, "
                         "program tiny_xnnpack (per ptebuild.json)")
+    record = json.loads((out / "ptebuild.json").read_text())["targets"]["tiny_xnnpack"]["insight"]["delegation"]
+    fractions = {m: f"{100 * d['fraction']:.1f}%" for m, d in record["methods"].items()}  # the build table's figure
     assert lines[1:5] == [
         "  forward(x: float32[batch, 6]) -> float32 up to [4, 3]",
-        "    batch 1..4; delegated: 1 of 1 calls (XnnpackBackend)",
+        f"    batch 1..4; delegated: {fractions['forward']} of its operators, in 1 of 1 calls (XnnpackBackend)",
         "  score(x: float32[batch, 6], tokens: int64[batch], mask: bool[batch]) -> float32 up to [4, 3]",
-        "    batch 1..4; delegated: 1 of 5 calls (XnnpackBackend)",
+        f"    batch 1..4; delegated: {fractions['score']} of its operators, in 1 of 5 calls (XnnpackBackend)",
     ]
     rest = lines[5:]  # the figures: operators left to kernels (score's), size, planned memory, weights
     assert [line.split(":")[0] for line in rest[:-1]] == ["left to kernels in score", "size", "planned memory", "weights"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Mapping
-from typing import NoReturn
+
+TYPE_CHECKING = False  # typing and signal are not imported at run time: a no-op build imports this module
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 WORKER_HASH_SEED = "0"
 """The ``PYTHONHASHSEED`` of every interpreter that lowers programs, unless the environment sets
@@ -51,6 +53,8 @@ def describe_exit(code: int | None) -> str:
     if code is None:
         return "the worker vanished"
     if code < 0:
+        import signal
+
         try:
             name = signal.Signals(-code).name
         except ValueError:
@@ -94,6 +98,7 @@ def die_with_parent(parent: int | None = None) -> None:
 
     if sys.platform.startswith("linux"):
         import ctypes
+        import signal
 
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))

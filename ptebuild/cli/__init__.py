@@ -8,21 +8,18 @@ imports torch or executorch).
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from ptebuild.errors import PtebuildError
 
 TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:
-    from typing import NoReturn
+    import argparse
+    from typing import Any
 
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
-    """What each subcommand module's ``register`` adds its parser to."""
 
 # Subcommand name -> module under ptebuild.cli that registers it.
 SUBCOMMANDS = {
@@ -43,21 +40,11 @@ SUBCOMMANDS = {
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so that main() owns the exit code."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageExit(f"{self.prog}: {message}")
-
-
-class UsageExit(Exception):
-    pass
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``command``, only that subcommand is registered (its module alone is
     imported, which keeps a no-op ``ptebuild build`` fast)."""
     from ptebuild._version import __version__
+    from ptebuild.cli.parser import Parser
 
     parser = Parser(
         prog="ptebuild",
@@ -65,7 +52,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ptebuild {__version__}")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=type(parser))
     subparsers.required = True
     names = [command] if command in SUBCOMMANDS else list(SUBCOMMANDS)
     for name in names:
@@ -79,10 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        command = next((a for a in argv if not a.startswith("-")), None)
-        parser = build_parser(command)
-        args = parser.parse_args(argv)
-    except (UsageExit, PtebuildError) as exc:  # PtebuildError: from an argparse type= function
+        args = _quick_build_args(argv)
+        if args is None:
+            command = next((a for a in argv if not a.startswith("-")), None)
+            parser = build_parser(command)
+            args = parser.parse_args(argv)
+    except PtebuildError as exc:  # a usage error (ptebuild.cli.parser.UsageExit), or from an argparse type= function
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version
@@ -91,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except PtebuildError as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -106,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         else:
             print(
@@ -113,6 +106,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return EXIT_FAILED
+
+
+def _quick_build_args(argv: list[str]) -> Any:
+    """``ptebuild build``'s everyday command lines, read without building argparse's parser
+    (:mod:`ptebuild.cli.build_quick`); None for any other."""
+    from ptebuild.cli import build_quick
+
+    values = build_quick.parse(argv)
+    if values is None:
+        return None
+    from types import SimpleNamespace  # argparse's Namespace without argparse: the handlers read attributes
+
+    from ptebuild.cli.build import build_command
+
+    return SimpleNamespace(**values, handler=build_command)
 
 
 def entrypoint() -> None:

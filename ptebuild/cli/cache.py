@@ -18,14 +18,14 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
     from ptebuild.store import Store
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import Parser
+    from ptebuild.cli.parser import Parser
 
     parser = subparsers.add_parser(
         "cache", help="show, shrink or check the build cache",

@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
 
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
 
 
 def register(subparsers: Subparsers) -> None:

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
 
 
 def register(subparsers: Subparsers) -> None:

@@ -12,7 +12,7 @@ from ptebuild.errors import UsageError
 
 TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
     from ptebuild.shims.model import ShimList
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -20,7 +20,7 @@ LAYOUTS = ("gnu", "coff")
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import Parser
+    from ptebuild.cli.parser import Parser
 
     parser = subparsers.add_parser(
         "shims", help="build, read, merge and check the shim DLL's import library (.lib)",
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     a merge never waits for (or breaks on) the rest of ptebuild. Errors map to exit codes as in
     :func:`ptebuild.cli.main`: 2 for bad input, 1 for a failed check or conflict.
     """
-    from ptebuild.cli import EXIT_USAGE, Parser, UsageExit
+    from ptebuild.cli import EXIT_USAGE
+    from ptebuild.cli.parser import Parser, UsageExit
     from ptebuild.errors import PtebuildError
 
     parser = Parser(prog="ptebuild")

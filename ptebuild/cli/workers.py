@@ -18,13 +18,13 @@ TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
 
 EXIT_OK = 0
 
 
 def register(subparsers: Subparsers) -> None:
-    from ptebuild.cli import Parser
+    from ptebuild.cli.parser import Parser
 
     parser = subparsers.add_parser(
         "workers", help="show or stop the warm worker servers",

@@ -29,7 +29,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ptebuild.distributions import (
     dist_dirs,
@@ -40,7 +42,32 @@ from ptebuild.distributions import (
     stdlib_dirs,
     top_level_names,
 )
-from ptebuild.results import Dependencies
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """What a lowering was found to use, beyond the static inputs of its key.
+
+    ``sources``: source file name (relative to the ``sys.path`` entry it was imported from, or
+    to the manifest's folder, ``/``-separated) -> SHA-256. ``dists``: installed distribution
+    (normalised name) -> version.
+    """
+
+    sources: tuple[tuple[str, str], ...] = ()
+    dists: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {"sources": dict(self.sources), "dists": dict(self.dists)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Dependencies:
+        data = data or {}
+        sources = data.get("sources") or {}
+        dists = data.get("dists") or {}
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in {**sources, **dists}.items()):
+            raise TypeError("dependencies must map names to strings")
+        return cls(tuple(sorted(sources.items())), tuple(sorted(dists.items())))
+
 
 DigestFile = Callable[[Path], tuple[str, int]]
 

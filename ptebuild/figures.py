@@ -21,9 +21,15 @@ As JSON (in action results, ``build --json``'s ``check`` lists, the daemon's mes
      "worst_excess": 0.06, "magnitude": 0.15, "data": "random", "samples": 0, "top1": null,
      "verdict": "passed", "reason": ""}
 
-Entries written before these fields existed (``method``, ``sizes``, ``output``,
-``max_abs_error``, ``cosine`` only) read as passed figures of unknown dtype. Nothing here
-imports torch.
+A language model's generation check writes one entry per stage (:class:`GenerationFigures`),
+the same fields and ``"stage": "prefill" | "decode"``, with the decode's ``tokens``,
+``tokens_agreed``, ``tokens_exact``, ``min_token_agreement``, and ``runner_tokens`` where ExecuTorch's
+runner generated after it; a check without numbers (a delegate's structure, a Windows DLL's
+imports) writes its facts (:class:`StructuralFigures`: ``method`` and whatever it found). Entries
+are read back as their own type (:func:`read_figures`), their JSON generated from their fields
+(:mod:`ptebuild.jsonable`). Entries written before these fields existed (``method``, ``sizes``,
+``output``, ``max_abs_error``, ``cosine`` only) read as passed figures of unknown dtype. Nothing
+here imports torch.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ptebuild.jsonable import Jsonable
 
 
 class Verdict(str, enum.Enum):
@@ -47,11 +55,25 @@ _RANK = {Verdict.PASSED: 0, Verdict.PROVES_NOTHING: 1, Verdict.FAILED: 2}
 
 
 @dataclass(frozen=True)
-class OutputFigures:
+class CheckFigures(Jsonable):
+    """One entry of a check's figures, about one method: :class:`OutputFigures` (a numeric check),
+    :class:`GenerationFigures` (a generation check's stage) or :class:`StructuralFigures` (a check
+    without numbers), told apart in JSON by their keys."""
+
+    method: str
+
+    @classmethod
+    def json_variant(cls, data: Mapping[str, Any]) -> type[CheckFigures]:
+        if "max_abs_error" not in data:
+            return StructuralFigures
+        return GenerationFigures if "stage" in data else OutputFigures
+
+
+@dataclass(frozen=True)
+class OutputFigures(CheckFigures):
     """One output of one method, compared with eager PyTorch on one size's generated inputs or on
     the method's samples."""
 
-    method: str
     sizes: dict[str, int]
     """The dynamic dims' sizes of the generated inputs (``{}`` for samples and static methods)."""
     output: int
@@ -76,52 +98,61 @@ class OutputFigures:
     reason: str = ""
     """Why the output proves nothing (or failed), in words."""
 
+
+@dataclass(frozen=True)
+class GenerationFigures(OutputFigures):
+    """A language model's generation check, one stage of it: the prefill of a seeded prompt
+    (``sizes = {"prompt_tokens": N}``) or the greedy decode steps that follow it
+    (``{"decode_steps": N}``), each stage's logits compared with eager PyTorch's as any output is."""
+
+    stage: str = "prefill"
+    """``prefill`` or ``decode``."""
+    tokens: int = 0
+    """Decode: the steps taken (each one token)."""
+    tokens_agreed: int = 0
+    """Decode: the steps whose token is eager PyTorch's, or within the tolerance of its best."""
+    tokens_exact: int = 0
+    """Decode: the steps whose token is exactly eager PyTorch's argmax."""
+    min_token_agreement: float | None = None
+    """Decode: the share of steps that must agree."""
+    prompt_seed: int = 0
+    runner_tokens: int | None = None
+    """The last method's decode: the tokens ExecuTorch's runner generated from the runner's prompt."""
+    runner_note: str = ""
+    """Why the runner was asked for fewer tokens than usual, in words; empty otherwise."""
+
+
+@dataclass(frozen=True)
+class StructuralFigures(CheckFigures):
+    """What a check without numbers found in one method (a delegate's payload checked against the
+    plan: :mod:`ptebuild.lowering.structure`; a Windows program's DLL imports): its facts, as the
+    check wrote them; ``method`` names the method."""
+
+    facts: dict[str, Any] = field(default_factory=dict)
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "sizes": dict(self.sizes),
-            "output": self.output,
-            "max_abs_error": self.max_abs_error,
-            "cosine": self.cosine,
-            "dtype": self.dtype,
-            "atol": self.atol,
-            "rtol": self.rtol,
-            "min_cosine": self.min_cosine,
-            "worst_excess": self.worst_excess,
-            "magnitude": self.magnitude,
-            "data": self.data,
-            "samples": self.samples,
-            "top1": self.top1,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-        }
+        return {"method": self.method, **self.facts}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> OutputFigures:
-        """Figures as :meth:`to_json` wrote them, or as older builds did (five fields)."""
-        try:
-            verdict = Verdict(data.get("verdict") or Verdict.PASSED.value)
-        except ValueError:
-            verdict = Verdict.FAILED
-        top1 = data.get("top1")
-        return cls(
-            method=str(data.get("method", "")),
-            sizes={str(k): int(v) for k, v in (data.get("sizes") or {}).items()},
-            output=int(data.get("output", 0)),
-            max_abs_error=float(data.get("max_abs_error", 0.0)),
-            cosine=float(data.get("cosine", 1.0)),
-            dtype=str(data.get("dtype") or ""),
-            atol=float(data.get("atol") or 0.0),
-            rtol=float(data.get("rtol") or 0.0),
-            min_cosine=float(data.get("min_cosine", -1.0) if data.get("min_cosine") is not None else -1.0),
-            worst_excess=float(data.get("worst_excess") or 0.0),
-            magnitude=float(data.get("magnitude") or 0.0),
-            data=str(data.get("data") or "random"),
-            samples=int(data.get("samples") or 0),
-            top1=None if top1 is None else float(top1),
-            verdict=verdict,
-            reason=str(data.get("reason") or ""),
-        )
+    def from_json(cls, data: Mapping[str, Any]) -> StructuralFigures:
+        return cls(str(data.get("method", "")), {k: v for k, v in data.items() if k != "method"})
+
+
+Figures = CheckFigures
+"""One entry of a check's figures: numbers (a numeric or generation check) or facts (a structural one)."""
+
+
+def read_figures(data: Mapping[str, Any]) -> CheckFigures:
+    """One entry of a check's figures as any build wrote it (older ones included)."""
+    return CheckFigures.from_json(data)
+
+
+def as_figures(found: Any) -> CheckFigures:
+    """A check's figure as a backend's check returns it (an :class:`OutputFigures`, or a value of
+    its own with ``to_json``: a structural check's), typed."""
+    if isinstance(found, CheckFigures):
+        return found
+    return StructuralFigures.from_json(found.to_json())
 
 
 def is_numeric(entry: Mapping[str, Any]) -> bool:
@@ -149,11 +180,13 @@ class CheckSummary:
     cosine: float = 1.0
     top1: float | None = None
     """The lowest top-1 agreement of class scores on samples, if any was measured."""
+    generation: tuple[MethodGeneration, ...] = ()
+    """A generation check's tokens, per method it checked (a language model's)."""
 
     @classmethod
-    def of(cls, entries: Iterable[Mapping[str, Any]]) -> CheckSummary | None:
-        """The summary of a check's figures (JSON entries); None when none are error figures."""
-        figures = [OutputFigures.from_json(e) for e in entries if is_numeric(e)]
+    def of(cls, entries: Iterable[Figures]) -> CheckSummary | None:
+        """The summary of a check's figures; None when none are error figures."""
+        figures = [e for e in entries if isinstance(e, OutputFigures)]
         if not figures:
             return None
         by_output: dict[tuple[str, int], list[OutputFigures]] = {}
@@ -184,6 +217,7 @@ class CheckSummary:
             max_abs_error=max(f.max_abs_error for f in figures),
             cosine=min(f.cosine for f in figures),
             top1=min(top1) if top1 else None,
+            generation=MethodGeneration.of(f for f in figures if isinstance(f, GenerationFigures)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -200,6 +234,8 @@ class CheckSummary:
             data["way_out"] = WAY_OUT
         if self.top1 is not None:
             data["top1"] = self.top1
+        if self.generation:
+            data["generation"] = [g.to_json() for g in self.generation]
         return data
 
     def data_words(self) -> str:
@@ -213,6 +249,27 @@ class CheckSummary:
         from ptebuild.tolerances import Tolerance
 
         return "; ".join(f"{dtype}: {Tolerance(t['atol'], t['rtol'], t['min_cosine'])}" for dtype, t in self.tolerances.items())
+
+
+@dataclass(frozen=True)
+class MethodGeneration(Jsonable):
+    """One method's generation check in figures a table shows: ``prompt 8 + 16 steps, tokens 16/16``."""
+
+    method: str
+    prompt_tokens: int
+    steps: int
+    tokens_agreed: int
+
+    @classmethod
+    def of(cls, figures: Iterable[GenerationFigures]) -> tuple[MethodGeneration, ...]:
+        prompts: dict[str, int] = {}
+        found = []
+        for f in figures:
+            if f.stage == "prefill":
+                prompts[f.method] = prompts.get(f.method, 0) + f.sizes.get("prompt_tokens", 0)
+            elif f.stage == "decode":
+                found.append(f)
+        return tuple(cls(f.method, prompts.get(f.method, 0), f.tokens, f.tokens_agreed) for f in found)
 
 
 WAY_OUT = ("give the model its real weights (models.M.weights), or real inputs (models.M.methods.F.samples) "

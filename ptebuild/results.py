@@ -2,8 +2,10 @@
 
 These are frozen dataclasses with ``to_json``/``from_json`` (plain, JSON-able dicts), so that the
 same value travels between a worker and the builder, a local and a remote cache tier, and into
-the build record, without dicts of strings in between. Nothing here imports torch, executorch or
-pydantic.
+the build record, without dicts of strings in between: check figures
+(:mod:`ptebuild.figures`), the program's insight (:mod:`ptebuild.insight.program`), stage spans
+and budget breaches are typed values here, written to JSON by their own classes. Nothing here
+imports torch, executorch or pydantic.
 
 An action result as a JSON document (what a cache tier stores under the action key)::
 
@@ -31,10 +33,18 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ptebuild.deps import Dependencies
+from ptebuild.figures import CheckFigures, CheckSummary, read_figures
+from ptebuild.insight.budget import BudgetBreach
+from ptebuild.insight.program import ProgramInsight
+from ptebuild.insight.stages import StageSpan, spans_from_json
+
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ptebuild.figures import CheckSummary
+    from ptebuild.insight.delegation import Delegation
+    from ptebuild.insight.memory import MethodMemory
+    from ptebuild.insight.sizes import SizeSplit
 
 ACTION_FORMAT = "ptebuild-action"
 ACTION_VERSION = 2
@@ -112,31 +122,6 @@ class OutputFile:
 
 
 @dataclass(frozen=True)
-class Dependencies:
-    """What a lowering was found to use, beyond the static inputs of its key.
-
-    ``sources``: source file name (relative to the ``sys.path`` entry it was imported from, or
-    to the manifest's folder, ``/``-separated) -> SHA-256. ``dists``: installed distribution
-    (normalised name) -> version.
-    """
-
-    sources: tuple[tuple[str, str], ...] = ()
-    dists: tuple[tuple[str, str], ...] = ()
-
-    def to_json(self) -> dict[str, dict[str, str]]:
-        return {"sources": dict(self.sources), "dists": dict(self.dists)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> Dependencies:
-        data = data or {}
-        sources = data.get("sources") or {}
-        dists = data.get("dists") or {}
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in {**sources, **dists}.items()):
-            raise TypeError("dependencies must map names to strings")
-        return cls(tuple(sorted(sources.items())), tuple(sorted(dists.items())))
-
-
-@dataclass(frozen=True)
 class ActionResult:
     """What one action (a program's lowering, a shim library's writing) produced: by content."""
 
@@ -149,16 +134,16 @@ class ActionResult:
     """The breakdown the key was computed from (for --explain, the lockfile and provenance)."""
     deps: Dependencies = field(default_factory=Dependencies)
     backend: str | None = None
-    figures: tuple[dict[str, Any], ...] = ()
+    figures: tuple[CheckFigures, ...] = ()
     check: str = ""
     """Which check the program passed (``executorch-runtime``, ``aoti-runner-cuda``...); empty: none."""
     delegates: dict[str, int] = field(default_factory=dict)
     lower_seconds: float = 0.0
     built_on: str = ""
-    insight: dict[str, Any] | None = None
-    """The worker's half of the program's figures (``ProgramInsight.to_json()``), None if unknown."""
-    stages: tuple[dict[str, Any], ...] = ()
-    """The worker's stage spans (``StageSpan.to_json()``), relative to its task's start."""
+    insight: ProgramInsight | None = None
+    """The worker's half of the program's figures, None if unknown."""
+    stages: tuple[StageSpan, ...] = ()
+    """The worker's stage spans, relative to its task's start."""
 
     @property
     def digests(self) -> list[str]:
@@ -178,13 +163,13 @@ class ActionResult:
             "outputs": [o.to_json() for o in self.outputs],
             "inputs": dict(self.inputs),
             "deps": self.deps.to_json(),
-            "figures": list(self.figures),
+            "figures": [f.to_json() for f in self.figures],
             "check": self.check,
             "delegates": dict(self.delegates),
             "lower_seconds": round(self.lower_seconds, 3),
             "built_on": self.built_on,
-            **({"insight": self.insight} if self.insight is not None else {}),
-            **({"stages": list(self.stages)} if self.stages else {}),
+            **({"insight": self.insight.to_json()} if self.insight is not None else {}),
+            **({"stages": [s.to_json() for s in self.stages]} if self.stages else {}),
         }
 
     @classmethod
@@ -206,13 +191,13 @@ class ActionResult:
             inputs={str(k): str(v) for k, v in inputs.items()},
             deps=Dependencies.from_json(data.get("deps")),
             backend=data.get("backend"),
-            figures=tuple(data.get("figures") or ()),
+            figures=tuple(read_figures(f) for f in data.get("figures") or ()),
             check=str(data.get("check") or ""),
             delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
             lower_seconds=float(data.get("lower_seconds") or 0.0),
             built_on=str(data.get("built_on") or ""),
-            insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
-            stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)) if isinstance(data.get("stages"), list) else (),
+            insight=ProgramInsight.from_json(data["insight"]) if isinstance(data.get("insight"), dict) else None,
+            stages=spans_from_json(data.get("stages")),
         )
 
 
@@ -231,9 +216,10 @@ class TargetResult:
     status: Status = Status.PENDING
     seconds: float = 0.0
     outputs: tuple[OutputFile, ...] = ()
-    figures: tuple[dict[str, Any], ...] = ()
+    figures: tuple[CheckFigures, ...] = ()
     check: str = ""
     methods: tuple[dict[str, Any], ...] = ()
+    """Each method as the manifest declares it (:func:`ptebuild.builder.program_target.method_specs`)."""
     message: str = ""
     explain: list[str] = field(default_factory=list)
     failure: FailureKind = FailureKind.BUILD
@@ -244,12 +230,15 @@ class TargetResult:
     """Which machine built it (executors that run elsewhere)."""
     rebuild: str = ""
     """``--reproduce``: ``"same"`` or ``"differs"`` after lowering again; empty when not checked."""
-    insight: dict[str, Any] | None = None
-    """The program's figures (``ProgramInsight.to_json()``: delegation, size, memory), None if unknown."""
-    budget: tuple[dict[str, str], ...] = ()
-    """Each budget limit it breaks: ``{"limit": "programs.X.budget.max_pte", "message": ...}``."""
+    insight: ProgramInsight | None = None
+    """The program's figures (delegation, size, memory), None if unknown."""
+    budget: tuple[BudgetBreach, ...] = ()
+    """Each budget limit it breaks."""
     cache_hit: bool = False
     """Its result came from a cache: nothing was lowered for it in this build."""
+    renames: tuple[tuple[str, str, str], ...] = ()
+    """A failure of a manifest written for a release that passed inputs by position: ``(key, old
+    name, new name)`` of each input to rename (``--json``'s ``renames``); said once per manifest."""
     brought_along: str = ""
     """Why a target that the request did not name was built too (``only=``): it shares a weights
     file with one it named, and a shared ``.ptd`` is built whole. Empty: it was asked for."""
@@ -258,24 +247,22 @@ class TargetResult:
     def checked(self) -> CheckSummary | None:
         """What the check held the outputs to and measured (tolerances by dtype, the data, the
         worst figures, the verdict): ``--json``'s ``checked``; None when it compared no numbers."""
-        from ptebuild.figures import CheckSummary
-
         return CheckSummary.of(self.figures)
 
     @property
-    def delegation(self) -> Any:
+    def delegation(self) -> Delegation | None:
         """``insight``'s delegation (``--json``'s ``delegation``); None when unknown."""
-        return (self.insight or {}).get("delegation")
+        return self.insight.delegation if self.insight is not None else None
 
     @property
-    def size(self) -> Any:
-        """``insight``'s size (``--json``'s ``size``); None when unknown."""
-        return (self.insight or {}).get("size")
+    def size(self) -> SizeSplit | None:
+        """``insight``'s size split (``--json``'s ``size``); None when unknown."""
+        return self.insight.size if self.insight is not None else None
 
     @property
-    def memory(self) -> Any:
-        """``insight``'s memory (``--json``'s ``memory``); None when unknown."""
-        return (self.insight or {}).get("memory")
+    def memory(self) -> tuple[MethodMemory, ...]:
+        """``insight``'s memory per method (``--json``'s ``memory``)."""
+        return self.insight.memory if self.insight is not None else ()
 
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
@@ -297,7 +284,7 @@ class TargetResult:
                 {"path": str(_join(self.out_dir, o.name)), "sha256": o.sha256, "bytes": o.size}
                 for o in self.outputs
             ],
-            "figures": list(self.figures),
+            "figures": [f.to_json() for f in self.figures],
             "check": self.check,
             "key": self.key,
         }
@@ -316,11 +303,12 @@ class TargetResult:
             data["message"] = self.message
         if self.explain:
             data["explain"] = list(self.explain)
+        if self.renames:
+            data["renames"] = [list(r) for r in self.renames]
         if self.insight is not None:
-            for part in ("delegation", "size", "memory"):
-                data[part] = self.insight.get(part)
+            data.update(self.insight.to_json())  # "delegation", "size", "memory"
         if self.budget:
-            data["budget"] = [dict(b) for b in self.budget]
+            data["budget"] = [b.to_json() for b in self.budget]
         return data
 
     @classmethod
@@ -338,7 +326,7 @@ class TargetResult:
             status=Status(data["status"]),
             seconds=float(data.get("seconds") or 0.0),
             outputs=outputs,
-            figures=tuple(data.get("figures") or ()),
+            figures=tuple(read_figures(f) for f in data.get("figures") or ()),
             check=str(data.get("check") or ""),
             methods=tuple(data.get("methods") or ()),
             message=str(data.get("message") or ""),
@@ -348,8 +336,9 @@ class TargetResult:
             node=str(data.get("node") or ""),
             rebuild=str(data.get("rebuild") or ""),
             brought_along=str(data.get("brought_along") or ""),
-            insight={part: data.get(part) for part in ("delegation", "size", "memory")} if "size" in data else None,
-            budget=tuple(dict(b) for b in data.get("budget") or ()),
+            renames=tuple((str(a), str(b), str(c)) for a, b, c in data.get("renames") or ()),
+            insight=ProgramInsight.from_json({part: data.get(part) for part in ("delegation", "size", "memory")}) if "size" in data else None,
+            budget=tuple(BudgetBreach.from_json(b) for b in data.get("budget") or ()),
         )
 
 

@@ -18,9 +18,8 @@ import pytest
 from helpers import ptebuild
 from project_copy import copy_project
 
-from ptebuild.deps import DependencyCheck, discover, installed_versions, normalize
+from ptebuild.deps import Dependencies, DependencyCheck, discover, installed_versions, normalize
 from ptebuild.hashing import hash_file
-from ptebuild.results import Dependencies
 
 
 def build(manifest: Path, cache: Path, env: dict | None = None) -> dict:

@@ -29,18 +29,18 @@ def judge_budgets(context: BuildContext) -> None:
         entry = context.folder.entries.get(program.name)
         if result is None or entry is None or result.status not in (Status.BUILT, Status.CACHED):
             continue
-        result.insight = entry.insight
-        if program.budget is None:
-            continue
         try:
             figures = ProgramInsight.from_json(entry.insight)
         except (KeyError, TypeError, ValueError):
             figures = ProgramInsight()
+        result.insight = figures if entry.insight is not None else None
+        if program.budget is None:
+            continue
         overruns = judge(figures, program.budget, program.pte_name)
         if not overruns:
             continue
         result.status = Status.OVER_BUDGET
-        result.budget = tuple({"limit": o.limit.location, "message": o.message} for o in overruns)
+        result.budget = tuple(o.breach for o in overruns)
         first = overruns[0]
         more = f" (and {len(overruns) - 1} more: {', '.join(o.limit.name for o in overruns[1:])})" if len(overruns) > 1 else ""
         result.message = context.located(program.name, first.message + more, location=first.limit.location)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ptebuild import own_code
 from ptebuild.builder.runtime_support import Memo
@@ -74,15 +73,12 @@ class InsightReader:
             self.memo.memo_put(key, {"size": split.to_json(), "planned": {m: list(b) for m, b in planned.items()}})
         return split, planned
 
-    def of(self, worker: Mapping[str, Any] | None, outputs: tuple[OutputFile, ...],
+    def of(self, worker: ProgramInsight | None, outputs: tuple[OutputFile, ...],
                 sharing: Mapping[str, tuple[str, ...]] | None = None) -> ProgramInsight:
-        """The program's whole figures: the worker's half (``ActionResult.insight``; None or
-        unreadable: none) with the files' half of ``outputs`` as published. ``sharing``: a
-        ``.ptd`` name -> the other programs that load it."""
-        try:
-            base = ProgramInsight.from_json(worker)
-        except (KeyError, TypeError, ValueError):
-            base = ProgramInsight()
+        """The program's whole figures: the worker's half (``ActionResult.insight``; None: none)
+        with the files' half of ``outputs`` as published. ``sharing``: a ``.ptd`` name -> the
+        other programs that load it."""
+        base = worker or ProgramInsight()
         pte = next((o for o in outputs if o.name.endswith(".pte")), None)
         found = self.file_part(pte) if pte is not None else None
         if found is None:

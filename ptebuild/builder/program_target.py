@@ -119,11 +119,11 @@ class ProgramTarget(Target):
         """How long ``stage`` (a :class:`~ptebuild.insight.stages.Stage` value) took in the last
         build of the program that the cache remembers (its action result's stage spans), None if
         unknown: what a progress line compares the stage's time with."""
-        from ptebuild.insight.stages import Stage, expected_seconds, spans_from_json
+        from ptebuild.insight.stages import Stage, expected_seconds
 
         if self._last_stages is None:
             last = self.context.last(self.name)
-            self._last_stages = spans_from_json(last.stages) if last is not None else ()
+            self._last_stages = last.stages if last is not None else ()
         try:
             return expected_seconds(self._last_stages, Stage(stage))
         except ValueError:
@@ -181,7 +181,7 @@ class ProgramTarget(Target):
         """Take its task's outcome; whether the build goes on (:data:`.schedule.AGAIN`: run the
         task once more)."""
         from ptebuild.builder.schedule import AGAIN
-        from ptebuild.insight.stages import Stage, spans_from_json
+        from ptebuild.insight.stages import Stage
         from ptebuild.worker.tasks import EventKind, TaskFailure
 
         timings = self.context.timings
@@ -189,7 +189,7 @@ class ProgramTarget(Target):
         if event.kind is not EventKind.DONE or event.result is None or event.result.action is not None:
             self.publisher.discard(self.name)  # copied ahead, and not its result's to publish
         if event.kind is EventKind.DONE and event.result is not None:
-            timings.task(self.name, self.submitted_at, done_at, spans_from_json(event.result.stages))
+            timings.task(self.name, self.submitted_at, done_at, event.result.stages)
             for text in event.result.warnings:
                 self.context.report(self.name, "warning", text)
             if event.result.action is None:
@@ -212,7 +212,8 @@ class ProgramTarget(Target):
         self.publisher.discard(self.name)  # copied ahead and not published (its outputs were refused)
         self.result.seconds = time.monotonic() - self.started
         self.context.report(self.name, "done", str(self.result.status))
-        return self.result.status is not Status.FAILED or self.context.options.keep_going
+        # A manifest of a release that passed inputs by position: the build goes on, to name every rename at once.
+        return self.result.status is not Status.FAILED or self.context.options.keep_going or bool(self.result.renames)
 
     def fail(self, failure: TaskFailure) -> None:
         from ptebuild.builder import failure_logs
@@ -221,6 +222,7 @@ class ProgramTarget(Target):
         result.status = Status.FAILED
         result.message = failure.line(self.context.plan.manifest, self.name)
         result.failure = failure.kind
+        result.renames = failure.renames
         # The line says the cause; the whole text waits in the program's log, named on it. Not for
         # a mistake in the manifest that ptebuild found itself (no exception caused it): its line is
         # all there is to say, and no folder is made for it. A factory whose module fails to import

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, TextIO
 
-    from ptebuild.cli import Subparsers
+    from ptebuild.cli.parser import Subparsers
 
 
 def register(subparsers: Subparsers) -> None:
@@ -120,6 +120,20 @@ def error_lines(failed: list[tuple[str, str]]) -> list[str]:
     return lines
 
 
+def renames_line(manifest: str, failed: list[tuple[str, tuple[tuple[str, str, str], ...]]]) -> str:
+    """One line for every program refused because its manifest was written for a release that passed
+    inputs by position: each input to rename, once, and the programs it stopped."""
+    renames: dict[str, tuple[str, str]] = {}
+    for _, found in failed:
+        for key, old, new in found:
+            renames.setdefault(key, (old, new))
+    names = [name for name, _ in failed]
+    programs = f"program {names[0]}" if len(names) == 1 else f"programs {', '.join(names[:-1])} and {names[-1]}"
+    fixes = "; ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in renames.items())
+    return (f"{manifest}: inputs are bound to the model's parameters by name (releases before passed them by "
+            f"position), and this manifest names them otherwise; rename them all: {fixes} ({programs})")
+
+
 RENAMED_CHECK = ("warning: --check is now --reproduce (the reproducibility rebuild; 'check' is the numeric check "
                  "against eager PyTorch): --check goes in the next release")
 
@@ -199,17 +213,16 @@ def summary(document: dict[str, Any]) -> str:
     for p in targets:
         checked = p.get("checked")
         if checked:
-            decoded = [f for f in p.get("figures") or [] if "tokens" in f]  # a language model's generation check
-            if decoded:
-                prompts = [f["sizes"].get("prompt_tokens", 0) for f in p["figures"] if f.get("stage") == "prefill"]
-                steps = sum(f["tokens"] for f in decoded)
-                if len(decoded) > 1:  # a program of several methods, each checked: its figures per method
-                    methods = ", ".join(str(f.get("method")) for f in decoded)
-                    check = check_words(checked, data=f"prompt {prompts[0]} + {decoded[0]['tokens']} steps; methods {methods}")
-                    check += " tokens " + ", ".join(f"{f.get('method')} {f['tokens_agreed']}/{f['tokens']}" for f in decoded)
+            generation = checked.get("generation") or []  # a language model's generation check, per method
+            if generation:
+                steps = sum(g["steps"] for g in generation)
+                if len(generation) > 1:  # a program of several methods, each checked: its figures per method
+                    methods = ", ".join(g["method"] for g in generation)
+                    check = check_words(checked, data=f"prompt {generation[0]['prompt_tokens']} + {generation[0]['steps']} steps; methods {methods}")
+                    check += " tokens " + ", ".join(f"{g['method']} {g['tokens_agreed']}/{g['steps']}" for g in generation)
                 else:
-                    check = check_words(checked, data=f"prompt {sum(prompts)} + {steps} steps")
-                    check += f" tokens {sum(f['tokens_agreed'] for f in decoded)}/{steps}"
+                    check = check_words(checked, data=f"prompt {generation[0]['prompt_tokens']} + {steps} steps")
+                    check += f" tokens {generation[0]['tokens_agreed']}/{steps}"
             else:
                 check = check_words(checked)
         else:  # a check without numbers (a Windows program's imports): its name
@@ -300,8 +313,11 @@ def build_command(args: argparse.Namespace) -> int:
     render(args, document)
     for note in check_notes(document):
         print(note, file=sys.stderr)
-    for line in error_lines([(t.name, t.message) for t in report.failed]):
+    migrated = [t for t in report.failed if t.renames]
+    for line in error_lines([(t.name, t.message) for t in report.failed if not t.renames]):
         print(f"error: {line}", file=sys.stderr)
+    if migrated:
+        print(f"error: {renames_line(str(report.manifest), [(t.name, t.renames) for t in migrated])}", file=sys.stderr)
     for problem in report.lock_problems:
         print(f"error: --locked: {problem}", file=sys.stderr)
     if report.skipped:

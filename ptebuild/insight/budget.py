@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptebuild.insight.program import ProgramInsight, format_bytes
+from ptebuild.jsonable import Jsonable
 from ptebuild.plan import Budget, Limit
 
 SIZE_LIMITS = ("max_pte", "max_ptd", "max_planned_memory")
@@ -72,6 +73,22 @@ class Overrun:
     limit: Limit
     message: str
     """``<the figure>, over the budget of <the limit>; <what to do>``."""
+
+
+    @property
+    def breach(self) -> BudgetBreach:
+        """What a build's result keeps of it."""
+        return BudgetBreach(self.limit.location, self.message)
+
+
+@dataclass(frozen=True)
+class BudgetBreach(Jsonable):
+    """A budget limit a program breaks, as its build's result and ``--json`` keep it:
+    ``{"limit": "programs.X.budget.max_pte", "message": "..."}``."""
+
+    limit: str
+    """Where the limit is set in the manifest."""
+    message: str
 
 
 def judge(figures: ProgramInsight, budget: Budget, pte_name: str) -> tuple[Overrun, ...]:

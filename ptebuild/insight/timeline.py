@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptebuild.figures import CheckFigures
 from ptebuild.insight.program import ProgramInsight
 from ptebuild.insight.stages import Stage, StageSpan
 
@@ -45,8 +46,8 @@ class TargetTimeline:
     """``local`` or ``remote`` for a cache hit."""
     node: str = ""
     insight: ProgramInsight | None = None
-    check: tuple[Mapping[str, Any], ...] = ()
-    """The check's figures (``method``, ``sizes``, ``output``, ``max_abs_error``, ``cosine``)."""
+    check: tuple[CheckFigures, ...] = ()
+    """The check's figures."""
     message: str = ""
 
     @property
@@ -66,7 +67,7 @@ class TargetTimeline:
             "node": self.node,
             "stages": [s.to_json() for s in self.spans],
             "insight": self.insight.to_json() if self.insight is not None else None,
-            "check": [dict(f) for f in self.check],
+            "check": [f.to_json() for f in self.check],
             "message": self.message,
         }
 

@@ -238,10 +238,7 @@ def _check(t: TargetTimeline) -> str:
     ``PROVES NOTHING:`` for a check that cannot fail; its tolerances and data in the title."""
     from ptebuild.figures import CheckSummary, Verdict
 
-    try:
-        summary = CheckSummary.of(t.check)
-    except (KeyError, TypeError, ValueError):
-        summary = None
+    summary = CheckSummary.of(t.check)
     if summary is None:
         return "-"
     words = f"err {summary.max_abs_error:.1e} cos {summary.cosine:.6f}"

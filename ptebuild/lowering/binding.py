@@ -19,7 +19,10 @@ is a keyword like any other. The rules, in order:
 A name that is not a parameter, a name given twice, or a required parameter no input names is a
 :class:`~ptebuild.errors.ManifestError` located at the manifest's key that is wrong
 (``models.M.methods.F.inputs[1].name``, or ``models.M.methods.F.inputs``), listing the function's
-parameters.
+parameters. Where the inputs would fit the function by position, as releases before binding by
+name passed them, the error is :class:`BoundByPosition`: a manifest written for such a release, with
+the renames that carry it over (every input of the method, ``(key, old name, new name)``), so that
+a build can say once for all its programs what to change.
 
 The exported program takes the declared inputs positionally, in the declared order (the method
 wrapper of :mod:`ptebuild.models.factory.lower` binds them to the function), so ExecuTorch's runtime, a
@@ -39,6 +42,15 @@ from typing import Any
 from ptebuild.errors import ManifestError
 from ptebuild.plan import MethodPlan
 from ptebuild.typos import did_you_mean
+
+
+class BoundByPosition(ManifestError):
+    """Inputs that name no parameter but fit the function by position: a manifest of a release
+    that passed inputs by position. ``renames``: ``(key, old name, new name)`` of each input to rename."""
+
+    def __init__(self, message: str, renames: tuple[tuple[str, str, str], ...], **where: Any) -> None:
+        super().__init__(message, **where)
+        self.renames = renames
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,14 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
         for index, name in enumerate(names):
             if name not in parameters and not takes_kwargs:
                 named = list(parameters)
+                renames = _renames_by_position(signature, names, where)
+                if renames:
+                    said = ", ".join(f"{old!r} -> {new!r}" for _, old, new in renames)
+                    raise BoundByPosition(
+                        f"{name!r} is not a parameter of {shown}: inputs are bound to the parameters by name (releases "
+                        f"before passed them by position); rename the method's inputs after its parameters: {said}",
+                        renames, location=f"{where}[{index}].name",
+                    )
                 raise ManifestError(
                     f"{name!r} is not a parameter of {shown}{did_you_mean(name, named)}; "
                     f"name each input after the parameter it is passed as ({', '.join(named) or 'it takes none'})",
@@ -129,6 +149,22 @@ def bind(function: Callable[..., Any], method: MethodPlan, model: str) -> Bindin
         )
     _check_fits(function, signature, binding, names, where)
     return binding
+
+
+def _renames_by_position(signature: inspect.Signature, names: list[str], where: str) -> tuple[tuple[str, str, str], ...]:
+    """The renames that bind ``names`` as a release that passed inputs by position bound them, if
+    they fit the signature that way and none of them is a parameter or a near miss of one (a typo
+    is said as a typo); else none."""
+    by_position = [n for n, p in signature.parameters.items()
+                   if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if len(names) > len(by_position) or any(name in signature.parameters or did_you_mean(name, list(signature.parameters))
+                                            for name in names):
+        return ()
+    try:
+        signature.bind(*range(len(names)))
+    except TypeError:
+        return ()
+    return tuple((f"{where}[{i}].name", name, by_position[i]) for i, name in enumerate(names) if name != by_position[i])
 
 
 def _torch_own_binding(function: Callable[..., Any], signature: inspect.Signature, names: list[str], where: str) -> Binding:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ptebuild.backends.base import Backend, CheckTolerances
+    from ptebuild.figures import CheckFigures
+    from ptebuild.insight.program import ProgramInsight
     from ptebuild.plan import BuildPlan, MethodPlan, ProgramPlan
 
 Progress = Callable[[str], None]
@@ -132,16 +134,16 @@ class BuiltProgram:
     """Output file name -> the path :class:`Outputs` gave it (every output, each written once)."""
     delegated: dict[str, int]
     """Method -> number of delegate calls."""
-    figures: list[dict[str, Any]]
-    """The check's figures (JSON), empty when the check is off."""
+    figures: list[CheckFigures]
+    """The check's figures, empty when the check is off."""
     check: str
     """The check's name (``executorch-runtime``...), empty when it is off."""
     lower_seconds: float
     check_seconds: float
-    insight: dict[str, Any] | None = None
-    """What the worker counted in the lowered program (``ProgramInsight.to_json()`` of its
-    delegation, mutable buffers, inputs' and outputs' bytes: :mod:`ptebuild.insight.program`);
-    None if the kind did not count it."""
+    insight: ProgramInsight | None = None
+    """What the worker counted in the lowered program (its delegation, mutable buffers, inputs'
+    and outputs' bytes: :meth:`ptebuild.insight.program.ProgramInsight.worker_part`); None if the
+    kind did not count it."""
     warnings: tuple[str, ...] = ()
     """What went wrong beside the build (figures that could not be counted), for the report."""
 

@@ -57,9 +57,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptebuild.deps import Dependencies
 from ptebuild.errors import FormatError, UsageError
 from ptebuild.keyinputs import InputKind, InputName, change_words, describe_change, toolchain
-from ptebuild.results import ActionResult, Dependencies, OutputFile
+from ptebuild.results import ActionResult, OutputFile
 from ptebuild.runtime.compat import RuntimeSupport
 
 LOCK_NAME = "ptebuild.lock"

@@ -356,7 +356,8 @@ def _counted(cache: Cache, entry: LockEntry) -> Counted:
     from ptebuild.figures import CheckSummary
 
     summary = CheckSummary.of(hit.result.figures)
-    return hit.result.insight, summary.to_json() if summary is not None else None
+    insight = hit.result.insight
+    return insight.to_json() if insight is not None else None, summary.to_json() if summary is not None else None
 
 
 def _bundle_figures(targets: Mapping[str, dict[str, Any]], files: Mapping[str, Path],

@@ -23,7 +23,7 @@ from ptebuild.worker import imported, model_memo
 from ptebuild.worker.tasks import StagedProgress, Task, TaskFailure, TaskResult, outputs_stored
 
 if TYPE_CHECKING:
-    from ptebuild.results import Dependencies
+    from ptebuild.deps import Dependencies
 
 _baseline: frozenset[str] = frozenset()
 _imported: dict[str, imported.ImportedDist] = {}
@@ -192,7 +192,7 @@ def run_task(task: Task, progress: Callable[[str], None]) -> TaskResult:
                 node=socket.gethostname(),
                 warnings=tuple(built.warnings),
                 insight=built.insight,
-                stages=tuple(span.to_json() for span in stages.spans()),
+                stages=tuple(stages.spans()),
             )
     finally:
         _note_imports()  # what this task imported from installed distributions stays loaded

@@ -23,8 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptebuild.deps import Dependencies
+from ptebuild.figures import CheckFigures
+from ptebuild.insight.program import ProgramInsight
+from ptebuild.insight.stages import StageSpan
+from ptebuild.jsonable import Jsonable
 from ptebuild.plan import ProgramPlan
-from ptebuild.results import ActionResult, Dependencies, FailureKind, OutputFile
+from ptebuild.results import ActionResult, FailureKind, OutputFile
 
 CHUNK = 16 << 20
 """Bytes per chunk where a file travels in pieces (a task's inputs, a result's blobs to Ray)."""
@@ -175,11 +180,12 @@ def materialize(task: Task, read: ReadChunk, dest: Path, chunk: int = CHUNK) -> 
 
 
 @dataclass(frozen=True)
-class TaskResult:
-    """A finished lowering, by content: its outputs' digests (the bytes are in the task's store)."""
+class TaskResult(Jsonable):
+    """A finished lowering, by content: its outputs' digests (the bytes are in the task's store).
+    As JSON (what a worker sends): its fields by name."""
 
     outputs: tuple[OutputFile, ...]
-    figures: tuple[dict[str, Any], ...] = ()
+    figures: tuple[CheckFigures, ...] = ()
     check: str = ""
     delegates: dict[str, int] = field(default_factory=dict)
     deps: Dependencies = field(default_factory=Dependencies)
@@ -196,9 +202,9 @@ class TaskResult:
     warnings: tuple[str, ...] = ()
     """What the lowering (weights a backend kept inside the ``.pte``, figures that could not be
     counted) or the node's cache tiers warned about (one line each), for the builder to report."""
-    insight: dict[str, Any] | None = None
+    insight: ProgramInsight | None = None
     """What the worker counted in the lowered program (:attr:`ActionResult.insight`)."""
-    stages: tuple[dict[str, Any], ...] = ()
+    stages: tuple[StageSpan, ...] = ()
     """The worker's stage spans, relative to the task's start (:attr:`ActionResult.stages`)."""
 
     def to_action(self, key: str, target: str, backend: str, inputs: dict[str, str]) -> ActionResult:
@@ -207,43 +213,6 @@ class TaskResult:
                             deps=self.deps, backend=backend, figures=self.figures, check=self.check,
                             delegates=self.delegates, lower_seconds=self.lower_seconds, built_on=self.node,
                             insight=self.insight, stages=self.stages)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outputs": [o.to_json() for o in self.outputs],
-            "figures": list(self.figures),
-            "check": self.check,
-            "delegates": dict(self.delegates),
-            "deps": self.deps.to_json(),
-            "lower_seconds": self.lower_seconds,
-            "check_seconds": self.check_seconds,
-            "node": self.node,
-            "action": self.action,
-            "cached": self.cached,
-            "warnings": list(self.warnings),
-            "insight": self.insight,
-            "stages": list(self.stages),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskResult:
-        """A result sent as JSON. Raises KeyError, TypeError or ValueError if it is not one."""
-        action = data.get("action")
-        return cls(
-            outputs=tuple(OutputFile.from_json(o) for o in data["outputs"]),
-            figures=tuple(data.get("figures") or ()),
-            check=str(data.get("check") or ""),
-            delegates={str(k): int(v) for k, v in (data.get("delegates") or {}).items()},
-            deps=Dependencies.from_json(data.get("deps")),
-            lower_seconds=float(data.get("lower_seconds") or 0.0),
-            check_seconds=float(data.get("check_seconds") or 0.0),
-            node=str(data.get("node") or ""),
-            action=dict(action) if isinstance(action, dict) else None,
-            cached=bool(data.get("cached")),
-            warnings=tuple(str(w) for w in data.get("warnings") or ()),
-            insight=data["insight"] if isinstance(data.get("insight"), dict) else None,
-            stages=tuple(s for s in data.get("stages") or () if isinstance(s, dict)),
-        )
 
 
 @dataclass(frozen=True)
@@ -262,6 +231,9 @@ class TaskFailure:
     detail: str = ""
     """The failure's whole text (traceback, chained causes, a backtrace, logged runtime lines):
     what the builder keeps in the program's log file; empty when there is nothing beyond the line."""
+    renames: tuple[tuple[str, str, str], ...] = ()
+    """A manifest of a release that passed inputs by position: ``(key, old name, new name)`` of each
+    input to rename (:class:`ptebuild.lowering.binding.BoundByPosition`)."""
 
     def line(self, manifest: str, program: str) -> str:
         """The one-line report: ``manifest: location: message``, the program's by default."""
@@ -272,9 +244,9 @@ class TaskFailure:
         return str(PtebuildError(self.message, manifest=self.manifest or manifest,
                                  location=self.location or f"programs.{program}"))
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "message": self.message, "manifest": self.manifest, "location": self.location,
-                "detail": self.detail}
+                "detail": self.detail, "renames": [list(r) for r in self.renames]}
 
     @classmethod
     def from_json(cls, data: Any) -> TaskFailure:
@@ -285,8 +257,9 @@ class TaskFailure:
             kind = FailureKind(data.get("kind"))
         except ValueError:
             kind = FailureKind.BUILD
+        renames = tuple((str(r[0]), str(r[1]), str(r[2])) for r in data.get("renames") or () if isinstance(r, list) and len(r) == 3)
         return cls(kind, str(data.get("message", "")), str(data.get("manifest") or ""), str(data.get("location") or ""),
-                   str(data.get("detail") or ""))
+                   str(data.get("detail") or ""), renames)
 
     @classmethod
     def from_exception(cls, exc: BaseException, program: str, debug: bool = False) -> TaskFailure:
@@ -302,7 +275,8 @@ class TaskFailure:
         cause = describe(exc)
         if isinstance(exc, ManifestError):
             if exc.location:  # found while lowering (an input the function has no parameter for): the builder adds the manifest
-                return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text)
+                return cls(FailureKind.MANIFEST, exc.message, exc.manifest or "", exc.location, cause.text,
+                           getattr(exc, "renames", ()))
             return cls(FailureKind.MANIFEST, str(exc), detail=cause.text)
         if isinstance(exc, PtebuildError):
             return cls(FailureKind.BUILD, exc.said, exc.manifest or "", exc.location or where, cause.text)

@@ -37,7 +37,7 @@ def test_a_build_returns_a_typed_report(project):
     assert (target.name, target.backend, target.status, target.explain) == (
         "tiny_xnnpack", "xnnpack", Status.CACHED, ["up to date"])
     assert [o.name for o in target.outputs] == ["tiny_xnnpack.pte", "tiny_xnnpack_weights.ptd"]
-    assert target.check == "executorch-runtime" and all(f["cosine"] > 0.999 for f in target.figures)
+    assert target.check == "executorch-runtime" and all(f.cosine > 0.999 for f in target.figures)
     assert report.out_dir == manifest.parent / "out"
     assert report.to_json()["targets"][0]["status"] == "cached"
 

@@ -107,7 +107,7 @@ def test_the_json_report_speaks_the_typed_reports_vocabulary(shared, capsys):
     for entry, target in zip(document["targets"], report.targets):
         assert set(entry) <= fields, set(entry) - fields
         assert (entry["name"], entry["status"], entry["check"], entry["figures"]) == (
-            target.name, target.status.value, target.check, list(target.figures))
+            target.name, target.status.value, target.check, [f.to_json() for f in target.figures])
         assert target.checked is not None and entry["checked"] == target.checked.to_json()
 
 

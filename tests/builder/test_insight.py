@@ -38,6 +38,7 @@ def test_the_files_half_is_read_once_and_joined_with_the_workers(programs, tmp_p
     reader = InsightReader(tmp_path, memo, hash_file)
     worker = {"delegation": {"methods": {"forward": {"delegated": {"XnnpackBackend": {"subgraphs": 1, "operators": {"aten_linear_default": 2}}},
                                                      "non_delegated": {"getitem": 1}}}}, "size": None, "memory": {}}
+    worker = ProgramInsight.from_json(worker)
     figures = reader.of(worker, outputs, {programs.xa.ptd.name: ("other",)})
     assert figures.delegation.fraction == 1.0
     assert figures.size.pte == programs.xa.pte.stat().st_size
@@ -54,7 +55,7 @@ def test_no_worker_half_and_an_unreadable_file(programs, tmp_path):
     figures = reader.of(None, _outputs(tmp_path / "a.pte"))
     assert figures.delegation is None and figures.size == pte_split(programs.a.pte)
     (tmp_path / "bad.pte").write_bytes(b"not a program")
-    assert reader.of({"delegation": "nonsense"}, _outputs(tmp_path / "bad.pte")) == ProgramInsight()
+    assert reader.of(ProgramInsight(), _outputs(tmp_path / "bad.pte")) == ProgramInsight()
 
 
 def test_the_memo_is_keyed_over_the_code_that_reads_the_files(programs, tmp_path):

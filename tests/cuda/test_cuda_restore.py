@@ -15,6 +15,7 @@ import pytest
 from helpers import ptebuild
 
 from ptebuild.builder import keys
+from ptebuild.figures import read_figures
 from ptebuild.hashing import hash_file
 from ptebuild.manifest.load import load_manifest
 from ptebuild.results import ActionResult, OutputFile
@@ -46,7 +47,7 @@ def save_as_the_gpu_machine_did(manifest: Path, cache: Path) -> ActionResult:
     result = ActionResult(
         key=keys.action_key(inputs), target="tiny_cuda_a", kind="program", backend="cuda",
         outputs=tuple(OutputFile(n, *hash_file(p)) for n, p in sorted(files.items())),
-        inputs=inputs, figures=tuple(facts["programs"]["tiny_cuda_a"]["figures"]), check="aoti-runner-cuda",
+        inputs=inputs, figures=tuple(read_figures(f) for f in facts["programs"]["tiny_cuda_a"]["figures"]), check="aoti-runner-cuda",
         built_on="gpu-host",
     )
     tier = LocalTier(Store(cache))

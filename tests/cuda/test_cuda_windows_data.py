@@ -62,11 +62,12 @@ def test_the_build_summary_names_a_check_without_numbers():
     """The human summary shows error and cosine for numeric checks, the check's name otherwise."""
     from ptebuild.api.build import BuildReport
     from ptebuild.cli.build import summary
+    from ptebuild.figures import read_figures
     from ptebuild.results import Status, TargetResult
 
     windows = TargetResult("tiny_cuda_windows", "program", "cuda", status=Status.BUILT, check=cuda_windows.CHECK_NAME,
-                           figures=({"method": "forward", "dll_bytes": 3404317, "imports": {"aoti_cuda_shims.dll": 23}},))
+                           figures=(read_figures({"method": "forward", "dll_bytes": 3404317, "imports": {"aoti_cuda_shims.dll": 23}}),))
     linux = TargetResult("tiny_cuda_a", "program", "cuda", status=Status.BUILT, check="aoti-runner-cuda",
-                         figures=({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 2e-7, "cosine": 1.0},))
+                         figures=(read_figures({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 2e-7, "cosine": 1.0}),))
     lines = summary(BuildReport("m.toml", Path("out"), 1.0, [windows, linux]).to_json()).splitlines()
     assert "windows-imports" in lines[1] and "err 2.0e-07 cos 1.000000" in lines[2]

@@ -147,9 +147,9 @@ def test_progress_names_the_stage_and_the_result_keeps_the_stages(warm, tmp_path
     assert ("export", "exporting forward") in lines and ("lowering", "lowering for xnnpack") in lines
     assert ("emitting", "emitting the program") in lines
     assert ("checking", "checking against eager PyTorch") in lines
-    spans = [s["stage"] for s in final.result.stages]
+    spans = [s.stage.value for s in final.result.stages]
     assert spans == ["model-import", "export", "lowering", "emitting", "checking", "storing"]
-    assert final.result.insight["delegation"]["methods"]["forward"]["delegated"]["XnnpackBackend"]["subgraphs"] >= 1
+    assert final.result.insight.to_json()["delegation"]["methods"]["forward"]["delegated"]["XnnpackBackend"]["subgraphs"] >= 1
 
 
 FRESH_BUILD = """

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from insight_data import figures
 
-from ptebuild.figures import CheckSummary
+from ptebuild.figures import CheckSummary, read_figures
 from ptebuild.insight.compare import FiguresChange
 
 
 def _checked(*figures):
     """The record's ``checked`` of a check with these figures (forward's output 0 at one size each)."""
     entries = [{"method": "forward", "sizes": {"batch": n}, "output": 0, **f} for n, f in enumerate(figures, 1)]
-    return CheckSummary.of(entries).to_json()
+    return CheckSummary.of(read_figures(e) for e in entries).to_json()
 
 
 def test_a_release_that_grew_and_fell_back_to_kernels():
@@ -36,7 +36,7 @@ def test_the_same_figures_say_nothing_and_missing_ones_are_none():
     older = FiguresChange.of(None, figures())
     assert older.pte == (None, 6000.0) and older.worse() == []
     assert older.lines()[0] == ".pte - -> 5.9 KiB"
-    checked = CheckSummary.of([{"method": "forward"}, {"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 0.5, "cosine": 0.9}])
+    checked = CheckSummary.of(read_figures(f) for f in [{"method": "forward"}, {"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 0.5, "cosine": 0.9}])
     assert FiguresChange.of(None, figures(), None, checked.to_json()).max_abs_error == (None, 0.5)
 
 

@@ -9,6 +9,7 @@ import json
 import pytest
 from insight_data import figures
 
+from ptebuild.figures import read_figures
 from ptebuild.insight.stages import Stage, StageSpan
 from ptebuild.insight.timeline import TargetTimeline, Timeline, assign_lanes, place_worker_spans
 
@@ -35,7 +36,7 @@ def test_lanes_never_overlap_and_are_as_few_as_needed():
 def _timeline() -> Timeline:
     built = TargetTimeline("policy_xnnpack", "xnnpack", "built", 0.5, 9.0,
                            (StageSpan(Stage.WAITING, 0.5, 1.0), StageSpan(Stage.LOWER, 1.0, 8.5), StageSpan(Stage.STORE, 8.5, 9.5)),
-                           lane=1, insight=figures(), check=({"max_abs_error": 1e-6, "cosine": 1.0},))
+                           lane=1, insight=figures(), check=(read_figures({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 1e-6, "cosine": 1.0}),))
     cached = TargetTimeline("policy_portable", "portable", "cached", 0.1, 0.3, (StageSpan(Stage.RESTORE, 0.1, 0.3),),
                             cache_hit=True, source="local")
     return Timeline("robot.toml", 9.6, (built, cached), "2026-12-03T10:00:00+00:00", "local", 2, ("builder", "worker 1"))

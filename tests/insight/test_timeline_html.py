@@ -9,6 +9,7 @@ import pytest
 from browser import colours, dump_dom, screenshot
 from insight_data import figures
 
+from ptebuild.figures import read_figures
 from ptebuild.insight.stages import Stage, StageSpan
 from ptebuild.insight.timeline import TargetTimeline, Timeline, place_worker_spans
 from ptebuild.insight.timeline_html import STAGE_COLOURS, render
@@ -21,7 +22,7 @@ def _timeline() -> Timeline:
               StageSpan(Stage.EMIT, 6, 6.5), StageSpan(Stage.CHECK, 6.5, 8))
     targets = (
         TargetTimeline(NAMES[0], "xnnpack", "built", 0.2, 10.0, (*place_worker_spans(worker, 0.2, 9.8), StageSpan(Stage.STORE, 9.8, 10.0)),
-                       lane=1, insight=figures(), check=({"max_abs_error": 2e-6, "cosine": 0.999999},)),
+                       lane=1, insight=figures(), check=(read_figures({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 2e-6, "cosine": 0.999999}),)),
         TargetTimeline(NAMES[1], "portable", "cached", 0.05, 0.15, (StageSpan(Stage.RESTORE, 0.05, 0.15),), cache_hit=True,
                        source="local", insight=figures(delegated=0, left=12)),
         TargetTimeline(NAMES[2], "xnnpack", "failed", 0.3, 7.0, place_worker_spans(worker[:3], 0.3, 7.0), lane=2,
@@ -71,8 +72,8 @@ def test_the_check_cell_says_what_the_check_proves():
     from dataclasses import replace
 
     timeline = _timeline()
-    nothing = {"method": "forward", "output": 0, "max_abs_error": 0.0, "cosine": 1.0, "dtype": "float32", "atol": 1e-3,
-               "rtol": 1e-4, "min_cosine": 0.9999, "verdict": "proves-nothing", "reason": "eager PyTorch's output is all zeros"}
+    nothing = read_figures({"method": "forward", "sizes": {}, "output": 0, "max_abs_error": 0.0, "cosine": 1.0, "dtype": "float32", "atol": 1e-3,
+               "rtol": 1e-4, "min_cosine": 0.9999, "verdict": "proves-nothing", "reason": "eager PyTorch's output is all zeros"})
     text = render(replace(timeline, targets=(replace(timeline.targets[0], check=(nothing,)), *timeline.targets[1:])))
     assert "PROVES NOTHING: err 0.0e+00 cos 1.000000" in text
     assert 'title="float32: atol 0.001' in text

@@ -19,7 +19,7 @@ import pytest
 from helpers import ptebuild
 
 from ptebuild.errors import ManifestError
-from ptebuild.lowering.binding import Binding, bind
+from ptebuild.lowering.binding import Binding, BoundByPosition, bind
 from ptebuild.plan import InputPlan, MethodPlan
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
@@ -49,6 +49,30 @@ def test_a_name_that_is_not_a_parameter_is_located_at_that_input():
         "hf_forward(input_ids=None, inputs_embeds=None, cache_position=None) (did you mean 'cache_position'?); "
         "name each input after the parameter it is passed as (input_ids, inputs_embeds, cache_position)"
     )
+
+
+def cnn_forward(x, h=None):
+    return x
+
+
+def test_a_manifest_that_passed_inputs_by_position_gets_every_rename():
+    """A manifest of a release that bound inputs by position (``image``, ``state`` on a
+    ``forward(x, h)``): the error names each rename, and carries them for the build's one line."""
+    with pytest.raises(BoundByPosition) as info:
+        bind(cnn_forward, method("image", "state"), "cnn")
+    assert info.value.renames == (("models.cnn.methods.forward.inputs[0].name", "image", "x"),
+                                  ("models.cnn.methods.forward.inputs[1].name", "state", "h"))
+    assert str(info.value) == (
+        "models.cnn.methods.forward.inputs[0].name: 'image' is not a parameter of cnn_forward(x, h=None): inputs are bound "
+        "to the parameters by name (releases before passed them by position); rename the method's inputs after its "
+        "parameters: 'image' -> 'x', 'state' -> 'h'")
+    # One name a parameter, or a near miss of one: a typo, said as one.
+    with pytest.raises(ManifestError) as typo:
+        bind(hf_forward, method("input_ids", "cache_pos"), "lm")
+    assert not isinstance(typo.value, BoundByPosition)
+    with pytest.raises(ManifestError) as near:
+        bind(cnn_forward, method("xx"), "m")
+    assert not isinstance(near.value, BoundByPosition)
 
 
 def test_a_required_parameter_no_input_names_and_a_name_given_twice():

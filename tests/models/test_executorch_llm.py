@@ -240,11 +240,11 @@ def test_a_program_of_other_weights_fails_the_generation_check(chat_build, tmp_p
     hook.remove()
     assert calls == [16 + 16]
     prefill, decode = agreement.figures
-    assert decode["tokens_agreed"] == 16
+    assert decode.tokens_agreed == 16 and (prefill.stage, decode.stage) == ("prefill", "decode")
     # The figures state the tolerance and the data: a seeded prompt of 16 ids, 16 greedy steps.
-    assert (prefill["atol"], prefill["rtol"], prefill["min_cosine"], prefill["dtype"]) == (1e-3, 1e-4, 0.9999, "float32")
-    assert prefill["sizes"] == {"prompt_tokens": 16} and prefill["prompt_seed"] == program.seed
-    assert decode["sizes"] == {"decode_steps": 16} and decode["verdict"] == prefill["verdict"] == "passed"
+    assert (prefill.atol, prefill.rtol, prefill.min_cosine, prefill.dtype) == (1e-3, 1e-4, 0.9999, "float32")
+    assert prefill.sizes == {"prompt_tokens": 16} and prefill.prompt_seed == program.seed
+    assert decode.sizes == {"decode_steps": 16} and decode.verdict == prefill.verdict == "passed"
     assert check_in_runner(program, pte, ptds, out / "chat_xnnpack.tokenizer.json", agreement) == agreement.tokens
     wrong = replace(agreement, continuation=b"something else")
     with pytest.raises(CheckError, match=r"ExecuTorch's TextLLMRunner generated '.*' from 'Once upon a time', the program run step by step 'something else'"):
@@ -454,8 +454,8 @@ def test_the_route_of_backends_upstreams_llm_export_lacks(tmp_path, monkeypatch)
     monkeypatch.setattr(build, "PTEBUILD_LOWERED_BACKENDS", ("portable",))
     built = build.build_program(program, manifest.parent, str(manifest), FolderOutputs(tmp_path / "staging"), lambda _: None)
     assert built.check == "executorch-runtime"  # the portable backend's own check, as CUDA's would be
-    assert {f["sizes"]["seq"] for f in built.figures} == {1, 3, 63}
-    assert all(f["max_abs_error"] <= program.atol for f in built.figures)
+    assert {f.sizes["seq"] for f in built.figures} == {1, 3, 63}
+    assert all(f.max_abs_error <= program.atol for f in built.figures)
     assert sorted(built.files) == ["chat_portable.pte", "chat_portable.tokenizer.json"]
     inspection = api.inspect(built.files["chat_portable.pte"])
     assert len(inspection.method("forward").mutable_buffers) == 4

@@ -197,6 +197,6 @@ def test_a_method_checked_against_another_methods_model_is_named_wrong(multi_bui
     tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", "multi.toml", "models.chat.tokenizer")
     caches = tuple(name for name in base if ".kv_cache." in name)
     agreed = check_generation(model(merged), program, shape, out / "chat_multi.pte", [], tokenizer, caches, 1.0, method="story")
-    assert {f["method"] for f in agreed.figures} == {"story"}
+    assert {f.method for f in agreed.figures} == {"story"}
     with pytest.raises(CheckError, match=r"method 'story'"):
         check_generation(model(base), program, shape, out / "chat_multi.pte", [], tokenizer, caches, 1.0, method="story")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ptebuild.deps import Dependencies
 from ptebuild.errors import FormatError, UsageError
 from ptebuild.release.lock import (
     Lock,
@@ -22,7 +23,7 @@ from ptebuild.release.lock import (
     read_lock,
     write_lock,
 )
-from ptebuild.results import ActionResult, Dependencies, OutputFile
+from ptebuild.results import ActionResult, OutputFile
 
 HEX = "0123456789abcdef"
 sha = st.text(HEX, min_size=64, max_size=64)

@@ -30,10 +30,12 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import ManifestError
+from ptebuild.figures import CheckFigures, GenerationFigures, as_figures
 from ptebuild.models.base import BuiltProgram, Outputs, Progress
 from ptebuild.models.executorch_llm.programs import (
     GENERATION_CHECKED_BACKENDS,
@@ -190,7 +192,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, o
     files[tokenizer_name] = outputs.copy(tokenizer_name, manifest_dir / spec.tokenizer)
     lowered_at = time.monotonic()
 
-    figures: list[dict[str, Any]] = []
+    figures: list[CheckFigures] = []
     warnings: list[str] = []
     check = ""
     if program.check_enabled:
@@ -225,10 +227,10 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, o
             progress("generating in ExecuTorch's TextLLMRunner")
             forward = agreements["forward"]
             runner_tokens = check_in_runner(program, files[program.pte_name], ptds, files[tokenizer_name], forward)
-            figures = [figure for agreement in agreements.values() for figure in agreement.figures]
-            figures[-1]["runner_tokens"] = runner_tokens
+            generated = [figure for agreement in agreements.values() for figure in agreement.figures]
+            generated[-1] = replace(generated[-1], runner_tokens=runner_tokens, runner_note=forward.note)
+            figures = list(generated)
             if forward.note:
-                figures[-1]["runner_note"] = forward.note
                 warnings.append(forward.note)
             check = GENERATION_CHECK
     return BuiltProgram(
@@ -239,7 +241,7 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, o
 
 
 def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: Path, ptds: list[Path], tokenizer: Any,
-                           progress: Progress) -> list[dict[str, Any]]:
+                           progress: Progress) -> list[GenerationFigures]:
     """A CUDA program's prefill and greedy decode through its own KV cache, its compiled code run by
     PyTorch's AOTInductor runner on the GPU (ExecuTorch's pip runtime has no CUDA backend), against
     the eager model on the GPU: the generation check's figures and token agreement (no
@@ -261,7 +263,7 @@ def _generation_on_the_gpu(exported: Any, program: ProgramPlan, spec: Any, pte: 
     return agreement.figures
 
 
-def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[dict[str, Any]], str]:
+def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None, progress: Progress) -> tuple[list[CheckFigures], str]:
     """A program this machine's ExecuTorch runtime cannot run, or one ptebuild's backend lowered
     (Vulkan, Core ML: structural; CUDA: on the GPU): the backend's own check of ``forward`` with
     the plan's example inputs (tokens and position), against upstream's eager model."""
@@ -281,4 +283,4 @@ def _backend_check(model: Any, program: ProgramPlan, pte: Path, ptd: Path | None
             return self.model(tokens) if input_pos is None else self.model(tokens, {"input_pos": input_pos})
 
     checked, name = backend.check(Forward().eval(), program, pte, ptd)
-    return [f.to_json() for f in checked], name
+    return [as_figures(f) for f in checked], name

@@ -32,6 +32,7 @@ from typing import Any
 from ptebuild.backends import get_backend
 from ptebuild.causes import describe
 from ptebuild.errors import REPORT, TOOLCHAIN, BuildError
+from ptebuild.insight.program import ProgramInsight
 from ptebuild.models.base import Outputs
 from ptebuild.models.executorch_llm.model_fit import explain_model_files
 from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmOptions, LlmXnnpackOptions
@@ -54,7 +55,7 @@ class ExportedLlm:
     delegated: dict[str, int] = field(default_factory=dict)
     mutable_buffers: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
-    insight: dict[str, Any] | None = None
+    insight: ProgramInsight | None = None
     """The lowered program's figures (delegation, mutable buffers, inputs' and outputs' bytes),
     counted on the edge program before it is emitted (:func:`ptebuild.lowering.insight.counted`)."""
     warnings: tuple[str, ...] = ()
@@ -216,7 +217,7 @@ def _counts_before_emitting(program: ProgramPlan, found: dict[str, Any]) -> Iter
     def to_executorch(self: Any, *args: Any, **kwargs: Any) -> Any:
         problems: list[str] = []
         figures = counted(self.edge_manager, program, problems)
-        found["insight"] = figures.worker_part().to_json() if figures is not None else None
+        found["insight"] = figures.worker_part() if figures is not None else None
         found["warnings"] = tuple(problems)
         return original(self, *args, **kwargs)
 
@@ -350,7 +351,7 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
     manager.pre_autograd_graph_module = None
     return ExportedLlm(files=written["files"], model=model, delegated=written["delegated"],
                        mutable_buffers=written["mutable_buffers"], metadata=metadata_written,
-                       insight=figures.worker_part().to_json() if figures is not None else None, warnings=tuple(problems))
+                       insight=figures.worker_part() if figures is not None else None, warnings=tuple(problems))
 
 
 def write_program(executorch_program: Any, program: ProgramPlan, outputs: Outputs, lora_data_name: str | None = None) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ptebuild.errors import CheckError
+from ptebuild.figures import GenerationFigures, Verdict
 from ptebuild.models.executorch_llm.eager_reference import Shape, Stepper, eager_logits, last_logits
 from ptebuild.models.executorch_llm.native_output import emitted_tokens, printed, register_llm_kernels, runner_stdout_captured
 from ptebuild.plan import ProgramPlan
@@ -88,7 +89,7 @@ class EagerAgreement:
     """What :func:`check_generation` found: the figures, and the program's own greedy continuation
     of the runner's prompt (what :func:`check_in_runner` must see the runner generate)."""
 
-    figures: list[dict[str, Any]]
+    figures: list[GenerationFigures]
     continuation: bytes
     """What the runner must print: the pieces of the program's greedy tokens, as it prints them."""
     tokens: int
@@ -186,14 +187,15 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     runner = _runner_continuation(fresh, tokenizer, shape, _stop_ids(pte, tokenizer))
     # The figures' fields as every check's (ptebuild.figures.OutputFigures), and the generation's own:
     # the tolerance the logits were held to, and the data (a seeded prompt, teacher-forced greedy steps).
-    common = {"method": method, "output": 0, "dtype": dtype, **tolerance.to_json(), "data": "random",
-              "samples": 0, "reason": "", "prompt_seed": program.seed}
+    common: dict[str, Any] = {"method": method, "output": 0, "dtype": dtype, "atol": tolerance.atol, "rtol": tolerance.rtol,
+              "min_cosine": tolerance.min_cosine, "data": "random", "samples": 0, "prompt_seed": program.seed}
     figures = [
-        {**common, "stage": "prefill", "sizes": {"prompt_tokens": prompt_length}, "max_abs_error": prefilled.found.max_abs_error,
-         "cosine": prefilled.found.cosine, "worst_excess": prefilled.found.worst_excess, "magnitude": prefilled.found.magnitude,
-         "verdict": prefilled.verdict, "reason": prefilled.reason},
-        {**common, "stage": "decode", "sizes": {"decode_steps": steps}, **decode.figures(), "tokens": steps,
-         "min_token_agreement": min_agreement},
+        GenerationFigures(**common, stage="prefill", sizes={"prompt_tokens": prompt_length},
+                          max_abs_error=prefilled.found.max_abs_error, cosine=prefilled.found.cosine,
+                          worst_excess=prefilled.found.worst_excess, magnitude=prefilled.found.magnitude,
+                          verdict=Verdict(prefilled.verdict), reason=prefilled.reason),
+        replace(decode.figures(**common), stage="decode", sizes={"decode_steps": steps}, tokens=steps,
+                min_token_agreement=min_agreement),
     ]
     return replace(runner, figures=figures)
 
@@ -244,7 +246,6 @@ class _Judged:
 def _judged(program: ProgramPlan, method: str, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
     """Measure and judge the logits of one call; raise as the check does (``refusal``: a wrong
     program, or a tolerance miss) where they fail."""
-    from ptebuild.figures import Verdict
     from ptebuild.lowering.check import judge, measure, refusal
 
     found = measure(expected, actual, tolerance)
@@ -312,18 +313,20 @@ class _Decode:
             raise refusal(self.program, f"method {self.method!r}, decode step {step + 1} of {steps} through its KV cache",
                           "0 (the logits)", found, reason, wrong, self.how, self.method)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self, **common: Any) -> GenerationFigures:
+        """The decode's figures: the worst over its steps, and how many tokens agreed."""
         verdicts = {j[2] for j in self.judged}
         proves_nothing = verdicts == {"proves-nothing"}
-        return {
-            "max_abs_error": max(f.max_abs_error for f in self.found),
-            "cosine": min(f.cosine for f in self.found),
-            "worst_excess": max(f.worst_excess for f in self.found),
-            "magnitude": min(f.magnitude for f in self.found),
-            "tokens_agreed": self.agreed, "tokens_exact": self.exact,
-            "verdict": "proves-nothing" if proves_nothing else "passed",
-            "reason": next((j[3] for j in self.judged if j[2] == "proves-nothing"), "") if proves_nothing else "",
-        }
+        return GenerationFigures(
+            **common, sizes={}, stage="decode",
+            max_abs_error=max(f.max_abs_error for f in self.found),
+            cosine=min(f.cosine for f in self.found),
+            worst_excess=max(f.worst_excess for f in self.found),
+            magnitude=min(f.magnitude for f in self.found),
+            tokens_agreed=self.agreed, tokens_exact=self.exact,
+            verdict=Verdict.PROVES_NOTHING if proves_nothing else Verdict.PASSED,
+            reason=next((j[3] for j in self.judged if j[2] == "proves-nothing"), "") if proves_nothing else "",
+        )
 
 
 def check_in_runner(program: ProgramPlan, pte: Path, ptds: list[Path], tokenizer_file: Path,

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ptebuild.errors import BuildError
+from ptebuild.figures import as_figures
 from ptebuild.insight.stages import Stage
 from ptebuild.models.base import BuildJob, BuiltProgram
 
@@ -68,7 +69,7 @@ def build_program(job: BuildJob) -> BuiltProgram:
             if again is error:
                 raise
             raise again from error
-        figures = [f.to_json() for f in checked]
+        figures = [as_figures(f) for f in checked]
     if program.bpte_name:
         from ptebuild.lowering.bundled_io import write_bpte
 
@@ -87,6 +88,6 @@ def build_program(job: BuildJob) -> BuiltProgram:
         check=check_name,
         lower_seconds=lowered_at - started,
         check_seconds=time.monotonic() - lowered_at,
-        insight=lowered.insight.worker_part().to_json() if lowered.insight is not None else None,
+        insight=lowered.insight.worker_part() if lowered.insight is not None else None,
         warnings=tuple(lowered.warnings),
     )

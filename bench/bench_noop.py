@@ -17,7 +17,8 @@ means anything):
   up to date, and writes the stamp (what the first no-op after a real build costs). Printed, not
   held to a target.
 
-Targets: ``manifests/robot.toml`` (3 programs) stamped <= 2x Python start-up, touched <= 3x; a
+Targets: ``manifests/robot.toml`` (3 programs) stamped <= 1.5x Python start-up, touched (the full
+path) <= 2x (issue 43); a
 generated manifest of 50 programs (25 variants of the tiny test model, portable and XNNPACK,
 checks off to keep the cold build short) stamped and touched <= 4x, so that the cost of a no-op
 does not grow much with the number of programs.
@@ -48,7 +49,7 @@ PTEBUILD = BIN / "ptebuild" if (BIN / "ptebuild").exists() else Path(sys.executa
 TINY = ROOT / "tests" / "manifests"
 HEAVY = ("torch", "executorch", "pydantic")
 KINDS = ("stamped", "touched", "no stamp")
-TARGETS = {"robot": {"stamped": 2.0, "touched": 3.0}, "fifty": {"stamped": 4.0, "touched": 4.0}}
+TARGETS = {"robot": {"stamped": 1.5, "touched": 2.0}, "fifty": {"stamped": 4.0, "touched": 4.0}}
 RACY_S = 0.6  # the stamp trusts no stat taken within half a second of its file's change
 
 

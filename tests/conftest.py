@@ -63,6 +63,21 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
+def run_cli(capsys):
+    """Run ``ptebuild`` in this process through :func:`ptebuild.cli.main`: ``run(*argv)`` returns
+    (exit code, stdout, stderr), and no traceback may reach stderr."""
+    from ptebuild import cli
+
+    def run(*argv) -> tuple[int, str, str]:
+        code = cli.main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
 def tiny_project(tmp_path: Path) -> Path:
     """A private copy of the tiny project, free to edit: returns the manifest path."""
     return copy_project(tmp_path / "project")

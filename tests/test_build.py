@@ -13,18 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import STARTS, ptebuild, started
+from helpers import STARTS, build_json, ptebuild, started
 from project_copy import copy_project
 
 TOOLS_ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
-
-
-def build_json(*args: str) -> tuple[int, dict]:
-    result = ptebuild("build", *args, "--json")
-    try:
-        return result.returncode, json.loads(result.stdout)
-    except json.JSONDecodeError:
-        raise AssertionError(f"no JSON on stdout (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
 
 
 class Built:

@@ -321,6 +321,11 @@ class Server:
                 os.dup2(fd, 2)
                 os.close(fd)
                 code = run_child(submit, write_end)
+            except BaseException:  # its last words, into its log (fd 2), before the exit that skips Python's own printing
+                import traceback
+
+                traceback.print_exc()
+                sys.stderr.flush()
             finally:
                 os._exit(code)
         os.close(fd)

@@ -6,16 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ptebuild
+from helpers import build_json, ptebuild
 from project_copy import copy_project
 
 from ptebuild.builder.build import in_shard
 
 
-def build_json(*args: str) -> dict:
-    result = ptebuild("build", *args, "--json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+def built(*args: str) -> dict:
+    """``ptebuild build ARGS --json`` that must succeed: its report."""
+    code, report = build_json(*args)
+    assert code == 0, report
+    return report
 
 
 def test_shards_split_by_key_and_a_final_build_restores_everything(tmp_path):
@@ -23,12 +24,12 @@ def test_shards_split_by_key_and_a_final_build_restores_everything(tmp_path):
     cache = str(tmp_path / "cache")
     built: list[str] = []
     for shard in ("1/2", "2/2"):
-        document = build_json(str(manifest), "--cache", cache, "--shard", shard)
+        document = built(str(manifest), "--cache", cache, "--shard", shard)
         assert document["shard"] == shard
         built += [p["name"] for p in document["targets"] if p["status"] == "built"]
         assert all(p["status"] == "built" for p in document["targets"])
     assert sorted(built) == ["tiny_portable", "tiny_xnnpack"]  # each program lowered exactly once
-    final = build_json(str(manifest), "--cache", cache)
+    final = built(str(manifest), "--cache", cache)
     assert {p["status"] for p in final["targets"]} == {"cached"}
 
 
@@ -55,16 +56,16 @@ def test_two_manifests_in_one_cache_explain_against_their_own_history(tmp_path):
     first = copy_project(tmp_path / "a")
     second = copy_project(tmp_path / "b")
     second.write_text(second.read_text().replace("width = 16", "width = 12"))
-    build_json(str(first), "--cache", cache, "--only", "tiny_portable")
-    build_json(str(second), "--cache", cache, "--only", "tiny_portable")
+    built(str(first), "--cache", cache, "--only", "tiny_portable")
+    built(str(second), "--cache", cache, "--only", "tiny_portable")
     (first.parent / "tinymodels" / "__init__.py").write_text('"""edited"""\n')
-    explained = build_json(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["targets"][0]
+    explained = built(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["targets"][0]
     # Against the other manifest's build, the width would show as changed too.
     assert explained["explain"] == ["source file tinymodels/__init__.py changed"]
 
 
 def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
-    document = build_json(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
+    document = built(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
     assert [p["name"] for p in document["targets"]] == ["tiny_portable"]
     result = ptebuild("build", str(tiny_project), "--skip-backend", "xnnpak")
     assert result.returncode == 2
@@ -75,7 +76,7 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
 def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
     manifest = copy_project(tmp_path / "project")
     cache = str(tmp_path / "cache")
-    same = build_json(str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce")["targets"][0]
+    same = built(str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce")["targets"][0]
     assert same["rebuild"] == "same"
 
     # Unseeded randomness in the factory: each lowering gets other weights.

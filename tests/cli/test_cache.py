@@ -12,23 +12,11 @@ import time
 import pytest
 from helpers import put_record
 
-from ptebuild import cli
 from ptebuild.store import Store
 
 NOW = time.time()
 
 
-@pytest.fixture
-def run_cli(capsys):
-    """Run ``ptebuild`` through :func:`ptebuild.cli.main`; returns (exit code, stdout, stderr)."""
-
-    def run(*argv) -> tuple[int, str, str]:
-        code = cli.main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        assert "Traceback" not in err
-        return code, out, err
-
-    return run
 
 
 def key(i: int) -> str:

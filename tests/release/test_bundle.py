@@ -227,15 +227,9 @@ def bundles(tmp_path_factory) -> dict[str, Path]:
             for name, archive in (("edge", "edge.tar.gz"), ("mobile", "tiny-mobile.zip"))}
 
 
-def run_cli(capsys, *argv) -> tuple[int, list[str], str]:
-    code = cli.main([*map(str, argv)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out.splitlines(), err
-
-
-def test_an_older_runtime_is_refused_one_line_per_program(bundles, capsys):
-    code, lines, _ = run_cli(capsys, "verify", "--runtime", "0.6.0", bundles["edge"])
+def test_an_older_runtime_is_refused_one_line_per_program(bundles, run_cli):
+    code, out, _ = run_cli("verify", "--runtime", "0.6.0", bundles["edge"])
+    lines = out.splitlines()
     assert code == 1
     external = "FAILED: runtime 0.6.0 cannot load it: weights in an external .ptd (FlatTensor layout of 0.7) needs runtime >= 0.7.0"
     assert lines[0] == "tiny_inside    ok"
@@ -247,16 +241,17 @@ def test_an_older_runtime_is_refused_one_line_per_program(bundles, capsys):
     assert report.targets[0].runtime["minimum"] == "0.7.0"
 
 
-def test_the_runtime_that_built_it_loads_every_program(bundles, capsys):
+def test_the_runtime_that_built_it_loads_every_program(bundles, run_cli):
     for bundle in bundles.values():
-        code, lines, _ = run_cli(capsys, "verify", "--runtime", "1.5.1", bundle)
+        code, out, _ = run_cli("verify", "--runtime", "1.5.1", bundle)
+        lines = out.splitlines()
         assert code == 0 and not any("note:" in line for line in lines), lines
         assert lines[-1].endswith(f", judged for runtime 1.5.1) -> {bundle}")
 
 
-def test_a_runtime_that_is_no_version_is_a_usage_error(bundles, capsys):
-    code, lines, err = run_cli(capsys, "verify", "--runtime", "latest", bundles["edge"])
-    assert (code, lines, err) == (2, [], "error: --runtime: 'latest' is not an ExecuTorch version; give one such as 1.5.1\n")
+def test_a_runtime_that_is_no_version_is_a_usage_error(bundles, run_cli):
+    code, out, err = run_cli("verify", "--runtime", "latest", bundles["edge"])
+    assert (code, out, err) == (2, "", "error: --runtime: 'latest' is not an ExecuTorch version; give one such as 1.5.1\n")
 
 
 def test_a_bpte_that_bundles_another_program_is_found(bundles, tmp_path):

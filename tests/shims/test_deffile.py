@@ -88,3 +88,8 @@ def test_shipped_cuda_list_is_the_union():
     for name in ("aoti_torch_check", "aoti_torch_cuda_int4_plain_mm", "aoti_torch_dtype_uint8", "aoti_torch_as_strided",
                  "aoti_torch_cuda_index_Tensor", "aoti_torch_dtype_element_size", "aoti_torch_warn"):
         assert name in shims.names()
+
+
+def test_parse_def_needs_a_dll_name():
+    with pytest.raises(UsageError, match=r"x.def: no DLL name; add 'LIBRARY aoti_cuda_shims.dll' or pass --dll"):
+        parse_def("EXPORTS\n  f\n", "x.def")

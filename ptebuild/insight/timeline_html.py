@@ -56,11 +56,13 @@ th, td { border-bottom: 1px solid #e3e6ea; padding: 5px 10px; text-align: left; 
 th { background: #f3f5f7; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .fig { display: flex; align-items: center; gap: 6px; }
-.bar { display: flex; flex: none; height: 12px; width: 110px; background: #f0f2f4; border-radius: 2px; overflow: hidden; }
+.bar { display: flex; flex: none; height: 12px; width: 72px; background: #f0f2f4; border-radius: 2px; overflow: hidden; }
 .bar i { display: block; height: 100%; }
 .status { font-weight: 600; }
 .hit { color: #2bb0a6; } .miss { color: #e07b39; }
-.check { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+.check { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; white-space: normal; min-width: 220px; max-width: 300px; }
+.check small { display: block; color: #5c6670; font-size: 11px; }
+.wide { overflow-x: auto; }
 .msg { color: #c62828; white-space: normal; max-width: 520px; }
 svg text { font: 11px system-ui, sans-serif; fill: #1d232a; }
 """
@@ -80,7 +82,8 @@ def render(timeline: Timeline) -> str:
         _legend(),
         _chart(timeline),
         "<h2>Programs</h2>",
-        _table(timeline),
+        _table_legend(),
+        f'<div class="wide">{_table(timeline)}</div>',
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -100,6 +103,21 @@ def _summary(timeline: Timeline) -> str:
 def _legend() -> str:
     items = "".join(f'<span><i style="background:{colour}"></i>{escape(stage.value)}</span>' for stage, colour in STAGE_COLOURS.items())
     return f'<div class="legend">{items}</div>'
+
+
+_DELEGATED, _KERNELS, _PLANNED = "#e07b39", "#7a8a99", "#9b6fd0"
+
+
+def _table_legend() -> str:
+    """What the table's bars are made of: the stages (as above), the delegated share, the size's parts."""
+    def item(colour: str, words: str) -> str:
+        return f'<span><i style="background:{colour}"></i>{escape(words)}</span>'
+
+    delegated = item(_DELEGATED, "delegated") + item(_KERNELS, "left to kernels")
+    size = "".join(item(colour, ".ptd files" if part == "ptd" else f"{part} payloads" if part == "delegate" else part)
+                   for part, colour in PART_COLOURS.items())
+    return (f'<div class="legend"><b>delegated:</b> {delegated} <b>size</b> (bars to the largest program\'s): {size} '
+            f'<b>planned memory:</b> {item(_PLANNED, "planned buffers")}</div>')
 
 
 def _chart(timeline: Timeline) -> str:
@@ -209,7 +227,7 @@ def _delegated(t: TargetTimeline) -> str:
         return "-"
     fraction = delegation.fraction or 0.0
     text = percent(delegation.fraction)
-    bar = _bar([(f"delegated {text}", fraction, "#e07b39"), ("left to kernels", 1 - fraction, "#7a8a99")], 1.0, delegation.describe())
+    bar = _bar([(f"delegated {text}", fraction, _DELEGATED), ("left to kernels", 1 - fraction, _KERNELS)], 1.0, delegation.describe())
     return f'<div class="fig">{bar}{escape(text)}</div>'
 
 
@@ -230,7 +248,7 @@ def _planned(t: TargetTimeline, largest: int) -> str:
         return "-"
     planned = t.insight.planned_bytes
     methods = ", ".join(f"{m.method} {format_bytes(m.planned_bytes)}" for m in t.insight.memory)
-    return f'<div class="fig">{_bar([(methods, float(planned), "#9b6fd0")], float(largest), methods)}{escape(format_bytes(planned))}</div>'
+    return f'<div class="fig">{_bar([(methods, float(planned), _PLANNED)], float(largest), methods)}{escape(format_bytes(planned))}</div>'
 
 
 def _check(t: TargetTimeline) -> str:
@@ -245,4 +263,4 @@ def _check(t: TargetTimeline) -> str:
     if summary.verdict is Verdict.PROVES_NOTHING:
         words = f"PROVES NOTHING: {words}"
     title = f"{summary.tolerance_words()}; {summary.data_words()}"
-    return f'<span title="{escape(title)}">{escape(words)}</span>'
+    return f'<span title="{escape(title)}">{escape(words)}<small>{escape(title)}</small></span>'

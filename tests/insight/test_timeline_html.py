@@ -77,4 +77,13 @@ def test_the_check_cell_says_what_the_check_proves():
     text = render(replace(timeline, targets=(replace(timeline.targets[0], check=(nothing,)), *timeline.targets[1:])))
     assert "PROVES NOTHING: err 0.0e+00 cos 1.000000" in text
     assert 'title="float32: atol 0.001' in text
-    assert "err 2.0e-06 cos 0.999999</span>" in render(timeline)
+    assert "err 2.0e-06 cos 0.999999<small>" in render(timeline)
+
+
+def test_the_table_says_what_its_bars_and_check_mean():
+    """A cached build's page is read without a tooltip: the bars' parts have a legend and the check
+    cell shows its tolerance and data, not only in its title."""
+    text = render(_timeline())
+    assert "<b>delegated:</b>" in text and "left to kernels" in text and "delegate payloads" in text and ".ptd files" in text
+    assert "err 2.0e-06 cos 0.999999<small>unknown: " in text and "; random inputs</small>" in text
+    assert '<div class="wide">' in text  # a narrow window scrolls the table rather than cutting the check off

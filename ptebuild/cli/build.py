@@ -13,11 +13,12 @@ import time
 
 from ptebuild.api.request import BuildRequest, RemoteCache, parse_shard
 from ptebuild.cli.options import add_cache_options
+from ptebuild.cli.progress import TerminalReport
 
 TYPE_CHECKING = False  # typing is not imported at run time (the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
-    from typing import Any, TextIO
+    from typing import Any
 
     from ptebuild.cli.parser import Subparsers
 
@@ -162,24 +163,6 @@ def request_from(args: argparse.Namespace) -> BuildRequest:
     )
 
 
-class TerminalReport:
-    """Progress lines on stderr: what is being built, each step, elapsed time."""
-
-    def __init__(self, stream: TextIO, quiet: bool) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self.started = time.monotonic()
-
-    def __call__(self, name: str, event: str, text: str) -> None:
-        if event == "warning":
-            print(f"warning: {name + ': ' if name else ''}{text}", file=self.stream, flush=True)
-            return
-        if self.quiet:
-            return
-        elapsed = time.monotonic() - self.started
-        print(f"[{elapsed:6.1f}s] {name}: {text}", file=self.stream, flush=True)
-
-
 def _size(n: int) -> str:
     from ptebuild.sizes import format_size
 
@@ -302,13 +285,17 @@ def build_command(args: argparse.Namespace) -> int:
             document, events = kept
             for event in events:
                 progress(*event)
+            progress.close()
             render(args, {**document, "seconds": round(time.monotonic() - started, 3)})
             for note in check_notes(document):
                 print(note, file=sys.stderr)
             return 0
     from ptebuild.api.build import build_stamped
 
-    report = build_stamped(args.manifest, request, stamp, progress)  # the stamp decided once, above
+    try:
+        report = build_stamped(args.manifest, request, stamp, progress)  # the stamp decided once, above
+    finally:
+        progress.close()
     document = report.to_json()
     render(args, document)
     for note in check_notes(document):

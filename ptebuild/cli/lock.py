@@ -30,9 +30,14 @@ def register(subparsers: Subparsers) -> None:
 
 def lock_command(args: argparse.Namespace) -> int:
     from ptebuild.api.lock import lock
-    from ptebuild.cli.build import TerminalReport, request_from
+    from ptebuild.cli.build import request_from
+    from ptebuild.cli.progress import TerminalReport
 
-    result = lock(args.manifest, request_from(args), TerminalReport(sys.stderr, quiet=args.json))
+    progress = TerminalReport(sys.stderr, quiet=args.json)
+    try:
+        result = lock(args.manifest, request_from(args), progress)
+    finally:
+        progress.close()
     for target in result.not_built:
         print(f"error: {target.message or target.name + ': ' + str(target.status)}", file=sys.stderr)
     if result.path is None:

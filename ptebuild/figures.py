@@ -93,7 +93,8 @@ class OutputFigures(CheckFigures):
     """How many samples (``data = "samples"``)."""
     top1: float | None = None
     """On samples, for class scores (a float output whose last dim is > 1): the share of rows whose
-    top class is eager PyTorch's, among rows whose top class eager picks by more than the tolerance."""
+    top class is eager PyTorch's (all rows; the check judges a program wrong only on the rows whose
+    top class eager picks by more than the tolerance: :func:`ptebuild.lowering.check.top1_agreement`)."""
     verdict: Verdict = Verdict.PASSED
     reason: str = ""
     """Why the output proves nothing (or failed), in words."""

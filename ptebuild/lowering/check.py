@@ -378,10 +378,11 @@ def checked_figures(program: ProgramPlan, method: str, sizes: dict[str, int], ex
     figures = []
     for index, (e, a) in enumerate(zip(expected, actual)):
         found = measure(e, a, settings.for_dtype(dtype_name(e)))
-        top1 = top1_agreement(e, a, found) if data == "samples" else None
+        top1, clear = top1_agreement(e, a, found) if data == "samples" else (None, None)
         verdict, reason, wrong = judge(found)
-        if top1 is not None and top1 < WRONG_TOP1 and verdict is not Verdict.FAILED:
-            verdict, reason, wrong = Verdict.FAILED, f"its top class agrees with eager PyTorch's on {top1:.0%} of the rows", True
+        if clear is not None and clear < WRONG_TOP1 and verdict is not Verdict.FAILED:
+            verdict, reason, wrong = (Verdict.FAILED, f"its top class agrees with eager PyTorch's on {clear:.0%} of the rows "
+                                      "where eager's top class leads clearly", True)
         if verdict is Verdict.FAILED:
             raise refusal(program, where, _slot(index, names), found, reason, wrong, how, method, inputs, index)
         figures.append(OutputFigures(
@@ -427,22 +428,23 @@ def wrong_program(program: ProgramPlan, subject: str, how: str, said: str, *, me
     )
 
 
-def top1_agreement(expected: Any, actual: Any, found: Measure) -> float | None:
-    """For class scores (a float output whose last dim is > 1): the share of rows whose top class
-    is eager's, among rows where eager's top class leads the next by more than the tolerance's
-    bound (a near tie can go either way in a right program); None if there are no such rows."""
+def top1_agreement(expected: Any, actual: Any, found: Measure) -> tuple[float | None, float | None]:
+    """For class scores (a float output whose last dim is > 1): the share of all rows whose top
+    class is eager's (the figure reported, quantized programs' as float ones'), and the share among
+    rows where eager's top class leads the next by more than twice the tolerance's bound (what
+    judges a program wrong: a near tie can go either way in a right one; None if no row leads so
+    clearly, as under a quantized program's wide tolerance). ``(None, None)`` for other outputs."""
     import torch
 
     if not is_float(found.dtype) or expected.dim() < 1 or expected.shape[-1] < 2 or expected.numel() == 0:
-        return None
+        return None, None
     e = expected.detach().to(torch.float64).reshape(-1, expected.shape[-1])
     a = actual.detach().to(torch.float64).reshape(-1, expected.shape[-1])
     top2 = e.topk(2, dim=-1).values
     bound = found.tolerance.atol + found.tolerance.rtol * torch.clamp(top2[:, 0].abs(), min=found.magnitude)
     clear = (top2[:, 0] - top2[:, 1]) > 2 * bound
-    if not bool(clear.any()):
-        return None
-    return float((e.argmax(-1) == a.argmax(-1))[clear].double().mean())
+    agree = e.argmax(-1) == a.argmax(-1)
+    return float(agree.double().mean()), float(agree[clear].double().mean()) if bool(clear.any()) else None
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ptebuild.insight.delegation import Delegation
     from ptebuild.insight.memory import MethodMemory
     from ptebuild.insight.sizes import SizeSplit
+    from ptebuild.insight.weights import WeightsSplit
 
 ACTION_FORMAT = "ptebuild-action"
 ACTION_VERSION = 2
@@ -264,6 +265,11 @@ class TargetResult:
         """``insight``'s memory per method (``--json``'s ``memory``)."""
         return self.insight.memory if self.insight is not None else ()
 
+    @property
+    def weights(self) -> WeightsSplit | None:
+        """``insight``'s weights, quantized and float (``--json``'s ``weights``); None when not counted."""
+        return self.insight.weights if self.insight is not None else None
+
     def take(self, result: ActionResult) -> None:
         """Fill in the outputs and check figures of ``result``."""
         self.outputs = result.outputs
@@ -337,7 +343,8 @@ class TargetResult:
             rebuild=str(data.get("rebuild") or ""),
             brought_along=str(data.get("brought_along") or ""),
             renames=tuple((str(a), str(b), str(c)) for a, b, c in data.get("renames") or ()),
-            insight=ProgramInsight.from_json({part: data.get(part) for part in ("delegation", "size", "memory")}) if "size" in data else None,
+            insight=ProgramInsight.from_json({part: data.get(part) for part in ("delegation", "size", "memory", "weights")})
+            if "size" in data else None,
             budget=tuple(BudgetBreach.from_json(b) for b in data.get("budget") or ()),
         )
 

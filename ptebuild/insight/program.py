@@ -11,7 +11,8 @@ JSON::
     {"delegation": {...} | null,          # ptebuild.insight.delegation
      "size": {...} | null,                # ptebuild.insight.sizes
      "memory": {"forward": {"planned": [37184], "planned_bytes": 37184, "mutable": [...],
-                            "io": [{"at": "example", "sizes": {"batch": 2}, "inputs": 6144, "outputs": 32}, ...]}}}
+                            "io": [{"at": "example", "sizes": {"batch": 2}, "inputs": 6144, "outputs": 32}, ...]}},
+     "weights": {...}}                     # ptebuild.insight.weights; absent where not counted
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from ptebuild.insight.delegation import Delegation, percent
 from ptebuild.insight.memory import MethodMemory
 from ptebuild.insight.sizes import SizeSplit
+from ptebuild.insight.weights import WeightsSplit
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class ProgramInsight:
     delegation: Delegation | None = None
     size: SizeSplit | None = None
     memory: tuple[MethodMemory, ...] = ()
+    weights: WeightsSplit | None = None
+    """Which weights were quantized and which stayed float (counted by the worker)."""
 
     @property
     def planned_bytes(self) -> int | None:
@@ -50,7 +54,7 @@ class ProgramInsight:
 
     def worker_part(self) -> ProgramInsight:
         """What the worker knows (no size, no planned buffers): what an action result keeps."""
-        return ProgramInsight(self.delegation, None, tuple(replace(m, planned=()) for m in self.memory))
+        return ProgramInsight(self.delegation, None, tuple(replace(m, planned=()) for m in self.memory), self.weights)
 
     def method_memory(self, name: str) -> MethodMemory | None:
         return next((m for m in self.memory if m.method == name), None)
@@ -60,6 +64,7 @@ class ProgramInsight:
             "delegation": self.delegation.to_json() if self.delegation is not None else None,
             "size": self.size.to_json() if self.size is not None else None,
             "memory": {m.method: m.to_json() for m in self.memory},
+            **({"weights": self.weights.to_json()} if self.weights is not None else {}),
         }
 
     @classmethod
@@ -72,10 +77,12 @@ class ProgramInsight:
         memory = data.get("memory") or {}
         if not isinstance(memory, Mapping):
             raise TypeError("memory must be an object of method name to memory")
+        weights = data.get("weights")
         return cls(
             Delegation.from_json(delegation) if delegation is not None else None,
             SizeSplit.from_json(size) if size is not None else None,
             tuple(MethodMemory.from_json(str(name), m) for name, m in memory.items()),
+            WeightsSplit.from_json(weights) if weights is not None else None,
         )
 
     # -- as text ----------------------------------------------------------------------------------
@@ -117,6 +124,8 @@ class ProgramInsight:
                 outputs = format_bytes(point.outputs) if point.outputs is not None else "?"
                 line += f"; at {at}: inputs {format_bytes(point.inputs)}, outputs {outputs}"
             lines.append(line)
+        if self.weights is not None:
+            lines += self.weights.describe()
         return lines
 
 

@@ -140,7 +140,14 @@ def _left_to_kernels(result: PteInspection, declared: DeclaredProgram | None) ->
     return lines
 
 
-PTE_SECTIONS: list[Section] = [_headline, _methods, _left_to_kernels, _sizes, _memory, _weights]
+def _quantization(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
+    """Which weights its build quantized and which stayed float, and why (a build record that
+    counted them: :mod:`ptebuild.insight.weights`); nothing for a float program."""
+    weights = result.insight.insight.weights if result.insight is not None and result.insight.recorded else None
+    return weights.describe() if weights is not None else []
+
+
+PTE_SECTIONS: list[Section] = [_headline, _methods, _left_to_kernels, _sizes, _memory, _weights, _quantization]
 """The summary of a ``.pte``, section by section, in order."""
 
 

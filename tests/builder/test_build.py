@@ -12,7 +12,7 @@ from project_copy import copy_project
 from ptebuild.builder.build import in_shard
 
 
-def built(*args: str) -> dict:
+def build_ok(*args: str) -> dict:
     """``ptebuild build ARGS --json`` that must succeed: its report."""
     code, report = build_json(*args)
     assert code == 0, report
@@ -24,12 +24,12 @@ def test_shards_split_by_key_and_a_final_build_restores_everything(tmp_path):
     cache = str(tmp_path / "cache")
     built: list[str] = []
     for shard in ("1/2", "2/2"):
-        document = built(str(manifest), "--cache", cache, "--shard", shard)
+        document = build_ok(str(manifest), "--cache", cache, "--shard", shard)
         assert document["shard"] == shard
         built += [p["name"] for p in document["targets"] if p["status"] == "built"]
         assert all(p["status"] == "built" for p in document["targets"])
     assert sorted(built) == ["tiny_portable", "tiny_xnnpack"]  # each program lowered exactly once
-    final = built(str(manifest), "--cache", cache)
+    final = build_ok(str(manifest), "--cache", cache)
     assert {p["status"] for p in final["targets"]} == {"cached"}
 
 
@@ -56,16 +56,16 @@ def test_two_manifests_in_one_cache_explain_against_their_own_history(tmp_path):
     first = copy_project(tmp_path / "a")
     second = copy_project(tmp_path / "b")
     second.write_text(second.read_text().replace("width = 16", "width = 12"))
-    built(str(first), "--cache", cache, "--only", "tiny_portable")
-    built(str(second), "--cache", cache, "--only", "tiny_portable")
+    build_ok(str(first), "--cache", cache, "--only", "tiny_portable")
+    build_ok(str(second), "--cache", cache, "--only", "tiny_portable")
     (first.parent / "tinymodels" / "__init__.py").write_text('"""edited"""\n')
-    explained = built(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["targets"][0]
+    explained = build_ok(str(first), "--cache", cache, "--only", "tiny_portable", "--explain")["targets"][0]
     # Against the other manifest's build, the width would show as changed too.
     assert explained["explain"] == ["source file tinymodels/__init__.py changed"]
 
 
 def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
-    document = built(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
+    document = build_ok(str(tiny_project), "--cache", str(tmp_path / "cache"), "--skip-backend", "xnnpack")
     assert [p["name"] for p in document["targets"]] == ["tiny_portable"]
     result = ptebuild("build", str(tiny_project), "--skip-backend", "xnnpak")
     assert result.returncode == 2
@@ -76,7 +76,7 @@ def test_skip_backend_leaves_its_programs_out(tiny_project, tmp_path):
 def test_check_passes_on_a_reproducible_program_and_names_the_part_that_differs(tmp_path):
     manifest = copy_project(tmp_path / "project")
     cache = str(tmp_path / "cache")
-    same = built(str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce")["targets"][0]
+    same = build_ok(str(manifest), "--cache", cache, "--only", "tiny_portable", "--reproduce")["targets"][0]
     assert same["rebuild"] == "same"
 
     # Unseeded randomness in the factory: each lowering gets other weights.

@@ -1,0 +1,60 @@
+"""A program's weights counted on the graphs its backend lowers: an int8 keyword spotter (a
+convolution, a GRU, a linear) quantizes the convolution's and the linear's weights, and says the
+GRU's stayed float because XNNPACK's scheme does not quantize it; a float program quantizes nothing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ptebuild.insight.weights import WeightsSplit
+from ptebuild.lowering.weights import weights_split
+
+
+class Spotter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
+        self.gru = torch.nn.GRU(8, 8, batch_first=True)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.gru(self.conv(x).transpose(1, 2))[0])
+
+
+@pytest.fixture(scope="module")
+def exported():
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    model, x = Spotter().eval(), torch.randn(1, 4, 12)
+    float_ep = torch.export.export(model, (x,))
+    prepared = prepare_pt2e(float_ep.module(), XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    prepared(x)
+    return float_ep, torch.export.export(convert_pt2e(prepared), (x,))
+
+
+def test_int8_names_what_it_quantized_and_what_stayed_float(exported):
+    split = weights_split({"forward": exported[1]})
+    quantized = {e.name: e for e in split.quantized}
+    assert set(quantized) == {"conv.weight", "fc.weight"}
+    assert quantized["conv.weight"].dtype == "int8" and quantized["conv.weight"].shape == (8, 4, 3)
+    assert quantized["conv.weight"].bytes >= 8 * 4 * 3  # the int8 values, with their scales and zero points
+    kept = {e.name: e.why for e in split.kept_float}
+    assert kept["conv.bias"] == "the bias of a quantized aten.conv1d (kept float by design)"
+    assert kept["gru.weight_ih_l0"] == "read by aten.gru.input, a recurrent layer, for which the quantizer has no pattern"
+    assert set(kept) == {"conv.bias", "fc.bias", "gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0", "gru.bias_hh_l0"}
+    warning = split.warning()
+    assert warning is not None and warning.startswith("4 weights stayed float (1.7 KiB of ")
+    assert "gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0 and 1 more: read by aten.gru.input" in warning
+    assert WeightsSplit.from_json(split.to_json()) == split
+
+
+def test_a_float_program_quantizes_nothing_and_says_nothing(exported):
+    split = weights_split({"forward": exported[0]})
+    assert not split.quantized and not split.kept_float and split.describe() == [] and split.warning() is None
+    assert {e.name for e in split.entries} >= {"conv.weight", "gru.weight_ih_l0", "fc.weight"}

@@ -11,6 +11,8 @@ its bytes are counted once each:
   ``Program.constant_buffer``;
 - **named data**: blobs the ``.pte`` holds by key (``Program.named_data``): an XNNPACK or Vulkan
   program's weights when it has no ``.ptd``, a Core ML model shared by its methods;
+- **compiled code**: named data a delegate's payload reader says is code, not weights (CUDA's
+  AOTInductor library, ``<sha256>_so_blob``: :meth:`ptebuild.runtime.payloads.PayloadReader.is_code`);
 - **delegates**: each backend's payloads (by delegate id), in segments or inline; a segment
   that several delegates use counts once;
 - **mutable data**: the initial state of mutable buffers (``Program.mutable_data_segments``);
@@ -57,6 +59,8 @@ class SizeSplit:
     unclaimed: int = 0
     padding: int = 0
     ptd: tuple[WeightsFile, ...] = ()
+    code: int = 0
+    """Compiled code kept as named data (a CUDA program's library), not counted in ``named_data``."""
 
     @property
     def delegate_bytes(self) -> int:
@@ -77,7 +81,7 @@ class SizeSplit:
 
     def pte_parts(self) -> list[tuple[str, int]]:
         """``(label, bytes)`` of every non-empty part of the ``.pte``, in file order."""
-        out = [("plan", self.plan), ("constants", self.constants), ("named data", self.named_data)]
+        out = [("plan", self.plan), ("constants", self.constants), ("named data", self.named_data), ("compiled code", self.code)]
         out += [(f"delegate {backend}", n) for backend, n in self.delegates]
         out += [("mutable data", self.mutable_data), ("unclaimed", self.unclaimed), ("padding", self.padding)]
         return [(label, n) for label, n in out if n]
@@ -97,6 +101,7 @@ class SizeSplit:
             "unclaimed": self.unclaimed,
             "padding": self.padding,
             "ptd": [f.to_json() for f in self.ptd],
+            **({"code": self.code} if self.code else {}),
         }
 
     @classmethod
@@ -112,6 +117,7 @@ class SizeSplit:
             unclaimed=int(data.get("unclaimed") or 0),
             padding=int(data.get("padding") or 0),
             ptd=tuple(WeightsFile.from_json(f) for f in data.get("ptd") or ()),
+            code=int(data.get("code") or 0),
         )
 
 

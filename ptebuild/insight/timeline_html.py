@@ -34,7 +34,7 @@ STAGE_COLOURS = {
     Stage.STORE: "#7a8a99",
     Stage.RESTORE: "#2bb0a6",
 }
-PART_COLOURS = {"plan": "#4f8fd1", "constants": "#e6b422", "named data": "#d99a2b", "delegate": "#e07b39",
+PART_COLOURS = {"plan": "#4f8fd1", "constants": "#e6b422", "named data": "#d99a2b", "compiled code": "#5b6f8a", "delegate": "#e07b39",
                 "mutable data": "#9b6fd0", "unclaimed": "#c94c4c", "padding": "#d0d4da", "ptd": "#4caf6a"}
 STATUS_COLOURS = {"built": "#2e7d32", "cached": "#2bb0a6", "failed": "#c62828", "over-budget": "#c62828"}
 

@@ -109,12 +109,19 @@ def _sizes(result: PteInspection, declared: DeclaredProgram | None) -> list[str]
 
 
 def _weights(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:
-    inside = len(result.named_data) + len(result.constant_buffers)
+    """Where the weights are: the keys it needs from a ``.pte``'s ``.ptd``, and what it holds
+    itself; compiled code kept as named data (a CUDA program's library) is said as code, not weights."""
+    from ptebuild.runtime.payload_lookup import reader_for
+
+    readers = [r for m in result.methods for d in m.delegates if (r := reader_for(d.backend)) is not None]
+    code = [k for k in result.named_data if any(r.is_code(k.key) for r in readers)]
+    inside = len(result.named_data) - len(code) + len(result.constant_buffers)
+    code_words = f"; its compiled code ({format_size(sum(k.size for k in code))}) inside the .pte" if code else ""
     if not result.needs:
-        return [f"weights: all inside the .pte ({inside} tensors or blobs); it needs no .ptd"]
+        return [f"weights: all inside the .pte ({inside} tensors or blobs); it needs no .ptd{code_words}"]
     ptds = sorted(name for name in (declared.files if declared else {}) if name.endswith(".ptd"))
     where = ", ".join(f"{name} ({format_size(declared.files[name])})" for name in ptds) if declared and ptds else "a .ptd"
-    return [f"weights: {len(result.needs)} keys needed from {where}; {inside} tensors or blobs inside the .pte"]
+    return [f"weights: {len(result.needs)} keys needed from {where}; {inside} tensors or blobs inside the .pte{code_words}"]
 
 
 def _memory(result: PteInspection, declared: DeclaredProgram | None) -> list[str]:

@@ -129,6 +129,11 @@ class PayloadReader:
         """The bytes of weights the payload holds itself; None if the format does not say."""
         return None
 
+    def is_code(self, key: str) -> bool:
+        """True for a named-data key of this delegate that holds compiled code, not weights (CUDA's
+        AOTInductor library): counted as the ``.pte``'s ``compiled code``, never as weights."""
+        return False
+
     def key_sha256(self, key: str) -> str | None:
         """The hex SHA-256 ``key`` promises for its bytes, for keys of this delegate's own form
         (the generic forms are :func:`ptebuild.runtime.keys.sha256_in_key`'s); None otherwise."""

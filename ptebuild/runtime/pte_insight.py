@@ -51,15 +51,16 @@ def pte_split(path: str | Path) -> SizeSplit:
             claimed.setdefault(constant, "constants")
         for index in pte.mutable_data_segment_indexes():
             claimed.setdefault(index, "mutable data")
+        code_keys = _code_keys(pte)
         for named in pte.named_data():
-            claimed.setdefault(named.segment_index(), "named data")
+            claimed.setdefault(named.segment_index(), "compiled code" if named.key() in code_keys else "named data")
         inline_constants = sum(len(buffer) for buffer in pte.constant_buffers())
         by_backend: dict[str, int] = {}
         for index, backend in inline_delegates.items():
             if index < pte.inline_data_count:
                 by_backend[backend] = by_backend.get(backend, 0) + len(pte.inline_data(index))
         inline = sum(by_backend.values())
-        parts = {"constants": inline_constants, "named data": 0, "mutable data": 0, "unclaimed": 0}
+        parts = {"constants": inline_constants, "named data": 0, "compiled code": 0, "mutable data": 0, "unclaimed": 0}
         for index, (_, size) in enumerate(segments):
             owner = claimed.get(index, "unclaimed")
             if owner.startswith("delegate "):
@@ -78,7 +79,17 @@ def pte_split(path: str | Path) -> SizeSplit:
         mutable_data=parts["mutable data"],
         unclaimed=parts["unclaimed"],
         padding=total - program_size - sum(size for _, size in segments),
+        code=parts["compiled code"],
     )
+
+
+def _code_keys(pte: Any) -> set[str]:
+    """The named-data keys that hold compiled code, per the payload readers of the file's delegates."""
+    from ptebuild.runtime.payload_lookup import reader_for
+
+    readers = [reader for plan in pte.execution_plans() for delegate in plan.delegates()
+               if (reader := reader_for(delegate.backend() or "")) is not None]
+    return {key for named in pte.named_data() if (key := named.key()) and any(r.is_code(key) for r in readers)}
 
 
 

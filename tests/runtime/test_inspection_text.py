@@ -27,6 +27,8 @@ DATA = Path(__file__).resolve().parents[1] / "cuda" / "data"
 PTE = DATA / "tiny_cuda_a.pte"
 PTD = DATA / "tiny_cuda_a_weights.ptd"
 SO_KEY = "ec2bdbd0013ab438dd71c142e5ee61529658e69d7cdb9d9a9673005243f7b636_so_blob"
+SO_SIZE = format_size(2313656)
+"""The compiled AOTInductor library's named-data entry (``--full`` lists its segment)."""
 WEIGHT_KEYS = [
     "cuda_fqn_weight:cuda:model.hidden.bias@sha256:6d75e3c44979dd4cf1ef4e933f2475711dd6cfadcbbb0011d74da27b5a81a20b",
     "cuda_fqn_weight:cuda:model.hidden.weight@sha256:dcf68191258349927e3d83a4c0941dbc842da357f7d741dc7d40c3cb4f723a46",
@@ -42,6 +44,14 @@ def size_line(path: Path) -> str:
 # -- the committed program ----------------------------------------------------------------------
 
 
+def test_a_cuda_programs_compiled_library_is_code_not_weights():
+    """Seen on the GPU host: ``inspect`` said '2.4 MiB weights inside' of a CUDA program whose
+    weights are in its .ptd; the 2.4 MiB was its compiled library."""
+    split = inspect(PTE).insight.insight.size
+    assert (split.code, split.named_data) == (2313656, 0)
+    assert ("compiled code", 2313656) in split.pte_parts() and sum(n for _, n in split.pte_parts()) == PTE.stat().st_size
+
+
 def test_the_summary_of_a_program_alone():
     """Away from any build record: what the file alone knows (inputs by their upper bounds)."""
     assert summary(inspect(PTE)) == [
@@ -50,7 +60,7 @@ def test_the_summary_of_a_program_alone():
         "    delegated: 1 of 3 calls (CudaBackend)",
         size_line(PTE),
         "planned memory: forward 256 B",
-        "weights: 3 keys needed from a .ptd; 1 tensors or blobs inside the .pte",
+        f"weights: 3 keys needed from a .ptd; 0 tensors or blobs inside the .pte; its compiled code ({SO_SIZE}) inside the .pte",
         f"(every segment, key and operator: ptebuild inspect --full {PTE})",
     ]
 
@@ -91,7 +101,8 @@ def test_the_summary_beside_its_build_record(recorded):
         "left to kernels in forward: aten_tanh_default ×1",
         size_line(pte),
         "planned memory: forward 256 B",
-        f"weights: 3 keys needed from tiny_cuda_a_weights.ptd ({format_size(PTD.stat().st_size)}); 1 tensors or blobs inside the .pte",
+        f"weights: 3 keys needed from tiny_cuda_a_weights.ptd ({format_size(PTD.stat().st_size)}); 0 tensors or blobs inside "
+        f"the .pte; its compiled code ({SO_SIZE}) inside the .pte",
         f"(every segment, key and operator: ptebuild inspect --full {pte})",
     ]
 

@@ -191,6 +191,10 @@ class CudaReader(PayloadReader):
     def keys(self, payload: DelegatePayload) -> frozenset[str]:
         return decode(payload.whole(), payload.where).keys
 
+    def is_code(self, key: str) -> bool:
+        """The compiled AOTInductor library (``<sha256>_so_blob``)."""
+        return key.endswith(SO_BLOB_SUFFIX)
+
     def describe(self, payload: DelegatePayload) -> PayloadInfo:
         blob = payload.whole()
         if not is_cuda_payload(blob):

@@ -36,6 +36,7 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
 
     plan = load_manifest(os.fspath(manifest))
     target = find_program(plan, program)
+    _runs_here(plan.manifest, target)
     kind = get_model_kind(target.kind)
     out_dir = Path(out) if out else None
     if prompt is not None or kind.generates_text:
@@ -46,3 +47,22 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
         return kind.generate(plan, target, DEFAULT_PROMPT if prompt is None else prompt, max_new_tokens=max_new_tokens,
                              out_dir=out_dir)
     return run_program(plan, program, method=method, iters=iters, out_dir=out_dir)
+
+
+def _runs_here(manifest: str, program: Any) -> None:
+    """Refuse, in one line, a program that ExecuTorch's runtime on this machine cannot run: its
+    backend's check does not run it in ExecuTorch's runtime either (a CUDA program, checked with
+    PyTorch's AOTInductor runner on the GPU; a Core ML or Vulkan program, checked by its structure)."""
+    from ptebuild.backends import bound_backend
+    from ptebuild.errors import UsageError
+
+    bound = bound_backend(program)
+    check = bound.backend.check_kind(bound.options)
+    if check.numeric and check.in_executorch:
+        return
+    raise UsageError(
+        f"{manifest}: programs.{program.name}: ExecuTorch's runtime here (its Python package) has no {program.backend} "
+        f"backend, so 'ptebuild run' cannot run this program (its build checked it: {check.name}); run it on its device "
+        "with a runtime built for the backend (docs/device.md)"
+    )
+

@@ -111,3 +111,18 @@ def test_a_ptd_of_another_program_is_refused_before_running(manifest, run, tmp_p
     assert (code, stdout) == (1, "")
     assert err.startswith(f"error: {out / 'tiny_portable.pte'}: needs key 'model.")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("manifest_name", "program", "extra"), [
+    ("robot_cuda.toml", "policy_cuda", []),
+    ("chat_cuda.toml", "chat_cuda", ["--prompt", "Once upon a time"]),
+])
+def test_a_program_this_runtime_cannot_run_is_refused_in_one_line(run_cli, manifest_name, program, extra):
+    """On the GPU host, 'run' of a CUDA language model ended in an internal error (ExecuTorch's
+    custom ops library, built for another torch): its Python runtime has no CUDA backend at all."""
+    manifest = Path(__file__).resolve().parents[2] / "manifests" / manifest_name
+    code, out, err = run_cli("run", manifest, program, *extra)
+    assert (code, out) == (2, "")
+    assert err == (f"error: {manifest}: programs.{program}: ExecuTorch's runtime here (its Python package) has no cuda "
+                   "backend, so 'ptebuild run' cannot run this program (its build checked it: aoti-runner-cuda); run it "
+                   "on its device with a runtime built for the backend (docs/device.md)\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import build_json
+from recurrent_models import KeywordSpotter
 
 from ptebuild.lowering.dims_fit import explain_dims, suggested_fixes
 from ptebuild.models.factory.lower import dynamic_shapes
@@ -135,24 +136,12 @@ def test_a_build_names_the_key_and_builds_with_multiple_of(tmp_path: Path):
     assert sorted(f["sizes"]["seq"] for f in even["figures"]) == [4, 32]  # the example (min) and max
 
 
-class Keyword(torch.nn.Module):
-    """A keyword spotter's shape: a convolution, then a GRU over time."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
-        self.gru = torch.nn.GRU(8, 8, batch_first=True)
-
-    def forward(self, x):
-        return self.gru(self.conv(x).transpose(1, 2))[0]
-
-
 def test_a_dim_a_recurrent_layer_unrolls_names_the_layer_and_says_why():
     """Seen by a user: a GRU's time dim 'cannot vary' without naming the GRU, and a clause about
     tracing a larger example that could not help."""
     from ptebuild.lowering.dims_fit import recurrent_layers
 
-    model = Keyword()
+    model = KeywordSpotter()
     method = _method((1, 4, "time"), dims=(DimPlan("time", 2, 101, 101),))
     layers = recurrent_layers(model)
     assert layers == [("gru", "GRU")]

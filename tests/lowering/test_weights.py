@@ -6,20 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from recurrent_models import KeywordSpotter
 
 from ptebuild.insight.weights import WeightsSplit
 from ptebuild.lowering.weights import weights_split
-
-
-class Spotter(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
-        self.gru = torch.nn.GRU(8, 8, batch_first=True)
-        self.fc = torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(self.gru(self.conv(x).transpose(1, 2))[0])
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +21,7 @@ def exported():
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     torch.manual_seed(0)
-    model, x = Spotter().eval(), torch.randn(1, 4, 12)
+    model, x = KeywordSpotter(classes=3).eval(), torch.randn(1, 4, 12)
     float_ep = torch.export.export(model, (x,))
     prepared = prepare_pt2e(float_ep.module(), XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
     prepared(x)

@@ -5,6 +5,7 @@ portable backend and ExecuTorch's runtime, against eager PyTorch."""
 from __future__ import annotations
 
 import torch
+from recurrent_models import KeywordSpotter
 
 from ptebuild.lowering.check import flatten_outputs
 from ptebuild.models.factory.lower import MethodModule, separate_outputs, shared_output_slots
@@ -96,23 +97,11 @@ def test_a_kv_cache_written_in_place_lowers_without_requires_grad_false(tmp_path
     assert figures and all(f.max_abs_error < 1e-5 for f in figures)
 
 
-class _Spotter(torch.nn.Module):
-    """A keyword spotter's shape: a convolution, then a GRU over 12 steps of time."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
-        self.gru = torch.nn.GRU(8, 8, batch_first=True)
-
-    def forward(self, x):
-        return self.gru(self.conv(x).transpose(1, 2))[0]
-
-
 def test_a_lowering_that_may_take_minutes_says_why():
     """A 101-step GRU lowered on XNNPACK for 6-7 minutes with 50 'still lowering' lines and no word
     of why: the lowering's line names the layer that becomes every step's operators."""
     from ptebuild.models.factory.lower import _why_long
 
-    assert _why_long(_Spotter()) == (" (the GRU 'gru' becomes the operators of all its steps of the sequence: a lowering "
+    assert _why_long(KeywordSpotter()) == (" (the GRU 'gru' becomes the operators of all its steps of the sequence: a lowering "
                                      "that grows with its length and can take minutes)")
     assert _why_long(torch.nn.Linear(4, 4)) == ""

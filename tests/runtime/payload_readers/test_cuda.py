@@ -2,8 +2,8 @@
 and the reader round-trip, every way a payload can be cut or malformed is a FormatError naming the
 field and its offset, storage keys are renamed alone, and the reader its backend declares lists
 the keys of the committed program's delegate (``tests/cuda/data``): its ``.so`` and its ``.ptd``'s
-weights. (That the writer writes what executorch's ``encode_cuda_weight_metadata`` writes, byte
-for byte, and the CUDA backend's delegate listing: ``tests/cuda/test_cuda_payload.py``.)"""
+weights, and the writer writes what executorch's ``encode_cuda_weight_metadata`` writes, byte for
+byte. (The CUDA backend's delegate listing: ``tests/backends/cuda/test_delegates.py``.)"""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers import require_module
 
 from ptebuild.errors import FormatError
 from ptebuild.runtime.file_region import Blob
@@ -42,7 +43,7 @@ SAMPLE = CudaPayload(
 )
 
 
-# -- the format (moved from tests/cuda/test_cuda_payload.py) -----------------------------------
+# -- the format -------------------------------------------------------------------------------
 
 
 def test_round_trip():
@@ -150,3 +151,17 @@ def test_the_reader_refuses_another_format_for_keys_and_describes_it_as_nothing(
     assert reader.describe(other).keys is None
     with pytest.raises(FormatError, match=r"^x\.pte: method 'forward' delegate 0 \(CudaBackend\): truncated CUDA weight payload"):
         reader.describe(payload_of(encode(SAMPLE)[:-1]))
+
+
+def test_writes_what_executorch_writes():
+    """Byte for byte the layout of executorch 1.5.1's ``encode_cuda_weight_metadata``."""
+    collector = require_module("executorch.backends.cuda.cuda_weight_collector", "part of executorch 1.5.1")
+    entries = [
+        collector.CudaWeightEntry(
+            fqn=w.fqn, storage_key=w.storage_key, storage_nbytes=w.storage_nbytes, dtype=w.dtype,
+            device_type=w.device_type, storage_offset=w.storage_offset, sizes=w.sizes, strides=w.strides,
+        )
+        for w in SAMPLE.weights
+    ]
+    assert encode(SAMPLE) == collector.encode_cuda_weight_metadata(SAMPLE.so_blob_key, entries)
+    assert MAGIC == collector.CUDA_WEIGHT_CACHE_MAGIC

@@ -204,7 +204,9 @@ class ProgramTarget(Target):
             failure = event.failure or TaskFailure(FailureKind.BUILD, event.text or "the executor sent no result")
             if failure.kind is FailureKind.STORE and self.context.store_failed(StoreError(failure.message)):
                 return AGAIN  # a full or read-only cache: once more, into the build's own store
-            obstacle = self.obstacle(probe=True) if failure.kind is not FailureKind.MANIFEST and self.unknown_toolchain() else None
+            # The probe's verdict, found now (the first failure on an unknown toolchain) or by a program
+            # that failed before this one: programs stopped by one cause get one status, whichever came first.
+            obstacle = self.obstacle(probe=self.unknown_toolchain()) if failure.kind is not FailureKind.MANIFEST else None
             if obstacle is None:
                 self.fail(failure)
             elif not self.restore_elsewhere():  # this machine cannot lower or check it: as if known before

@@ -233,6 +233,17 @@ def test_a_failure_is_one_line_and_its_whole_text_goes_to_the_programs_log(build
     assert build.reports[-1] == ("tiny_portable", "done", "failed")
 
 
+def test_a_program_failing_after_the_probe_found_the_check_cannot_run_here_gets_the_same_status(project, tmp_path):
+    """Seen on the GPU host: programs stopped by one cause (ExecuTorch's runtime under another torch)
+    were 4 'failed' and 2 'cannot-check': those that failed after another's failure had the probe
+    find the verdict were reported failed. With the verdict known, each gets the verdict's status."""
+    Capabilities(None, hash_file)._write({"portable": Verdict(check="RuntimeError: tensor does not have a device")})
+    target = Build(project, tmp_path / "out", None, keep_going=True).target()
+    failed(target, TaskFailure(FailureKind.BUILD, "checking failed: RuntimeError: tensor does not have a device"))
+    assert target.result.status is Status.CANNOT_CHECK
+    assert "this machine cannot run its check (executorch-runtime): RuntimeError: tensor does not have a device" in target.result.message
+
+
 def test_with_keep_going_the_build_goes_on_after_a_failure(project, tmp_path):
     Capabilities(None, hash_file)._write({"portable": Verdict()})
     target = Build(project, tmp_path / "out", None, keep_going=True).target()

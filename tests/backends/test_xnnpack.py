@@ -253,3 +253,26 @@ options = { quantize = "int8" }
     static = programs(document)["mean_static"]
     assert static["status"] == "failed"
     assert "the model updates buffers in place (calls) and is PT2E-quantized; known limit of torchao's PT2E" in static["message"]
+
+
+def test_a_pad_from_a_quantized_tensor_to_a_float_one_stays_outside_the_delegate(tmp_path):
+    """torchvision's swin_t int8 lowered, then failed to load in XNNPACK with upstream's words only
+    ("Failed to create StaticConstantPad node ... xnn_status_invalid_parameter"): its patch merging
+    pads a dequantized tensor for strided slices. The pad goes to the kernels; the program builds
+    and passes its check (before: the same error, on this small model too)."""
+    text = MANIFEST + """
+[models.merge]
+factory = "edgemodels.patch_merge:make_patch_merge"
+methods.forward.inputs = [{ name = "x", shape = [1, 8, 8, 16] }]
+
+[programs.merge_int8]
+model = "merge"
+backend = "xnnpack"
+options = { quantize = "int8" }
+"""
+    manifest = project(tmp_path / "merge", text)
+    code, report = build_json(manifest, "--cache", tmp_path / "cache", "--only", "merge_int8")
+    [target] = report["targets"]
+    assert code == 0 and target["status"] == "built", target.get("message")
+    left = target["delegation"]["methods"]["forward"]["non_delegated"]
+    assert any("constant_pad" in op for op in left), left

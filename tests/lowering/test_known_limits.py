@@ -109,3 +109,13 @@ def test_a_bfloat16_depthwise_convolution_xnnpack_cannot_create_is_explained():
     assert found is not None and found.name == "xnnpack-bfloat16-depthwise-convolution"
     assert "enable_bf16" in found.advice() and "float32" in found.advice()
     assert explain(text, [], "portable") is None
+
+
+def test_a_quantized_pad_xnnpack_cannot_create_is_explained():
+    # Seen: torchvision's swin_t with quantize = "int8", at the check's load (before backends/xnnpack/pad.py).
+    text = ("ExecuTorch's runtime failed to load method 'forward': RuntimeError: Failed to load method forward, error: "
+            "0x:1 (Internal); it logged: Failed to create StaticConstantPad node 182 with code: xnn_status_invalid_parameter; "
+            "XNNCompiler::compileModel failed: 0x1; Init failed for backend XnnpackBackend: 0x1")
+    found = explain(text, [], "xnnpack")
+    assert found is not None and found.name == "xnnpack-quantized-pad" and found.applied_by_ptebuild == "backends/xnnpack/pad.py"
+    assert "quantize = 'int8-dynamic'" in found.advice() and "swin_t" in found.advice()

@@ -230,12 +230,19 @@ class XnnpackBackend(Backend):
         from executorch.backends.xnnpack.partition.config.generic_node_configs import MeanDimConfig
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
+        from ptebuild.backends.xnnpack.pad import pad_config
+
         left_out = set()
         if program is not None and QS8_MEAN in self.workarounds(options, program):
             left_out.add(MeanDimConfig)
         if keep_clones:
             left_out |= {config for config in ALL_PARTITIONER_CONFIGS if config.__name__ in ("CloneConfig", "CloneDimOrderConfig")}
-        configs = [config for config in ALL_PARTITIONER_CONFIGS if config not in left_out] if left_out else None
+        configs = [config for config in ALL_PARTITIONER_CONFIGS if config not in left_out]
+        if options.quantize in ("int8", "int8-dynamic"):  # a pad between two quantizations: to the kernels (backends/xnnpack/pad.py)
+            pad = pad_config()
+            configs = [pad if config.__name__ == "ConstantPadConfig" else config for config in configs]
+        elif not left_out:
+            return [XnnpackPartitioner(per_op_mode=options.per_op_mode)]
         return [XnnpackPartitioner(configs=configs, per_op_mode=options.per_op_mode)]
 
     def fallback_partitioners(self, error, options, program):

@@ -554,7 +554,7 @@ def test_the_recorded_delegation_is_get_delegation_infos(chat_build, monkeypatch
     (found,) = infos
     rows = compare(Delegation.from_json(recorded), found)
     assert rows[0][1][0] >= 14  # the linear layers, delegated
-    assert Delegation.from_json(built.insight["delegation"]) == Delegation.from_json(recorded)
+    assert built.insight is not None and built.insight.delegation == Delegation.from_json(recorded)
 
 
 @pytest.mark.parametrize("backend,options,delegates,says", [

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ptebuild"
 ERRORS = {"PtebuildError", "UsageError", "ManifestError", "DataNameError", "FormatError", "BuildError", "StaleWorker",
-          "CheckError", "StoreError", "CorruptObject", "PackError", "LoadError"}
+          "CheckError", "StoreError", "CorruptObject", "PackError", "LoadError", "BoundByPosition"}
 
 
 def _constants() -> dict[str, str]:

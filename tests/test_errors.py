@@ -257,6 +257,9 @@ ERROR_PATHS = {
             "give 1 or more",
             "{} generates text: drop --method",
         ],
+        "_runs_here": [
+            "run it on its device with a runtime built for the backend (docs/device.md)",
+        ],
     },
     "api/verify.py": {
         "verify": [
@@ -512,6 +515,7 @@ ERROR_PATHS = {
     "lowering/binding.py": {
         "bind": [
             "{} takes each parameter once: remove one of them",
+            "rename the method's inputs after its parameters: {}",
             "name each input after the parameter it is passed as ({})",
             "declare it too",
         ],

@@ -201,7 +201,9 @@ def test_refuse_mode_then_back(buildgrid, grpc_proxy, tmp_path):
     assert t.blobs.put_file(src, digest)  # opens the channel's connection
     grpc_proxy.fault("refuse")
     assert t.blobs.has(digest, 1000) is False
-    assert warnings[-1].endswith(f"FindMissingBlobs {digest}: connection refused; treated as a miss"), warnings
+    # A refused new connection, or the proxy closing the open one first (a loaded machine sees either).
+    assert warnings[-1].endswith((f"FindMissingBlobs {digest}: connection refused; treated as a miss",
+                                  f"FindMissingBlobs {digest}: server closed the connection; treated as a miss")), warnings
     grpc_proxy.reset()
     deadline = time.monotonic() + 5  # the channel reconnects within its backoff (at most 1 s)
     while not t.blobs.has(digest, 1000):

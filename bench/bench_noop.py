@@ -186,7 +186,7 @@ def main() -> int:
             target = TARGETS[r["name"]].get(kind)
             verdict = "not a target"
             if target is not None:
-                verdict = f"target <= {target:.0f}x: {'ok' if ratio <= target else 'MISSED'}"
+                verdict = f"target <= {target:g}x: {'ok' if ratio <= target else 'MISSED'}"
                 ok &= ratio <= target
             print(f"{'':6} {kind:>9}: median {noop:7.1f} ms, python -c pass {python:6.1f} ms -> {ratio:.2f}x ({verdict})")
     return 0 if ok else 1

@@ -143,6 +143,8 @@ PASSES_ON = {
         "a did-you-mean, or 'use one of ..., or declare it under models.M.dims'",
     ("manifest/resolve.py", "_resolve_program", "{}: {}.{}: {}"):
         "models/*: ModelKind.program_problem: each problem ends with what to do ('use one of ...', 'remove ...', 'set ...')",
+    ("models/multimodal/__init__.py", "MultimodalKind.resolve", "{}"):
+        "fixes[field]: 'give the model\'s params.json ...', 'give a tokenizer.json ...', 'give the family\'s checkpoint ...'",
     ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}"):
         "fixes[field]: 'give the model\'s params JSON ...', 'give a tokenizer.json ...', 'give a checkpoint ...'",
     ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}: models.{}.huggingface: {}: {}"):
@@ -667,6 +669,22 @@ ERROR_PATHS = {
             "{}: models.{}.huggingface: {}: {}",
             "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)",
         ],
+    },
+    "models/multimodal/__init__.py": {
+        "_sizes": ["give upstream's params.json of the model", "give upstream's params.json of the model"],
+        "MultimodalKind.resolve": ["{}", "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)"],
+    },
+    "models/multimodal/build.py": {
+        "build_program": ["give upstream's params.json (Mistral's layout, with multimodal.whisper_model_args)", "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right"],
+        "_lower": ["change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right"],
+    },
+    "models/multimodal/check.py": {
+        "check_in_runner": ["ExecuTorch's MultimodalRunner generated {} from the check's prompt and audio, the program run step by "
+                            "step {}: its metadata methods or its tokenizer do not fit the runner"],
+    },
+    "models/multimodal/voxtral.py": {
+        "make_model": ["give the checkpoint of these params"],
+        "random_checkpoint": ["this is a bug in ptebuild or its toolchain: report it with the output of the command run with --debug"],
     },
     "models/executorch_llm/build.py": {
         "read_params": [

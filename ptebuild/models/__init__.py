@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 MODEL_KIND_MODULES = {
     "factory": "ptebuild.models.factory",
     "executorch-llm": "ptebuild.models.executorch_llm",
+    "executorch-multimodal": "ptebuild.models.multimodal",
 }
 DEFAULT_KIND = "factory"
 """The kind of a model table that does not name one."""

@@ -354,17 +354,19 @@ def export_with_backend(spec: LlmModelSpec, options: LlmOptions, program: Progra
                        insight=figures.worker_part() if figures is not None else None, warnings=tuple(problems))
 
 
-def write_program(executorch_program: Any, program: ProgramPlan, outputs: Outputs, lora_data_name: str | None = None) -> dict[str, Any]:
+def write_program(executorch_program: Any, program: ProgramPlan, outputs: Outputs, lora_data_name: str | None = None,
+                  config: Any = None) -> dict[str, Any]:
     """Name the mutable buffers, key the weights by SHA-256 and write the ``.pte`` and ``.ptd``.
 
-    ``executorch_program``: the ``ExecutorchProgramManager`` upstream's ``to_executorch`` made,
-    with ``ExecutorchBackendConfig(extract_delegate_segments=True)`` and default alignments (what
-    ``LLMEdgeManager.to_executorch`` passes), so serializing it again gives upstream's layout.
+    ``executorch_program``: the ``ExecutorchProgramManager`` that ``to_executorch`` made with
+    ``config`` (None: upstream's LLM export's, ``ExecutorchBackendConfig(extract_delegate_segments=True)``
+    with default alignments, what ``LLMEdgeManager.to_executorch`` passes), so serializing it again
+    gives the same layout.
     """
     from executorch.exir import ExecutorchBackendConfig
 
     backend = get_backend(program.backend)
-    config = ExecutorchBackendConfig(extract_delegate_segments=True)
+    config = config if config is not None else ExecutorchBackendConfig(extract_delegate_segments=True)
     mutable = name_mutable_buffers(executorch_program)
     backend.rewrite_keys(executorch_program, config)
     if mutable and not executorch_program._emitter_output.external_constant_map:

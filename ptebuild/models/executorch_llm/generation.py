@@ -150,8 +150,8 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
             raise runtime_error(f"to prefill {prompt_length} tokens", exc, log, program.name) from exc
     tolerance = program.check_settings().for_dtype(ours.dtype)
 
-    def prefill(expected: Any) -> _Judged:
-        return _judged(program, method, f"method {method!r}, the prefill of a seeded prompt of {prompt_length} token ids "
+    def prefill(expected: Any) -> JudgedLogits:
+        return judged_logits(program, method, f"method {method!r}, the prefill of a seeded prompt of {prompt_length} token ids "
                        f"(seed {program.seed})", expected, actual[0], tolerance, how)
 
     fed: list[int] = []
@@ -165,7 +165,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
     expected = eager_logits(model, mutable_buffers, shape, prompt, fed, device)
     prefilled = prefill(expected[0])
-    decode = _Decode(program, tolerance, how, method)
+    decode = DecodeSteps(program, tolerance, how, method)
     for step in range(steps):
         decode.token(step, expected[step], actual[step])
         decode.logits(step, expected[step + 1], actual[step + 1])
@@ -234,7 +234,7 @@ def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokeni
 
 
 @dataclass(frozen=True)
-class _Judged:
+class JudgedLogits:
     """One call's logits against the eager model's, under the check's tolerance, judged as every
     check judges an output (:func:`ptebuild.lowering.check.judge`)."""
 
@@ -243,7 +243,7 @@ class _Judged:
     reason: str
 
 
-def _judged(program: ProgramPlan, method: str, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> _Judged:
+def judged_logits(program: ProgramPlan, method: str, where: str, expected: Any, actual: Any, tolerance: Any, how: str) -> JudgedLogits:
     """Measure and judge the logits of one call; raise as the check does (``refusal``: a wrong
     program, or a tolerance miss) where they fail."""
     from ptebuild.lowering.check import judge, measure, refusal
@@ -252,10 +252,10 @@ def _judged(program: ProgramPlan, method: str, where: str, expected: Any, actual
     verdict, reason, wrong = judge(found)
     if verdict is Verdict.FAILED:
         raise refusal(program, where, "0 (the last position's logits)", found, reason, wrong, how, method)
-    return _Judged(found, verdict.value, reason)
+    return JudgedLogits(found, verdict.value, reason)
 
 
-class _Decode:
+class DecodeSteps:
     """The decode steps' tokens and logits, and their verdict (module docstring, step 2)."""
 
     def __init__(self, program: ProgramPlan, tolerance: Any, how: str, method: str = "forward") -> None:

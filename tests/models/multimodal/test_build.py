@@ -1,0 +1,96 @@
+"""manifests/speech.toml built as a user builds it: Voxtral Realtime's three methods in one program
+for XNNPACK and for portable, each checked against eager PyTorch (the encoder, the prefill of a
+prompt and the audio, 16 greedy decode steps) and in ExecuTorch's MultimodalRunner; the weights in
+one .ptd keyed by SHA-256; the KV cache named; a rebuild restored from the cache; and the program
+checked against the eager model of other weights named wrong.
+
+Slow (about a minute: two lowerings and the checks); the default run has the fast siblings
+(tests/models/multimodal/test_voxtral.py, the bad manifests of tests/manifests/bad-mm-*.toml)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import ptebuild
+
+pytestmark = pytest.mark.slow
+
+MANIFESTS = Path(__file__).resolve().parents[3] / "manifests"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    project = tmp_path_factory.mktemp("speech")
+    shutil.copy(MANIFESTS / "speech.toml", project / "speech.toml")
+    shutil.copytree(MANIFESTS / "speech", project / "speech")
+    (project / "chat").mkdir()
+    shutil.copy(MANIFESTS / "chat" / "tokenizer.json", project / "chat" / "tokenizer.json")
+    manifest = project / "speech.toml"
+    text = manifest.read_text().replace('out = "../out/speech"', 'out = "out"')
+    manifest.write_text(text)
+    done = ptebuild("build", manifest, "--cache", project / "cache", "--json", "-j1", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return project, manifest, json.loads(done.stdout)
+
+
+def test_each_program_is_checked_method_by_method_and_in_the_runner(built):
+    _, _, report = built
+    targets = {t["name"]: t for t in report["targets"]}
+    assert set(targets) == {"asr_xnnpack", "asr_portable"}
+    for target in targets.values():
+        assert target["status"] == "built"
+        figures = target["figures"]
+        encoder = next(f for f in figures if f["method"] == "audio_encoder")
+        assert encoder["cosine"] > 0.9999 and encoder["max_abs_error"] < 1e-3 and encoder["sizes"] == {"mel_frames": 32}
+        stages = {f.get("stage"): f for f in figures if f["method"] == "text_decoder"}
+        assert set(stages) == {"prefill", "decode"}
+        assert stages["prefill"]["sizes"] == {"prompt_tokens": 8, "audio_positions": 4}
+        decode = stages["decode"]
+        assert decode["tokens"] == 16 and decode["tokens_agreed"] == 16 and decode["runner_tokens"] >= 1
+        assert all(f["verdict"] == "passed" for f in figures)
+
+
+def test_one_program_of_three_methods_its_weights_in_one_ptd(built):
+    project, _, _ = built
+    out = project / "out"
+    inspected = ptebuild("inspect", "--json", out / "asr_xnnpack.pte")
+    assert inspected.returncode == 0, inspected.stderr
+    facts = json.loads(inspected.stdout)
+    text = json.dumps(facts)
+    for method in ("audio_encoder", "token_embedding", "text_decoder", "get_max_seq_len", "get_eos_ids"):
+        assert f'"{method}"' in text
+    assert "decoder.layers.0.attention.kv_cache.k_cache" in text
+    verified = ptebuild("verify", "--bytes", out)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".pte", ".ptd", ".json")) == [
+        "asr_portable.pte", "asr_portable.tokenizer.json", "asr_portable_weights.ptd",
+        "asr_weights.ptd", "asr_xnnpack.pte", "asr_xnnpack.tokenizer.json", "ptebuild.json"]
+
+
+def test_a_rebuild_is_restored_from_the_cache(built):
+    project, manifest, _ = built
+    again = ptebuild("build", manifest, "--cache", project / "cache", "--json", "-j1")
+    assert again.returncode == 0, again.stderr
+    assert {t["status"] for t in json.loads(again.stdout)["targets"]} == {"cached"}
+
+
+def test_the_program_against_the_eager_model_of_other_weights_is_named_wrong(built):
+    from ptebuild.lowering.check import WrongProgram
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+    from ptebuild.models.multimodal import voxtral
+    from ptebuild.models.multimodal.check import check_multimodal
+
+    project, manifest, _ = built
+    plan = load_manifest(manifest)
+    program = next(p for p in plan.programs if p.name == "asr_portable")
+    other = voxtral.make_model(project / "speech" / "params.json", None, program.seed + 1, 64, "portable")
+    tokenizer = load_tokenizer(project / "chat" / "tokenizer.json", "speech.toml", "models.asr.tokenizer")
+    out = project / "out"
+    with pytest.raises(WrongProgram, match="audio_encoder"):
+        check_multimodal(voxtral.eager_methods(other), other, program, out / "asr_portable.pte",
+                         [out / "asr_portable_weights.ptd"], tokenizer, out / "asr_portable.tokenizer.json",
+                         tuple(n for n, _ in other.named_buffers() if ".kv_cache." in n), voxtral.dims(other))

@@ -1,4 +1,5 @@
-"""What many test files need: the real command line in a fresh process, free ports, cache records.
+"""What many test files need: the real command line in a fresh process, free ports, cache records,
+the chat model's generation check inputs.
 
 Imported by bare name (``from helpers import ptebuild``): pytest puts ``tests/`` on ``sys.path``.
 """
@@ -44,6 +45,39 @@ def build_json(*args, **kwargs) -> tuple[int, dict]:
         return result.returncode, json.loads(result.stdout)
     except json.JSONDecodeError:
         raise AssertionError(f"no JSON on stdout (exit {result.returncode}):\n{result.stdout}\n{result.stderr}") from None
+
+
+def chat_check_inputs(manifest: Path, scratch: Path):
+    """What ``generation.check_generation`` takes for ``chat_xnnpack`` of ``manifest``
+    (``manifests/chat.toml`` or a copy; nothing built): ``(program, shape, tokenizer, KV cache
+    buffers, token floor, eager)``, ``eager(seed)`` upstream's eager model of the chat params with
+    the random weights of ``seed``. Each seed's checkpoint is written into a folder of its own under
+    ``scratch``: upstream maps the file, so a checkpoint written again over it would change the
+    weights of a model made before."""
+    from ptebuild.manifest import load_manifest
+    from ptebuild.models.executorch_llm import token_agreement_floor
+    from ptebuild.models.executorch_llm.build import random_checkpoint
+    from ptebuild.models.executorch_llm.eager_reference import Shape
+    from ptebuild.models.executorch_llm.export import llm_config
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
+    from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
+
+    program = next(p for p in load_manifest(manifest).programs if p.name == "chat_xnnpack")
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    options = LlmXnnpackOptions.model_validate(program.options)
+
+    def eager(seed: int):
+        from executorch.examples.models.llama.export_llama_lib import _prepare_for_llama_export
+
+        folder = scratch / f"seed-{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        checkpoint = random_checkpoint(spec, manifest.parent, seed, folder)
+        config = llm_config(spec.model_copy(update={"checkpoint": str(checkpoint)}), options, program, manifest.parent, {}, None)
+        return _prepare_for_llama_export(config).model
+
+    tokenizer = load_tokenizer(manifest.parent / "chat" / "tokenizer.json", str(manifest), "models.chat.tokenizer")
+    buffers = tuple(f"layers.{i}.attention.kv_cache.{c}" for i in (0, 1) for c in ("k_cache", "v_cache"))
+    return program, Shape(True, True, 64, 64), tokenizer, buffers, token_agreement_floor(program), eager
 
 
 STARTS = ("foreground", "background")

@@ -143,6 +143,7 @@ PASSES_ON = {
         "a did-you-mean, or 'use one of ..., or declare it under models.M.dims'",
     ("manifest/resolve.py", "_resolve_program", "{}: {}.{}: {}"):
         "models/*: ModelKind.program_problem: each problem ends with what to do ('use one of ...', 'remove ...', 'set ...')",
+    ("models/multimodal/audio.py", "read_wav", "{}"): "fix: 'give a PCM WAV file at N Hz (for example: ffmpeg -i IN -ac 1 -ar N OUT.wav)'",
     ("models/multimodal/__init__.py", "MultimodalKind.resolve", "{}"):
         "fixes[field]: 'give the model\'s params.json ...', 'give a tokenizer.json ...', 'give the family\'s checkpoint ...'",
     ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}"):
@@ -256,6 +257,7 @@ ERROR_PATHS = {
     },
     "api/run.py": {
         "run": [
+            "{} is a {} model's: drop --audio",
             "give 1 or more",
             "{} generates text: drop --method",
         ],
@@ -673,6 +675,11 @@ ERROR_PATHS = {
     "models/multimodal/__init__.py": {
         "_sizes": ["give upstream's params.json of the model", "give upstream's params.json of the model"],
         "MultimodalKind.resolve": ["{}", "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)"],
+        "MultimodalKind.generate": ["give --audio FILE (a 16 kHz PCM WAV file)"],
+    },
+    "models/multimodal/audio.py": {
+        "read_wav": ["{}", "{}", "{}", "{}", "{}"],
+        "mel_frames": ["give a longer clip", "give a shorter clip, or raise max_audio_seconds and build again"],
     },
     "models/multimodal/build.py": {
         "build_program": ["give upstream's params.json (Mistral's layout, with multimodal.whisper_model_args)", "change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right"],
@@ -681,6 +688,9 @@ ERROR_PATHS = {
     "models/multimodal/check.py": {
         "check_in_runner": ["ExecuTorch's MultimodalRunner generated {} from the check's prompt and audio, the program run step by "
                             "step {}: its metadata methods or its tokenizer do not fit the runner"],
+    },
+    "models/multimodal/runner.py": {
+        "generate_from_audio": ["run `{}` first"],
     },
     "models/multimodal/voxtral.py": {
         "make_model": ["give the checkpoint of these params"],

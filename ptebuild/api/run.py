@@ -18,7 +18,8 @@ DEFAULT_PROMPT = "Once upon a time"
 
 
 def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = None, iters: int = 20,
-        out: str | os.PathLike[str] | None = None, prompt: str | None = None, max_new_tokens: int = 32) -> ProgramRun | Any:
+        out: str | os.PathLike[str] | None = None, prompt: str | None = None, max_new_tokens: int = 32,
+        audio: str | os.PathLike[str] | None = None) -> ProgramRun | Any:
     """Load ``program``'s ``.pte`` and ``.ptd`` (checked to belong together) from the build's output
     folder (``out``, default the manifest's), run each method (or ``method``) ``iters`` times after
     a warm-up, compare with eager PyTorch; the report says whether it is within the tolerances.
@@ -28,6 +29,11 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
     ``TextLLMRunner`` with the tokenizer beside it, greedily, and the report (a
     :class:`~ptebuild.models.executorch_llm.runner.Generation`) gives the text and the tokens
     per second of prefill and decode. ``prompt`` for another program is a UsageError.
+
+    A program of a model that hears (an ``executorch-multimodal`` model) generates from ``prompt``
+    and the WAV file ``audio`` through ExecuTorch's ``MultimodalRunner`` (a
+    :class:`~ptebuild.models.multimodal.runner.AudioGeneration`: also the encoder's speed);
+    ``audio`` for another program is a UsageError.
     """
     from ptebuild.errors import UsageError
     from ptebuild.manifest import load_manifest
@@ -39,13 +45,16 @@ def run(manifest: str | os.PathLike[str], program: str, *, method: str | None = 
     _runs_here(plan.manifest, target)
     kind = get_model_kind(target.kind)
     out_dir = Path(out) if out else None
+    if audio is not None and not kind.hears:
+        raise UsageError(f"--audio is for programs of models that hear (executorch-multimodal); {program!r} is a "
+                         f"{target.kind} model's: drop --audio")
     if prompt is not None or kind.generates_text:
         if max_new_tokens < 1:
             raise UsageError(f"--max-new-tokens must be at least 1, not {max_new_tokens}; give 1 or more")
         if method is not None:
             raise UsageError(f"--method is for programs run on their example inputs; {program!r} generates text: drop --method")
         return kind.generate(plan, target, DEFAULT_PROMPT if prompt is None else prompt, max_new_tokens=max_new_tokens,
-                             out_dir=out_dir)
+                             out_dir=out_dir, **({"audio": Path(audio)} if audio is not None else {}))
     return run_program(plan, program, method=method, iters=iters, out_dir=out_dir)
 
 

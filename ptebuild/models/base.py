@@ -156,6 +156,8 @@ class ModelKind:
     """The manifest's ``kind``."""
     generates_text: bool = False
     """True for language models: ``ptebuild run --prompt`` generates text with its programs."""
+    hears: bool = False
+    """True for kinds whose programs take audio: ``ptebuild run --audio FILE``."""
     no_test_cases: str | None = None
     """Set (to why) if its programs cannot write a ``.bpte`` (``bundle_io`` is then refused)."""
     no_etrecord: str | None = None
@@ -213,8 +215,9 @@ class ModelKind:
         raise NotImplementedError
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
-                 out_dir: Path | None) -> Any:
-        """Generate text from ``prompt`` with the built ``program`` (:attr:`generates_text` kinds)."""
+                 out_dir: Path | None, audio: Path | None = None) -> Any:
+        """Generate text from ``prompt`` (and ``audio``, for kinds that :attr:`hear`) with the built
+        ``program`` (:attr:`generates_text` kinds)."""
         from ptebuild.errors import UsageError
 
         raise UsageError(f"{plan.manifest}: program {program.name!r} is not a language model ({self.name} model); "

@@ -284,7 +284,7 @@ class ExecutorchLlmKind(ModelKind):
             raise again from error
 
     def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
-                 out_dir: Path | None) -> Any:
+                 out_dir: Path | None, audio: Path | None = None) -> Any:
         from ptebuild.models.executorch_llm.runner import generate_with_runner
 
         return generate_with_runner(plan, program, prompt, max_new_tokens=max_new_tokens, out_dir=out_dir)

@@ -46,6 +46,8 @@ class Generation:
     runner_stats: dict[str, Any]
     note: str = ""
     """Why fewer tokens were asked for than given (the KV cache's room), in words; empty otherwise."""
+    runner: str = "TextLLMRunner"
+    """Which of ExecuTorch's runners generated it."""
 
     @property
     def prefill_tokens_per_second(self) -> float:
@@ -64,7 +66,7 @@ class Generation:
             "generated_tokens": self.generated_tokens,
             "prefill_tokens_per_second": self.prefill_tokens_per_second,
             "decode_tokens_per_second": self.decode_tokens_per_second,
-            "runner_stats": self.runner_stats, "note": self.note,
+            "runner_stats": self.runner_stats, "note": self.note, "runner": self.runner,
         }
 
 

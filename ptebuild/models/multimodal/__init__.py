@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ptebuild.backends.base import Backend
+    from ptebuild.plan import BuildPlan, ProgramPlan
 
 BACKENDS = ("portable", "xnnpack")
 """Where a multimodal program is lowered and checked here: the backends whose programs ExecuTorch's
@@ -84,6 +85,8 @@ def _sizes(params: Path, display: str, model_name: str) -> dict[str, int]:
 
 class MultimodalKind(ModelKind):
     name = "executorch-multimodal"
+    generates_text = True
+    hears = True
     no_etrecord = "its programs are several methods exported by ExecuTorch's multimodal export code, which writes none"
     no_test_cases = ("a multimodal program's test case is a generation through its KV cache across methods, which "
                      "ExecuTorch's BundledProgram (one call per case) does not hold; its check is the generation check")
@@ -143,6 +146,17 @@ class MultimodalKind(ModelKind):
 
         job.stages.begin(Stage.LOWER)  # the model, export, lowering and emitting in one; the check begins with "checking"
         return build_program(job.program, job.manifest_dir, job.display, job.outputs, job.progress)
+
+
+    def generate(self, plan: BuildPlan, program: ProgramPlan, prompt: str, *, max_new_tokens: int,
+                 out_dir: Path | None, audio: Path | None = None) -> Any:
+        from ptebuild.errors import UsageError
+        from ptebuild.models.multimodal.runner import generate_from_audio
+
+        if audio is None:
+            raise UsageError(f"{plan.manifest}: program {program.name!r} generates from a prompt and an audio clip; "
+                             "give --audio FILE (a 16 kHz PCM WAV file)")
+        return generate_from_audio(plan, program, prompt, audio, max_new_tokens=max_new_tokens, out_dir=out_dir)
 
 
 KIND = MultimodalKind()

@@ -59,8 +59,8 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
     except (KeyError, ValueError, TypeError, OSError) as exc:
         from ptebuild.causes import describe
 
-        files = spec.params + (f" and {spec.checkpoint}" if spec.checkpoint else "")
-        raise BuildError(f"ExecuTorch's Voxtral Realtime definition cannot take {files}: {describe(exc).line}; give upstream's "
+        named = spec.params + (f" and {spec.checkpoint}" if spec.checkpoint else "")
+        raise BuildError(f"ExecuTorch's Voxtral Realtime definition cannot take {named}: {describe(exc).line}; give upstream's "
                          "params.json (Mistral's layout, with multimodal.whisper_model_args)", location=where) from exc
     dims = voxtral.dims(model)
     check_fits(facts, dims.vocab_size, display, f"{where}.tokenizer", spec.params)

@@ -94,3 +94,28 @@ def test_the_program_against_the_eager_model_of_other_weights_is_named_wrong(bui
         check_multimodal(voxtral.eager_methods(other), other, program, out / "asr_portable.pte",
                          [out / "asr_portable_weights.ptd"], tokenizer, out / "asr_portable.tokenizer.json",
                          tuple(n for n, _ in other.named_buffers() if ".kv_cache." in n), voxtral.dims(other))
+
+
+def test_run_generates_from_a_prompt_and_a_wav_file_in_the_runner(built, tmp_path):
+    import math
+    import wave
+
+    _, manifest, _ = built
+    clip = tmp_path / "clip.wav"
+    with wave.open(str(clip), "wb") as file:
+        file.setnchannels(1)
+        file.setsampwidth(2)
+        file.setframerate(16000)
+        file.writeframes(b"".join(int(8000 * math.sin(2 * math.pi * 440 * i / 16000)).to_bytes(2, "little", signed=True)
+                                  for i in range(8000)))
+    done = ptebuild("run", manifest, "asr_xnnpack", "--audio", clip, "--prompt", "the robot", "--max-new-tokens", "4", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["runner"] == "MultimodalRunner" and result["generated_tokens"] == 4
+    assert result["mel_frames"] == 48 and result["audio_seconds"] == 0.5 and result["encoder_seconds"] > 0
+    assert result["prompt_tokens"] > 6  # the prompt's tokens and the audio's 6 positions
+    printed = ptebuild("run", manifest, "asr_xnnpack", "--audio", clip, "--max-new-tokens", "2")
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    assert "encoder: 0.50 s of audio (48 mel frames)" in printed.stderr and "(ExecuTorch's MultimodalRunner, greedy)" in printed.stderr
+    refused = ptebuild("run", manifest, "asr_xnnpack")
+    assert refused.returncode == 2 and refused.stderr.strip().endswith("give --audio FILE (a 16 kHz PCM WAV file)")

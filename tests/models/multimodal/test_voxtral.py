@@ -5,6 +5,7 @@ checkpoint that lacks weights refused naming them, and the audio's bound set for
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from ptebuild.errors import ManifestError
 torch = pytest.importorskip("torch")
 pytest.importorskip("executorch.examples.models.voxtral_realtime.model")
 
-from ptebuild.models.multimodal import voxtral  # noqa: E402
+from ptebuild.models.multimodal import voxtral
 
 PARAMS = Path(__file__).resolve().parents[3] / "manifests" / "speech" / "params.json"
 
@@ -93,3 +94,16 @@ def test_checkpoint_key_inverts_upstreams_mapping_for_each_part():
         key = voxtral.checkpoint_key(name, _MM_PREFIX)
         assert key is not None and _map_checkpoint_key(key) == name
     assert voxtral.checkpoint_key("something.else", _MM_PREFIX) is None
+
+
+def test_a_clip_becomes_the_encoders_frames_and_one_too_long_is_refused(tmp_path):
+    from ptebuild.errors import UsageError
+    from ptebuild.models.multimodal.audio import Clip, mel_frames
+
+    clip = Clip(tmp_path / "a.wav", 16000, [0.1 * math.sin(i / 5) for i in range(8000)])  # 0.5 s: 50 frames
+    mel = mel_frames(clip, 128, 160, 8, 400)
+    assert tuple(mel.shape) == (1, 128, 48) and mel.dtype == torch.float32
+    with pytest.raises(UsageError, match=r"0\.5 s is longer than the program takes \(0\.4 s: its model's max_audio_seconds\)"):
+        mel_frames(clip, 128, 160, 8, 40)
+    with pytest.raises(UsageError, match="shorter than the encoder's least input"):
+        mel_frames(Clip(clip.path, 16000, clip.samples[:500]), 128, 160, 8, 400)

@@ -686,7 +686,7 @@ ERROR_PATHS = {
         "_lower": ["change the model where the cause points (the log has the whole output), or report it to ExecuTorch or PyTorch if the model is right"],
     },
     "models/multimodal/check.py": {
-        "check_in_runner": ["ExecuTorch's MultimodalRunner generated {} from the check's prompt and audio, the program run step by "
+        "check_in_runner": ["ExecuTorch's MultimodalRunner generated {} from the check's prompt{}, the program run step by "
                             "step {}: its metadata methods or its tokenizer do not fit the runner"],
     },
     "models/multimodal/runner.py": {

@@ -19,11 +19,38 @@ backend's preparation (PT2E's ``convert_pt2e`` for XNNPACK's int8; torchao's ``q
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptebuild.insight.weights import WeightEntry, WeightsSplit
 
+if TYPE_CHECKING:
+    from ptebuild.insight.program import ProgramInsight
+
 _WEIGHT_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
+
+
+def counted_weights(exported: dict[str, Any], problems: list[str]) -> WeightsSplit | None:
+    """:func:`weights_split` of the graphs about to be lowered (quantized or float); None, with a
+    line in ``problems``, where they cannot be counted (a program is never refused for its figures)."""
+    from ptebuild.causes import describe
+
+    try:
+        return weights_split(exported)
+    except Exception as exc:
+        problems.append(f"its weights could not be counted: {describe(exc).line}")
+        return None
+
+
+def with_weights(figures: ProgramInsight, weights: WeightsSplit | None, problems: list[str]) -> ProgramInsight:
+    """``figures`` with the weights; a quantized program that keeps weights float says so in ``problems``."""
+    from dataclasses import replace
+
+    if weights is None:
+        return figures
+    kept = weights.warning()
+    if kept:
+        problems.append(kept)
+    return replace(figures, weights=weights)
 
 
 def weights_split(exported: dict[str, Any]) -> WeightsSplit:
@@ -41,11 +68,13 @@ def _method_weights(ep: Any) -> tuple[WeightEntry, ...]:
         if spec.kind.name not in _WEIGHT_KINDS or spec.target in mutated or spec.target not in tensors:
             continue
         node = nodes.get(spec.arg.name)
-        if node is not None:
+        if node is not None and not _written_in_place(node):
             weights.append((spec.target, tensors[spec.target], node))
+    subclassed = {name for name, tensor, _ in weights if _is_subclass(tensor)}
+    entries: list[WeightEntry] = [_subclass_entry(name, tensor, node) for name, tensor, node in weights if name in subclassed]
+    weights = [(name, tensor, node) for name, tensor, node in weights if name not in subclassed]
     unread = [(name, tensor) for name, tensor, node in weights if not node.users and tensor.is_floating_point()]
     quantization_params: set[str] = set()
-    entries: list[WeightEntry] = []
     for name, tensor, node in weights:
         dequantizing = [u for u in node.users if _is_dequantize(u) and u.args and u.args[0] is node]
         if dequantizing and not tensor.is_floating_point():
@@ -65,6 +94,48 @@ def _method_weights(ep: Any) -> tuple[WeightEntry, ...]:
         entries.append(WeightEntry(name, _dtype(tensor), tuple(tensor.shape), _bytes(tensor), False,
                                    tuple(sorted({_op(r) for r in readers})), _why_float(node, readers)))
     return tuple(entries)
+
+
+def _written_in_place(node: Any) -> bool:
+    """A buffer an operator writes in place (a KV cache that ExecuTorch's ``llama::update_cache``
+    updates, which the export keeps as a mutation of its argument): state, not a weight."""
+    for user in node.users:
+        schema = getattr(getattr(user, "target", None), "_schema", None)
+        if schema is None:
+            continue
+        for argument, value in zip(schema.arguments, user.args, strict=False):
+            if value is node and argument.alias_info is not None and argument.alias_info.is_write:
+                return True
+    return False
+
+
+def _is_subclass(tensor: Any) -> bool:
+    """A tensor subclass that wraps others (torchao's quantized weights: ``IntxUnpackedToInt8Tensor``...)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return bool(is_traceable_wrapper_subclass(tensor))
+
+
+def _subclass_entry(name: str, tensor: Any, node: Any) -> WeightEntry:
+    """A torchao quantized weight, as the exported graph holds it: a subclass whose inner tensors
+    (``qdata``, ``scale``, ``zero_point``) the graph reads through ``access_subclass_inner_tensor``
+    and dequantizes before its operator. Its dtype is the one it is quantized to (``target_dtype``:
+    ``int4`` for 8da4w); its bytes are its values at that width (two 4-bit values a byte, as the
+    backend packs them) with its scales and zero points."""
+    attributes, _ = tensor.__tensor_flatten__()
+    inner = {attribute: getattr(tensor, attribute) for attribute in attributes}
+    target = getattr(tensor, "target_dtype", None)
+    dtype = str(target).removeprefix("torch.") if target is not None else _dtype(next(iter(inner.values())))
+    bits = next((int(d) for d in [dtype.removeprefix("u").removeprefix("int")] if d.isdigit()), None)
+    size = 0
+    for attribute, value in inner.items():
+        if attribute == "qdata" and bits is not None:
+            size += (value.numel() * bits + 7) // 8
+        else:
+            size += _bytes(value)
+    readers = sorted({_op(reader) for access in node.users for dequantize in access.users if _is_dequantize(dequantize)
+                      for reader in dequantize.users})
+    return WeightEntry(name, dtype, tuple(tensor.shape), size, True, tuple(readers))
 
 
 _RECURRENT = ("aten.gru", "aten.lstm", "aten.rnn_tanh", "aten.rnn_relu")

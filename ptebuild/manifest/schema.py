@@ -264,6 +264,7 @@ CLI_ONLY_CHECKS = (
     "files the manifest names exist (weights, sources, shim lists, include globs, a language model's params, tokenizer and checkpoint)",
     "what a program takes that depends on the kind of the model it names "
     "(a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
+    "a multimodal model's params.json has its family's keys",
     "a language model's max_context_length >= max_seq_length",
     "the factory's module can be imported",
     "a key given in both options and compile_specs",

@@ -48,3 +48,45 @@ def test_a_float_program_quantizes_nothing_and_says_nothing(exported):
     split = weights_split({"forward": exported[0]})
     assert not split.quantized and not split.kept_float and split.describe() == [] and split.warning() is None
     assert {e.name for e in split.entries} >= {"conv.weight", "gru.weight_ih_l0", "fc.weight"}
+
+
+def test_8da4w_weights_are_4_bit_with_their_scales_and_the_rest_float():
+    """torchao's 8da4w weights are tensor subclasses in the exported graph (read through
+    ``access_subclass_inner_tensor``): they are counted as the 4-bit weights they are, packed two to
+    a byte with their bfloat16 scales and zero points, not as float weights left unquantized."""
+    from ptebuild.backends.xnnpack import quantized_8da4w
+
+    class Options:
+        group_size, skip_ungroupable, quantize = 32, False, "8da4w"
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.LayerNorm(32)).eval()
+    ep = torch.export.export(quantized_8da4w(model, Options(), "p"), (torch.randn(2, 64),))
+    split = weights_split({"forward": ep})
+    [weight] = split.quantized
+    assert (weight.name, weight.dtype, weight.shape) == ("0.weight", "int4", (32, 64))
+    assert weight.bytes == 32 * 64 // 2 + 32 * 2 * 2 + 32 * 2  # int4 values, bfloat16 scales, int8 zero points
+    assert weight.readers == ("aten.linear",)
+    assert {e.name for e in split.kept_float} == {"0.bias", "1.weight", "1.bias"}
+    assert split.warning() is None  # a linear's bias and a norm's scale stay float by design
+
+
+def test_a_buffer_an_operator_writes_in_place_is_state_not_a_weight():
+    """A KV cache that ExecuTorch's ``llama::update_cache`` writes (kept as a mutation of its argument
+    by the export) is not counted among the weights."""
+    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers llama::update_cache)
+
+    class Cached(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+            self.register_buffer("k_cache", torch.zeros(1, 8, 1, 4))
+
+        def forward(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+            value = self.proj(x).view(1, 1, 1, 4)
+            torch.ops.llama.update_cache(value, self.k_cache, position[0].item())
+            return self.k_cache.sum(dim=1)
+
+    ep = torch.export.export(Cached().eval(), (torch.randn(1, 4), torch.tensor([0])))
+    names = {e.name for e in weights_split({"forward": ep}).entries}
+    assert names == {"proj.weight", "proj.bias"}

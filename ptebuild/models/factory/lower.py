@@ -325,6 +325,7 @@ def _lower(
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     from ptebuild.lowering.insight import counted
+    from ptebuild.lowering.weights import counted_weights, with_weights
 
     bound = bound_backend(program)
     backend, options = bound.backend, bound.options
@@ -360,7 +361,7 @@ def _lower(
         )
     problems: list[str] = list(notes)
 
-    prepared_weights = _weights(exported, problems)
+    prepared_weights = counted_weights(exported, problems)
 
     def edge_with(partitioners: list[Any]) -> Any:
         return to_edge_transform_and_lower(exported, partitioner=partitioners, compile_config=EdgeCompileConfig(_check_ir_validity=False),
@@ -380,7 +381,7 @@ def _lower(
                 edge = edge_with(partitioners)
             figures = counted(edge, program, problems)
             if figures is not None:
-                figures = _with_weights(figures, prepared_weights, problems)
+                figures = with_weights(figures, prepared_weights, problems)
             config = backend.emit_config(data_name, options)
             stages.begin(Stage.EMIT)
             progress("emitting the program")
@@ -461,28 +462,4 @@ def _why_long(model: Any) -> str:
     steps = "steps" if len(layers) == 1 else "steps each"
     return (f" (the {shown} becomes the operators of all its {steps} of the sequence: a lowering that grows with "
             "its length and can take minutes)")
-
-
-def _weights(exported: dict[str, Any], problems: list[str]) -> Any:
-    """The weights of the graphs about to be lowered (quantized or float, :mod:`ptebuild.lowering.weights`);
-    None, with a line in ``problems``, where they cannot be counted (a program is never refused for its figures)."""
-    from ptebuild.lowering.weights import weights_split
-
-    try:
-        return weights_split(exported)
-    except Exception as exc:
-        problems.append(f"its weights could not be counted: {describe(exc).line}")
-        return None
-
-
-def _with_weights(figures: ProgramInsight, weights: Any, problems: list[str]) -> ProgramInsight:
-    """``figures`` with the weights; a quantized program that keeps weights float says so in ``problems``."""
-    from dataclasses import replace
-
-    if weights is None:
-        return figures
-    kept = weights.warning()
-    if kept:
-        problems.append(kept)
-    return replace(figures, weights=weights)
 

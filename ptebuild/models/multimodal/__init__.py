@@ -11,8 +11,11 @@ methods with upstream's own code; the program's backend lowers them through its 
 (:mod:`.check`) runs the encoder, the prefill of a prompt and the audio, and 16 greedy decode
 steps against the eager model, then ExecuTorch's ``MultimodalRunner`` on the same inputs.
 
-Backends: those whose programs ExecuTorch's pip runtime runs here, portable and XNNPACK (fp32),
-where upstream's export is taken as is. Others are refused in one line.
+Backends: those whose programs ExecuTorch's pip runtime runs here, portable and XNNPACK (float32,
+or 8da4w: the backend's own transform of the eager model, torchao's 4-bit linears, checked
+against that quantized eager model). Others are refused in one line. A program holds every method
+of the model, or those its ``methods`` name (an encoder file and a decoder file, as mobile apps
+ship them; sharing one ``data_name``, their weights are one ``.ptd``).
 
 Nothing here imports torch or executorch; :mod:`.build` and :mod:`.check` do, in a worker.
 """
@@ -129,12 +132,15 @@ class MultimodalKind(ModelKind):
             return ("backend", f"a multimodal program is lowered and checked for {' or '.join(BACKENDS)} (ExecuTorch's "
                                f"MultimodalRunner runs those here), not {backend_name!r}; use one of them")
         quantize = getattr(options, "quantize", "none")
-        if quantize != "none":
-            return ("options.quantize", f"a multimodal program is float32 (Voxtral Realtime's export quantizes with its own "
-                                        f"options, not XNNPACK's quantize {quantize!r}); remove quantize")
+        if quantize not in ("none", "8da4w"):
+            return ("options.quantize", f"a multimodal program is float32, or 8da4w (4-bit linear weights, as upstream's "
+                                        f"export quantizes them), not {quantize!r}: PT2E int8 needs calibration data of "
+                                        "every method; use quantize = '8da4w', or remove quantize")
         return None
 
     def check_defaults(self, backend: Backend, options: Any) -> CheckTolerances:
+        if getattr(options, "quantize", "none") != "none":  # against torchao's quantized eager model, as XNNPACK's 8da4w is checked
+            return backend.check_defaults(options)
         return FLOAT_CHECK
 
     def extra_outputs(self, program_name: str, resolved: ResolvedModel, options: Any) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ptebuild.errors import TOOLCHAIN, BuildError
 from ptebuild.figures import CheckFigures
+from ptebuild.lowering.check import WrongProgram
 from ptebuild.models.base import BuiltProgram, Outputs, Progress
 from ptebuild.plan import ProgramPlan
 
@@ -41,7 +42,8 @@ def runner_metadata(spec: Any, dims: Any, bos: int, eos: int) -> dict[str, Any]:
 
 def build_program(program: ProgramPlan, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress) -> BuiltProgram:
     from ptebuild import heap
-    from ptebuild.models.executorch_llm.programs import tokenizer_output
+    from ptebuild.backends import get_backend
+    from ptebuild.models.executorch_llm.programs import FLOAT_TOKEN_AGREEMENT, QUANTIZED_TOKEN_AGREEMENT, tokenizer_output
     from ptebuild.models.executorch_llm.tokenizer import check_fits, read_facts
     from ptebuild.models.multimodal import voxtral
     from ptebuild.models.multimodal.spec import MultimodalModelSpec
@@ -64,16 +66,25 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
                          "params.json (Mistral's layout, with multimodal.whisper_model_args)", location=where) from exc
     dims = voxtral.dims(model)
     check_fits(facts, dims.vocab_size, display, f"{where}.tokenizer", spec.params)
-    progress(f"exporting {', '.join(voxtral.METHODS)} with ExecuTorch's Voxtral Realtime export")
+    backend = get_backend(program.backend)
+    options = backend.program_options(program)
+    # The backend's own transform of the eager model (XNNPACK's 8da4w: a copy with torchao's 4-bit
+    # linears), asked through its hook; the program is exported from what it returns, and checked against it.
+    eager = backend.transform_model(voxtral.methods_module(model), options, program)
+    notes = backend.transform_notes(eager)
+    del model
+    chosen = [method.name for method in program.methods]
+    progress(f"exporting {', '.join(chosen)} with ExecuTorch's Voxtral Realtime export")
     try:
-        exported, metadata = voxtral.export(model, spec.max_seq_length, spec.audio_frames)
+        exported, metadata = voxtral.export(eager.model, spec.max_seq_length, spec.audio_frames)
     except Exception as exc:
         from ptebuild.causes import describe
 
         raise BuildError(f"ExecuTorch's Voxtral Realtime export failed: {describe(exc).line}; {TOOLCHAIN}",
                          location=f"programs.{program.name}") from exc
+    exported = {name: exported[name] for name in chosen}  # a program of some of the methods (an encoder file)
     metadata.update(runner_metadata(spec, dims, facts.bos, facts.eos))
-    progress(f"lowering {len(exported)} methods for {program.backend}")
+    progress(f"lowering {len(exported)} method{'s' if len(exported) > 1 else ''} for {program.backend}")
     written, insight, warnings = _lower(exported, metadata, program, outputs)
     del exported
     tokenizer_name = tokenizer_output(program.name, spec.tokenizer)
@@ -88,15 +99,26 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
         from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
         from ptebuild.models.multimodal.check import check_multimodal
 
-        progress("checking the encoder, the prefill and the decode against the eager model, then in ExecuTorch's MultimodalRunner")
+        progress(f"checking {', '.join(chosen)} against the eager model"
+                 + (", then in ExecuTorch's MultimodalRunner" if {"token_embedding", "text_decoder"} <= set(chosen) else ""))
         tokenizer = load_tokenizer(manifest_dir / spec.tokenizer, display, f"{where}.tokenizer")
         ptds = [files[name] for name in data_file_names(program)]
-        figures = check_multimodal(voxtral.eager_methods(model), model, program, files[program.pte_name], ptds, tokenizer,
-                                   files[tokenizer_name], written["mutable_buffers"], dims)
+        try:
+            figures = check_multimodal(eager, program, files[program.pte_name], ptds, tokenizer, files[tokenizer_name],
+                                       written["mutable_buffers"] or voxtral.cache_buffers(eager), dims,
+                                       min_agreement=QUANTIZED_TOKEN_AGREEMENT if _quantized(options) else FLOAT_TOKEN_AGREEMENT)
+        except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+            from ptebuild.models.multimodal.divergence import locate
+
+            raise locate(wrong, eager, spec, program, files[program.pte_name], ptds, progress) from None
         check = CHECK
     return BuiltProgram(files=files, delegated=written["delegated"], figures=figures, check=check,
                         lower_seconds=lowered_at - started, check_seconds=time.monotonic() - lowered_at,
-                        insight=insight, warnings=tuple(warnings))
+                        insight=insight, warnings=(*notes, *warnings))
+
+
+def _quantized(options: Any) -> bool:
+    return getattr(options, "quantize", "none") != "none"
 
 
 def _lower(exported: dict[str, Any], metadata: dict[str, Any], program: ProgramPlan, outputs: Outputs) -> tuple[dict[str, Any], Any, list[str]]:
@@ -107,11 +129,13 @@ def _lower(exported: dict[str, Any], metadata: dict[str, Any], program: ProgramP
     from ptebuild.backends import get_backend
     from ptebuild.causes import describe
     from ptebuild.lowering.insight import counted
+    from ptebuild.lowering.weights import counted_weights, with_weights
     from ptebuild.models.executorch_llm.export import write_program
 
     backend = get_backend(program.backend)
     options = backend.program_options(program)
     problems: list[str] = []
+    weights = counted_weights(exported, problems)  # what the backend's transform quantized, and what stayed float
     try:
         with backend.lowering_context(options), torch.no_grad():
             edge = to_edge_transform_and_lower(
@@ -121,6 +145,8 @@ def _lower(exported: dict[str, Any], metadata: dict[str, Any], program: ProgramP
                 constant_methods=metadata,
             )
             insight = counted(edge, program, problems)
+            if insight is not None:
+                insight = with_weights(insight, weights, problems)
             emit = backend.emit_config(program.data_name, options)
             executorch_program = edge.to_executorch(emit)
             if program.data_name is not None:  # the delegate's weights too, where its runtime finds them in a .ptd

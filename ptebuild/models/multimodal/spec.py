@@ -35,7 +35,7 @@ class MultimodalModelSpec(BaseModel):
     params: str
     """The model's ``params.json`` in the family's own format (for Voxtral Realtime: Mistral's, with
     ``multimodal.whisper_model_args``), relative to the manifest."""
-    checkpoint: str | None = None
+    checkpoint: Annotated[str, Field(json_schema_extra={"pattern": r"\.safetensors$"})] | None = None
     """The family's checkpoint (Voxtral Realtime: ``consolidated.safetensors``), relative to the
     manifest, loaded by upstream's own loader; absent: random weights from ``seed``."""
     tokenizer: str

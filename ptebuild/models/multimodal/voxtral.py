@@ -176,16 +176,34 @@ def _audio_bound(module: Any, base: int) -> Iterator[None]:
         module.Dim = original
 
 
-def eager_methods(model: Any) -> dict[str, Any]:
-    """The eager model as the program's methods: upstream's own export wrappers, called eagerly."""
+def methods_module(model: Any) -> Any:
+    """The eager model as a module whose methods are the program's (``audio_encoder(mel)``,
+    ``token_embedding(token_ids)``, ``text_decoder(input_embeds, cache_position)``), each upstream's
+    own export wrapper called eagerly: what a backend's :meth:`~ptebuild.backends.base.Backend.
+    transform_model` transforms (a copy with 8da4w linears) and the check compares with.
+    ``.model`` is the model itself."""
+    import torch
     from executorch.examples.models.voxtral_realtime.export_voxtral_rt import (
         AudioEncoderExport,
         TextDecoderExport,
         TokenEmbeddingExport,
     )
 
-    return {"audio_encoder": AudioEncoderExport(model).eval(), "token_embedding": TokenEmbeddingExport(model).eval(),
-            "text_decoder": TextDecoderExport(model).eval()}
+    class Methods(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def audio_encoder(self, mel: Any) -> Any:
+            return AudioEncoderExport(self.model)(mel)
+
+        def token_embedding(self, token_ids: Any) -> Any:
+            return TokenEmbeddingExport(self.model)(token_ids)
+
+        def text_decoder(self, input_embeds: Any, cache_position: Any) -> Any:
+            return TextDecoderExport(self.model)(input_embeds, cache_position)
+
+    return Methods(model).eval()
 
 
 @contextlib.contextmanager
@@ -193,3 +211,8 @@ def _quiet_stdout() -> Iterator[None]:
     """Upstream prints progress on stdout, which may be an executor's channel: to stderr (the log)."""
     with contextlib.redirect_stdout(sys.stderr):
         yield
+
+
+def cache_buffers(methods: Any) -> tuple[str, ...]:
+    """The names of the text decoder's KV cache buffers in :func:`methods_module`'s module."""
+    return tuple(name for name, _ in methods.named_buffers() if ".kv_cache." in name)

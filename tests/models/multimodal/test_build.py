@@ -83,17 +83,26 @@ def test_the_program_against_the_eager_model_of_other_weights_is_named_wrong(bui
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
     from ptebuild.models.multimodal import voxtral
     from ptebuild.models.multimodal.check import check_multimodal
+    from ptebuild.models.multimodal.divergence import locate
+    from ptebuild.models.multimodal.spec import MultimodalModelSpec
 
     project, manifest, _ = built
     plan = load_manifest(manifest)
     program = next(p for p in plan.programs if p.name == "asr_portable")
-    other = voxtral.make_model(project / "speech" / "params.json", None, program.seed + 1, 64, "portable")
+    other = voxtral.methods_module(voxtral.make_model(project / "speech" / "params.json", None, program.seed + 1, 64, "portable"))
     tokenizer = load_tokenizer(project / "chat" / "tokenizer.json", "speech.toml", "models.asr.tokenizer")
     out = project / "out"
-    with pytest.raises(WrongProgram, match="audio_encoder"):
-        check_multimodal(voxtral.eager_methods(other), other, program, out / "asr_portable.pte",
-                         [out / "asr_portable_weights.ptd"], tokenizer, out / "asr_portable.tokenizer.json",
-                         tuple(n for n, _ in other.named_buffers() if ".kv_cache." in n), voxtral.dims(other))
+    pte, ptds = out / "asr_portable.pte", [out / "asr_portable_weights.ptd"]
+    with pytest.raises(WrongProgram, match="method 'audio_encoder'.*computes something else") as info:
+        check_multimodal(other, program, pte, ptds, tokenizer, out / "asr_portable.tokenizer.json",
+                         voxtral.cache_buffers(other), voxtral.dims(other.model))
+    assert info.value.method == "audio_encoder" and len(info.value.inputs) == 1
+    # Lowered again from the eager model of other weights, every operator agrees with PyTorch: the
+    # program as built is not that model, and the line says so rather than blaming an operator.
+    spec = MultimodalModelSpec.model_validate(program.model_entry)
+    located = locate(info.value, other, spec, program, pte, ptds, lambda _line: None)
+    assert "every operator of audio_encoder agrees with PyTorch, and the program as built does not" in str(located)
+    assert "Each operator's output in ExecuTorch's runtime" in "".join(getattr(located, "__notes__", []))
 
 
 def test_run_generates_from_a_prompt_and_a_wav_file_in_the_runner(built, tmp_path):
@@ -119,3 +128,49 @@ def test_run_generates_from_a_prompt_and_a_wav_file_in_the_runner(built, tmp_pat
     assert "encoder: 0.50 s of audio (48 mel frames)" in printed.stderr and "(ExecuTorch's MultimodalRunner, greedy)" in printed.stderr
     refused = ptebuild("run", manifest, "asr_xnnpack")
     assert refused.returncode == 2 and refused.stderr.strip().endswith("give --audio FILE (a 16 kHz PCM WAV file)")
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    project = tmp_path_factory.mktemp("split")
+    shutil.copy(Path(__file__).parent / "split.toml", project / "split.toml")
+    shutil.copytree(MANIFESTS / "speech", project / "speech")
+    (project / "chat").mkdir()
+    shutil.copy(MANIFESTS / "chat" / "tokenizer.json", project / "chat" / "tokenizer.json")
+    done = ptebuild("build", project / "split.toml", "--cache", project / "cache", "--json", "-j1", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return project, {t["name"]: t for t in json.loads(done.stdout)["targets"]}
+
+
+def test_an_encoder_file_and_a_decoder_file_share_one_weights_file(split):
+    project, targets = split
+    encoder, decoder = targets["asr_encoder"], targets["asr_decoder"]
+    assert [f["method"] for f in encoder["figures"]] == ["audio_encoder"]
+    assert {(f["method"], f.get("stage")) for f in decoder["figures"]} == {("text_decoder", "prefill"), ("text_decoder", "decode")}
+    decode = next(f for f in decoder["figures"] if f.get("stage") == "decode")
+    assert decode["tokens_agreed"] == 16 and decode["runner_tokens"] >= 1  # the runner, from the prompt alone
+    out = project / "out"
+    assert not (out / "asr_encoder_weights.ptd").exists() and (out / "asr_shared_weights.ptd").is_file()
+    for name, methods in (("asr_encoder", {"audio_encoder"}), ("asr_decoder", {"token_embedding", "text_decoder"})):
+        facts = json.loads(ptebuild("inspect", "--json", out / f"{name}.pte").stdout)
+        text = json.dumps(facts)
+        assert all(f'"{m}"' in text for m in methods)
+        assert all(f'"{m}"' not in text for m in {"audio_encoder", "token_embedding", "text_decoder"} - methods)
+    assert ptebuild("verify", "--bytes", out).returncode == 0
+
+
+def test_an_8da4w_program_is_checked_against_torchaos_quantized_eager_model(split):
+    project, targets = split
+    program = targets["asr_8da4w"]
+    assert program["status"] == "built"
+    decode = next(f for f in program["figures"] if f.get("stage") == "decode")
+    assert decode["atol"] == 5e-2 and decode["min_token_agreement"] == 0.5
+    out = project / "out"  # its linears' weights are 4-bit: its weights file is smaller than the float one
+    assert (out / "asr_8da4w_weights.ptd").stat().st_size < (out / "asr_shared_weights.ptd").stat().st_size
+    # Every linear of the encoder, the adapter and the decoder is 4-bit, but for the time conditioning's
+    # 8 input features (skip_ungroupable) and the output layer tied to the embedding: each said so.
+    inspected = ptebuild("inspect", out / "asr_8da4w.pte").stdout
+    assert "weights: 32 quantized (int4)" in inspected, inspected
+    kept = [line for line in inspected.splitlines() if line.strip().startswith("float:")]
+    assert any("ada_rms_norm_t_cond.2.weight float32[64, 8]" in line for line in kept)
+    assert not any("kv_cache" in line for line in kept)  # the KV cache is state, not a weight

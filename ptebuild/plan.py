@@ -87,6 +87,8 @@ class Limit:
     name: str
     value: float
     where: str
+    method: str = ""
+    """The method it bounds (``programs.X.budget.methods.M``); empty: the whole program."""
 
     @property
     def location(self) -> str:
@@ -175,7 +177,8 @@ class ProgramPlan:
         """The plain, JSON-able form (without :attr:`bound`): what a task carries to its worker."""
         document = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bound"}
         document["methods"] = [asdict(m) for m in self.methods]
-        document["budget"] = asdict(self.budget) if self.budget is not None else None
+        document["budget"] = {"limits": [{k: v for k, v in asdict(limit).items() if k != "method" or v}  # a program's own: as before
+                                         for limit in self.budget.limits]} if self.budget is not None else None
         plain: dict[str, Any] = json.loads(canonical_json(document))
         return plain
 

@@ -631,6 +631,7 @@ ERROR_PATHS = {
             "remove it",
             "leave bundle_io off for it",
             "leave etrecord off for it",
+            "name one of {}",
             "give globs of files relative to the manifest",
             "{}: {}.{}: {}",
         ],

@@ -6,6 +6,12 @@ by one)::
 
     budget = { max_pte = "2 MiB", max_ptd = "64 MiB", min_delegated = 0.95, max_planned_memory = "8 MiB" }
 
+and per method of a program of several methods (``min_delegated`` and ``max_planned_memory`` of
+that method alone)::
+
+    budget.methods.audio_encoder = { min_delegated = 0.5 }
+    budget.methods.text_decoder = { max_planned_memory = "4 MiB" }
+
 Sizes are byte counts or strings with a unit (``"512 KiB"``, ``"2 MiB"``, ``"1.5 GiB"``: powers
 of 1024; ``"500 KB"``, ``"2 MB"``: powers of 1000; :func:`ptebuild.sizes.parse_size`).
 ``min_delegated`` is a fraction (0 to 1) of operator nodes, as :mod:`.delegation` counts it;
@@ -20,16 +26,19 @@ what to do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ptebuild.insight.delegation import TUPLE_ACCESS
 from ptebuild.insight.program import ProgramInsight, format_bytes
 from ptebuild.jsonable import Jsonable
 from ptebuild.plan import Budget, Limit
 
 SIZE_LIMITS = ("max_pte", "max_ptd", "max_planned_memory")
 LIMITS = ("max_pte", "max_ptd", "min_delegated", "max_planned_memory")
+METHOD_LIMITS = ("min_delegated", "max_planned_memory")
+"""What ``methods.M`` bounds of one method."""
 
 
 def parse_size(value: object) -> int:
@@ -47,15 +56,25 @@ def parse_size(value: object) -> int:
     raise ValueError(f"{value!r} is not a size: give bytes, or a number with a unit (\"512 KiB\", \"2 MiB\", \"1.5 GiB\", \"500 KB\")")
 
 
-def merged_budget(defaults: Mapping[str, Any] | None, program: Mapping[str, Any] | None, name: str) -> Budget | None:
+def merged_budget(defaults: Mapping[str, Any] | None, program: Mapping[str, Any] | None, name: str,
+                  methods: Collection[str] = ()) -> Budget | None:
     """The budget of program ``name``: its own limits over the defaults' (both already validated:
-    sizes in bytes, fractions as floats). None when neither sets a limit."""
+    sizes in bytes, fractions as floats), then its methods' (``methods.M``: the program's own, over
+    the defaults' for a method of that name that the program holds: ``methods``). None when nothing
+    sets a limit."""
     limits = []
     for limit in LIMITS:
         if program and program.get(limit) is not None:
             limits.append(Limit(limit, float(program[limit]), f"programs.{name}.budget"))
         elif defaults and defaults.get(limit) is not None:
             limits.append(Limit(limit, float(defaults[limit]), "defaults.budget"))
+    own, inherited = (program or {}).get("methods") or {}, (defaults or {}).get("methods") or {}
+    for method in sorted({*own, *(m for m in inherited if m in methods)}):
+        for limit in METHOD_LIMITS:
+            if (own.get(method) or {}).get(limit) is not None:
+                limits.append(Limit(limit, float(own[method][limit]), f"programs.{name}.budget.methods.{method}", method))
+            elif (inherited.get(method) or {}).get(limit) is not None:
+                limits.append(Limit(limit, float(inherited[method][limit]), f"defaults.budget.methods.{method}", method))
     return Budget(tuple(limits)) if limits else None
 
 
@@ -102,6 +121,8 @@ def judge(figures: ProgramInsight, budget: Budget, pte_name: str) -> tuple[Overr
 
 
 def _judge(limit: Limit, figures: ProgramInsight, pte_name: str) -> str | None:
+    if limit.method:
+        return _judge_method(limit, figures)
     size = figures.size
     if limit.name in SIZE_LIMITS and size is None:
         return f"no size figures for {pte_name} (its files were not read); build it again"
@@ -131,6 +152,29 @@ def _judge(limit: Limit, figures: ProgramInsight, pte_name: str) -> str | None:
             shown = ", ".join(f"{op} ×{n}" for op, n in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             return (f"{100 * fraction:.1f}% of its operator nodes are delegated, under the budget of {limit_text(limit)} "
                     f"(left to kernels: {shown}); make the model use operators the backend takes, or lower the budget")
+    return None
+
+
+def _judge_method(limit: Limit, figures: ProgramInsight) -> str | None:
+    """A limit of one method (``methods.M``): its planned memory, or its delegated fraction."""
+    method = limit.method
+    if limit.name == "max_planned_memory":
+        memory = next((m for m in figures.memory if m.method == method), None)
+        if memory is None:
+            return f"no memory figures for method {method!r} (its action result has none); build it again with --no-cache"
+        if memory.planned_bytes > limit.value:
+            return (f"method {method!r} plans {_bytes_text(memory.planned_bytes)}, over the budget of {limit_text(limit)}; "
+                    "lower its dynamic dims' max, or raise the budget")
+        return None
+    delegation = figures.delegation.method(method) if figures.delegation is not None else None
+    if delegation is None:
+        return f"no delegation figures for method {method!r} (its action result has none); build it again with --no-cache"
+    fraction = delegation.fraction
+    if fraction is not None and fraction < limit.value:
+        left = sorted(((op, n) for op, n in delegation.non_delegated if op != TUPLE_ACCESS), key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(f"{op} ×{n}" for op, n in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        return (f"{100 * fraction:.1f}% of method {method!r}'s operator nodes are delegated, under the budget of "
+                f"{limit_text(limit)} (left to kernels: {shown}); make it use operators the backend takes, or lower the budget")
     return None
 
 

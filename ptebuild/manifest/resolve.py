@@ -146,7 +146,11 @@ def _resolve_program(
     # Judged after the build or a restore, never keyed: a new budget does not lower again.
     program_entry.pop("budget", None)
     defaults_budget = manifest.defaults.budget.model_dump() if manifest.defaults.budget else None
-    budget = merged_budget(defaults_budget, program.budget.model_dump() if program.budget else None, name)
+    for method in (program.budget.methods or {}) if program.budget else ():
+        if method not in chosen:
+            raise ManifestError(f"{display}: {where}.budget.methods.{method}: program {name!r} has no method {method!r}"
+                                f"{did_you_mean(method, chosen)}; name one of {', '.join(chosen)}")
+    budget = merged_budget(defaults_budget, program.budget.model_dump() if program.budget else None, name, chosen)
     # Absent when unset, so that programs without it keep their keys.
     if program_entry.get("check", {}).get("min_token_agreement") is None:
         program_entry.get("check", {}).pop("min_token_agreement", None)

@@ -48,6 +48,16 @@ Size = Annotated[int, BeforeValidator(_size), WithJsonSchema(_SIZE_SCHEMA)]
 """A byte count: an int, or a string with a unit (``"2 MiB"``), read as bytes."""
 
 
+class MethodBudgetSpec(_Strict):
+    """Limits one method of a program must keep (a program of several methods: an encoder that must
+    be delegated whole, a decoder whose planned memory is bounded)."""
+
+    min_delegated: Annotated[float, Field(ge=0, le=1)] | None = None
+    """The smallest fraction of the method's operator nodes delegated (0 to 1)."""
+    max_planned_memory: Size | None = None
+    """The most memory the method may plan."""
+
+
 class BudgetSpec(_Strict):
     """Limits a program's figures must keep (``ptebuild.insight.budget``): a program over one fails
     the build with one line naming the limit, the figure and the budget."""
@@ -60,6 +70,8 @@ class BudgetSpec(_Strict):
     """The smallest fraction of operator nodes delegated (0 to 1; ``getitem`` nodes not counted)."""
     max_planned_memory: Size | None = None
     """The most memory the program's methods may plan, all together."""
+    methods: dict[str, MethodBudgetSpec] | None = None
+    """Limits of single methods, by method name (``methods.text_decoder.max_planned_memory``)."""
 
 
 class CheckSpec(_Strict):

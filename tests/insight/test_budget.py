@@ -75,7 +75,7 @@ def test_the_schema_takes_the_sizes_the_manifest_takes():
     assert schema["$defs"]["Defaults"]["properties"]["budget"] and schema["$defs"]["ProgramSpec"]["properties"]["etrecord"]
     budget = schema["$defs"]["BudgetSpec"]
     assert budget["additionalProperties"] is False
-    assert set(budget["properties"]) == {"max_pte", "max_ptd", "min_delegated", "max_planned_memory"}
+    assert set(budget["properties"]) == {"max_pte", "max_ptd", "min_delegated", "max_planned_memory", "methods"}
     (size, _null) = budget["properties"]["max_pte"]["anyOf"]
     integer, string = size["anyOf"]
     assert integer == {"type": "integer", "minimum": 0}
@@ -86,3 +86,26 @@ def test_the_schema_takes_the_sizes_the_manifest_takes():
         assert not re.search(string["pattern"], text), text
     fraction = budget["properties"]["min_delegated"]["anyOf"][0]
     assert (fraction["minimum"], fraction["maximum"]) == (0, 1)
+
+
+def test_a_methods_limits_bound_that_method_alone_its_own_over_the_defaults():
+    budget = merged_budget({"methods": {"forward": {"max_planned_memory": 1}, "other": {"min_delegated": 1.0}}},
+                           {"methods": {"forward": {"min_delegated": 0.5, "max_planned_memory": None}}}, "p", ["forward"])
+    assert budget.limits == (Limit("min_delegated", 0.5, "programs.p.budget.methods.forward", "forward"),
+                             Limit("max_planned_memory", 1, "defaults.budget.methods.forward", "forward"))
+    assert budget.limits[0].location == "programs.p.budget.methods.forward.min_delegated"
+    assert merged_budget({"methods": {"other": {"min_delegated": 1.0}}}, None, "p", ["forward"]) is None
+
+
+def test_a_method_over_its_limit_is_one_line_naming_it():
+    budget = merged_budget(None, {"methods": {"forward": {"min_delegated": 0.95, "max_planned_memory": 32 * 1024}}}, "p", ["forward"])
+    delegated, planned = (o.message for o in judge(figures(), budget, "p.pte"))
+    assert delegated == ("90.0% of method 'forward''s operator nodes are delegated, under the budget of 95% (left to kernels: "
+                         "aten_mean_dim ×1); make it use operators the backend takes, or lower the budget")
+    assert planned == ("method 'forward' plans 36.3 KiB (37,184 bytes), over the budget of 32.0 KiB (32,768 bytes); "
+                       "lower its dynamic dims' max, or raise the budget")
+    within = merged_budget(None, {"methods": {"forward": {"min_delegated": 0.9, "max_planned_memory": 37_184}}}, "p", ["forward"])
+    assert judge(figures(), within, "p.pte") == ()
+    missing = merged_budget(None, {"methods": {"absent": {"min_delegated": 0.1, "max_planned_memory": 1}}}, "p", ["absent"])
+    assert [o.message.split(" (")[0] for o in judge(figures(), missing, "p.pte")] == [
+        "no delegation figures for method 'absent'", "no memory figures for method 'absent'"]

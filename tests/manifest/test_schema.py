@@ -22,6 +22,7 @@ VALIDATOR = Draft202012Validator(json_schema())
 # Each bad manifest of the tests the schema cannot refuse, with the CLI-only check it needs;
 # every other bad manifest (TOML syntax aside) the schema refuses.
 CLI_ONLY = {
+    "bad-budget-method": "programs.NAME.methods name methods of the model",
     "bad-mm-backend": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-mm-bundle-io": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",
     "bad-mm-quantize": "what a program takes that depends on the kind of the model it names (a language model's options, backend, data_name, bundle_io and etrecord; check.min_token_agreement)",

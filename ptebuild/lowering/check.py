@@ -70,6 +70,19 @@ class WrongProgram(CheckError):
         self.method, self.inputs, self.output = method, inputs, output
 
 
+@contextlib.contextmanager
+def wrong_at(method: str, inputs: tuple[Any, ...]) -> Iterator[None]:
+    """A :class:`WrongProgram` raised in the block that names no inputs of its own names ``method``
+    and ``inputs``: where the search for the first divergence looks (a language model's first call
+    from an empty cache)."""
+    try:
+        yield
+    except WrongProgram as wrong:
+        if not wrong.inputs:
+            wrong.method, wrong.inputs = method, inputs
+        raise
+
+
 class OrderDependent(CheckError):
     """A program whose outputs for the same inputs depend on what ran before on the loaded program."""
 

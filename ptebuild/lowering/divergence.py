@@ -119,9 +119,14 @@ def operator_divergence(exported: Any, inputs: tuple[Any, ...], backend: Any, op
                 lowered.write_to_file(out)
             method_run = Runtime.get().load_program(pte).load_method("forward")
             runtime = list(method_run.execute(flat_inputs(inputs)))
+    # A tap's output_index counts the graph's outputs, among them the buffers it mutates (a KV
+    # cache), which neither PyTorch's module nor ExecuTorch's runtime returns.
+    from torch.export.graph_signature import OutputKind
+
+    mutations = sum(1 for out in tapped.graph_signature.output_specs if out.kind != OutputKind.USER_OUTPUT)
     rows = []
     for index, spec in enumerate(specs):
-        a, r = aot[spec.output_index], runtime[spec.output_index]
+        a, r = aot[spec.output_index - mutations], runtime[spec.output_index - mutations]
         if not isinstance(a, torch.Tensor) or not isinstance(r, torch.Tensor) or a.shape != r.shape:
             continue
         found = measure(a, r, settings.for_dtype(dtype_name(a)))
@@ -143,6 +148,30 @@ def operator_divergence(exported: Any, inputs: tuple[Any, ...], backend: Any, op
         f"it first diverges at {first_wrong.where()}: cosine {first_wrong.cosine:.4f}, max abs error "
         f"{first_wrong.max_abs_error:.3g} against the same graph run by PyTorch on the same inputs, the operators before "
         f"it agree{before}; per-operator figures in the log", tuple(rows))
+
+
+def built_program_far(pte: Path, ptds: list[Path], method: str, inputs: tuple[Any, ...], expected: Any,
+                      settings: Any) -> float | None:
+    """The cosine of the built program's ``method`` (its first output) with ``expected`` on
+    ``inputs``, when it is far from it (the check's wrong rule), else None: where every operator of
+    the method lowered again agrees with PyTorch, a built program still far from the eager model
+    is not this model lowered now (other weights, a build of other code)."""
+    import torch
+    from executorch.runtime import Runtime
+
+    from ptebuild.runtime import one_data_file
+
+    with one_data_file(pte, ptds) as ptd, torch.no_grad():
+        loaded = Runtime.get().load_program(pte, data_path=ptd).load_method(method)
+        actual = loaded.execute(list(inputs))[0]
+    found = measure(expected, actual, settings.for_dtype(dtype_name(expected)))
+    return found.cosine if judge(found)[2] else None
+
+
+NOT_THIS_MODEL = ("lowered again from the eager model, every operator of {method} agrees with PyTorch, and the program as "
+                  "built does not (cosine {cosine:.4f} on the same inputs): it is not this model lowered now (other weights, "
+                  "or a build of other code); build it again from a clean cache")
+"""The sentence where :func:`built_program_far` finds the built program far and the operators agree."""
 
 
 def _tensor_outputs(selector: Any) -> Any:

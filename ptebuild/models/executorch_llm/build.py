@@ -36,6 +36,7 @@ from typing import Any
 
 from ptebuild.errors import ManifestError
 from ptebuild.figures import CheckFigures, GenerationFigures, as_figures
+from ptebuild.lowering.check import WrongProgram
 from ptebuild.models.base import BuiltProgram, Outputs, Progress
 from ptebuild.models.executorch_llm.programs import (
     GENERATION_CHECKED_BACKENDS,
@@ -124,7 +125,7 @@ def build_program(program: ProgramPlan, manifest_dir: Path, display: str, output
         progress(f"exporting with ExecuTorch's LLM export ({spec.model_class or 'llama3'}, {program.backend})")
         export = export_with_backend if program.backend in PTEBUILD_LOWERED_BACKENDS else export_with_upstream
         exported = export(spec, options, program, manifest_dir, metadata, outputs)
-        return _finish(program, spec, manifest_dir, display, outputs, progress, exported, started)
+        return _finish(program, spec, manifest_dir, display, outputs, progress, exported, started, options, metadata)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -182,8 +183,9 @@ def random_checkpoint(spec: Any, manifest_dir: Path, seed: int, scratch: Path) -
 
 
 def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, outputs: Outputs, progress: Progress,
-            exported: Any, started: float) -> BuiltProgram:
-    """Copy the tokenizer beside the program and check it."""
+            exported: Any, started: float, options: Any = None, metadata: dict[str, Any] | None = None) -> BuiltProgram:
+    """Copy the tokenizer beside the program and check it; a program named wrong is searched for
+    where it first diverges (:mod:`.divergence`)."""
     from ptebuild.models.executorch_llm.programs import tokenizer_output
     from ptebuild.models.executorch_llm.tokenizer import load_tokenizer
 
@@ -219,10 +221,19 @@ def _finish(program: ProgramPlan, spec: Any, manifest_dir: Path, display: str, o
             agreements = {}
             for method in sorted(models, key=lambda name: (name == "forward", name)):
                 progress("checking by generation against the eager model" + (f" (method {method!r})" if len(models) > 1 else ""))
-                agreements[method] = check_generation(
-                    models.pop(method), program, shape, files[program.pte_name], ptds, tokenizer,
-                    exported.mutable_buffers, token_agreement_floor(program), method=method,
-                )
+                try:
+                    agreements[method] = check_generation(
+                        models.pop(method), program, shape, files[program.pte_name], ptds, tokenizer,
+                        exported.mutable_buffers, token_agreement_floor(program), method=method,
+                    )
+                except WrongProgram as wrong:  # where does it first diverge from eager PyTorch?
+                    if options is None or len(models) or method != "forward":
+                        raise
+                    from ptebuild.models.executorch_llm.divergence import locate
+
+                    gc.collect()  # the checked model goes before the search makes it again
+                    raise locate(wrong, spec, options, program, manifest_dir, metadata or {}, files[program.pte_name], ptds,
+                                 progress) from None
                 gc.collect()  # the method's eager model: gone before the next is run, and before the runner loads the program
             progress("generating in ExecuTorch's TextLLMRunner")
             forward = agreements["forward"]

@@ -229,6 +229,13 @@ def _counts_before_emitting(program: ProgramPlan, found: dict[str, Any]) -> Iter
 
 
 @contextlib.contextmanager
+def prepared_quietly(metadata: dict[str, Any]) -> Iterator[None]:
+    """What upstream's model preparation runs in here: its progress on stderr, the metadata kept."""
+    with _quiet_stdout(), _metadata_kept(metadata):
+        yield
+
+
+@contextlib.contextmanager
 def _quiet_stdout() -> Iterator[None]:
     """Upstream prints progress ("Checkpoint not provided...") on stdout, which may be an
     executor's channel: send it to stderr (the program's log)."""

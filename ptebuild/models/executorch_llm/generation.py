@@ -119,7 +119,7 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
     """
     import torch
 
-    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.lowering.check import runtime_error, runtime_log, wrong_at
     from ptebuild.runtime import one_data_file
 
     if execute is None:  # ExecuTorch's runtime runs it: its LLM kernels must be there
@@ -164,12 +164,13 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
                 prefill(eager_logits(model, mutable_buffers, shape, prompt, [], device)[0])  # a wrong prefill is named first
                 raise runtime_error(f"to decode step {step + 1}", exc, log, program.name) from exc
     expected = eager_logits(model, mutable_buffers, shape, prompt, fed, device)
-    prefilled = prefill(expected[0])
-    decode = DecodeSteps(program, tolerance, how, method)
-    for step in range(steps):
-        decode.token(step, expected[step], actual[step])
-        decode.logits(step, expected[step + 1], actual[step + 1])
-    decode.verdict(min_agreement)
+    with wrong_at(method, first_call(shape, prompt)):
+        prefilled = prefill(expected[0])
+        decode = DecodeSteps(program, tolerance, how, method)
+        for step in range(steps):
+            decode.token(step, expected[step], actual[step])
+            decode.logits(step, expected[step + 1], actual[step + 1])
+        decode.verdict(min_agreement)
     # The runner's prompt from position 0, on the program as the runner loads it. A KV cache holds
     # nothing a new prompt reads (attention stops at the current position), so the same loaded
     # method serves; a state that is not indexed by position (LFM2's convolutions, a linear
@@ -198,6 +199,18 @@ def check_generation(model: Any, program: ProgramPlan, shape: Shape, pte: Path, 
                 min_token_agreement=min_agreement),
     ]
     return replace(runner, figures=figures)
+
+
+def first_call(shape: Shape, prompt: list[int]) -> tuple[Any, ...]:
+    """The inputs of the program's first call on ``prompt`` from an empty cache, as :class:`Stepper`
+    makes it: what the search for the first divergence runs the program on."""
+    import torch
+
+    if not shape.use_kv_cache:
+        ids = prompt if shape.dynamic else (prompt + [0] * shape.max_seq_length)[: shape.max_seq_length]
+        return (torch.tensor([ids], dtype=torch.long),)
+    tokens = prompt if shape.dynamic else prompt[:1]
+    return (torch.tensor([tokens], dtype=torch.long), torch.tensor([0], dtype=torch.long))
 
 
 def _runner_continuation(fresh: Callable[[], Callable[[list[int]], Any]], tokenizer: Any, shape: Shape,

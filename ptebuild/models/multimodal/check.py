@@ -30,8 +30,6 @@ prompt ids, decode steps).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -87,7 +85,7 @@ def check_multimodal(eager: Any, program: ProgramPlan, pte: Path, ptds: list[Pat
     wrong program, or a tolerance miss)."""
     import torch
 
-    from ptebuild.lowering.check import runtime_error, runtime_log
+    from ptebuild.lowering.check import runtime_error, runtime_log, wrong_at
     from ptebuild.models.executorch_llm.generation import DecodeSteps, judged_logits
     from ptebuild.models.executorch_llm.native_output import register_llm_kernels
     from ptebuild.runtime import one_data_file
@@ -154,7 +152,7 @@ def check_multimodal(eager: Any, program: ProgramPlan, pte: Path, ptds: list[Pat
         # What the search for the first divergence feeds the text decoder, from an empty cache.
         embeds = torch.cat([eager.token_embedding(ids), eager_audio], dim=1)
         decoder_inputs = (embeds, torch.arange(embeds.shape[1], dtype=torch.long))
-        with _failing_inputs("text_decoder", decoder_inputs):
+        with wrong_at("text_decoder", decoder_inputs):
             prefilled = judged_logits(program, "text_decoder", f"method 'text_decoder', the prefill of a seeded prompt of "
                                       f"{prompt_tokens} token ids and the audio's {audio_positions} embeddings "
                                       f"(seed {program.seed})", expected[0], actual[0], tolerance, "")
@@ -179,7 +177,7 @@ def check_multimodal(eager: Any, program: ProgramPlan, pte: Path, ptds: list[Pat
     for step in range(steps):
         decode.token(step, expected[step], actual[step])
         decode.logits(step, expected[step + 1], actual[step + 1])
-    with _failing_inputs("text_decoder", decoder_inputs):
+    with wrong_at("text_decoder", decoder_inputs):
         decode.verdict(min_agreement)
     common: dict[str, Any] = {"output": 0, "dtype": dtype, "atol": tolerance.atol, "rtol": tolerance.rtol,
                               "min_cosine": tolerance.min_cosine, "data": "random", "samples": 0, "prompt_seed": program.seed}
@@ -212,19 +210,6 @@ def _judged_output(program: ProgramPlan, method: str, where: str, output: str, e
                          min_cosine=tolerance.min_cosine, data="random", samples=0, sizes=sizes,
                          max_abs_error=found.max_abs_error, cosine=found.cosine, worst_excess=found.worst_excess,
                          magnitude=found.magnitude, verdict=verdict, reason=reason)
-
-
-@contextlib.contextmanager
-def _failing_inputs(method: str, inputs: tuple[Any, ...]) -> Iterator[None]:
-    """A :class:`WrongProgram` raised in the block names ``method`` and ``inputs``: where the search
-    for the first divergence looks."""
-    from ptebuild.lowering.check import WrongProgram
-
-    try:
-        yield
-    except WrongProgram as wrong:
-        wrong.method, wrong.inputs = method, inputs
-        raise
 
 
 def zero_state(model: Any, mutable_buffers: tuple[str, ...]) -> None:

@@ -29,7 +29,7 @@ def locate(wrong: WrongProgram, eager: Any, spec: Any, program: ProgramPlan, pte
     in a note (the program's log)."""
     from ptebuild.backends import get_backend
     from ptebuild.causes import describe
-    from ptebuild.lowering.divergence import Divergence, operator_divergence
+    from ptebuild.lowering.divergence import NOT_THIS_MODEL, Divergence, built_program_far, operator_divergence
     from ptebuild.models.multimodal import voxtral
     from ptebuild.models.multimodal.check import zero_state
 
@@ -44,13 +44,14 @@ def locate(wrong: WrongProgram, eager: Any, spec: Any, program: ProgramPlan, pte
         exported, _ = voxtral.export(eager.model, spec.max_seq_length, spec.audio_frames)
         found = operator_divergence(exported[wrong.method], wrong.inputs, backend, options, program, program.check_settings())
         if found.rows and not any(row.wrong for row in found.rows):
+            import torch
+
             zero_state(eager, voxtral.cache_buffers(eager))
-            cosine = _built_against_eager(eager, wrong, pte, ptds, program)
+            with torch.no_grad():
+                expected = getattr(eager, wrong.method)(*wrong.inputs)
+            cosine = built_program_far(pte, ptds, wrong.method, wrong.inputs, expected, program.check_settings())
             if cosine is not None:
-                found = Divergence(
-                    f"lowered again from the eager model, every operator of {wrong.method} agrees with PyTorch, and the "
-                    f"program as built does not (cosine {cosine:.4f} on the same inputs): it is not this model lowered "
-                    "now (other weights, or a build of other code); build it again from a clean cache", found.rows)
+                found = Divergence(NOT_THIS_MODEL.format(method=wrong.method, cosine=cosine), found.rows)
         note = found.table() if found.rows else ""
     except Exception as exc:  # a best effort: the program is named wrong either way
         found = Divergence(f"where it first diverges could not be found ({describe(exc).line})")
@@ -60,20 +61,3 @@ def locate(wrong: WrongProgram, eager: Any, spec: Any, program: ProgramPlan, pte
     if note:
         located.add_note(note)
     return located
-
-
-def _built_against_eager(eager: Any, wrong: WrongProgram, pte: Path, ptds: list[Path], program: ProgramPlan) -> float | None:
-    """The cosine of the built program's method with the eager model's on the failing inputs, when
-    it is far from it (the check's wrong rule), else None."""
-    import torch
-    from executorch.runtime import Runtime
-
-    from ptebuild.lowering.check import dtype_name, judge, measure
-    from ptebuild.runtime import one_data_file
-
-    with one_data_file(pte, ptds) as ptd, torch.no_grad():
-        method = Runtime.get().load_program(pte, data_path=ptd).load_method(wrong.method)
-        actual = method.execute(list(wrong.inputs))[0]
-        expected = getattr(eager, wrong.method)(*wrong.inputs)
-    found = measure(expected, actual, program.check_settings().for_dtype(dtype_name(expected)))
-    return found.cosine if judge(found)[2] else None

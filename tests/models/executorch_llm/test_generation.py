@@ -461,3 +461,33 @@ def test_a_program_whose_greedy_text_reaches_its_eos_passes_the_runner_check(tmp
     assert done.returncode == 0, done.stderr
     (target,) = json.loads(done.stdout)["targets"]
     assert target["figures"][-1]["runner_tokens"] == 2
+
+
+@pytest.mark.slow
+def test_a_wrong_program_is_searched_for_where_it_diverges(chat_build, tmp_path):
+    """The prefill's failure names its first call's inputs (the prompt from position 0); the search
+    prepares and exports the model again as upstream does, surfaces every operator of the lowered
+    program and finds them all agreeing with PyTorch, then runs the program as built on the same
+    inputs: still far, it is not this model lowered now (here: the eager model of another seed)."""
+    from ptebuild.lowering.divergence import NOT_THIS_MODEL
+    from ptebuild.models.executorch_llm.build import random_checkpoint
+    from ptebuild.models.executorch_llm.divergence import locate
+    from ptebuild.models.executorch_llm.spec import LlmModelSpec, LlmXnnpackOptions
+
+    manifest, out, *_ = chat_build
+    program, shape, tokenizer, buffers, floor, eager = chat_check_inputs(manifest, tmp_path)
+    pte, ptds = out / "chat_xnnpack.pte", [out / "chat_xnnpack_weights.ptd"]
+    other = program.seed + 1
+    with pytest.raises(WrongProgram) as refused:
+        check_generation(eager(other), program, shape, pte, ptds, tokenizer, buffers, floor)
+    wrong = refused.value
+    assert wrong.method == "forward" and [tuple(t.shape) for t in wrong.inputs] == [(1, 16), (1,)]
+    spec = LlmModelSpec.model_validate(program.model_entry)
+    folder = tmp_path / "other"
+    folder.mkdir()
+    spec = spec.model_copy(update={"checkpoint": str(random_checkpoint(spec, manifest.parent, other, folder))})
+    located = locate(wrong, spec, LlmXnnpackOptions.model_validate(program.options), program, manifest.parent,
+                     {"get_bos_id": tokenizer.bos, "get_eos_ids": [tokenizer.eos]}, pte, ptds, lambda _line: None)
+    expected = NOT_THIS_MODEL.split("(cosine")[0].format(method="forward")
+    assert expected in str(located), str(located)
+    assert "Each operator's output in ExecuTorch's runtime" in "".join(getattr(located, "__notes__", []))

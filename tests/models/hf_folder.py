@@ -27,10 +27,16 @@ LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "hi
 frequencies of all three kinds (kept, divided by the factor, smoothed between)."""
 
 
+LFM2_LAYERS = ["conv", "full_attention", "conv"]
+"""LFM2's hybrid stack at its smallest: a short-convolution layer on each side of an attention one."""
+
+
 def config_for(model_type: str, *, tied: bool = True, rope_scaling: dict | None = None) -> dict:
+    if model_type == "lfm2":
+        return _lfm2_config(tied)
     config = {
         "architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "phi3": "Phi3ForCausalLM",
-                           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]],
+                           "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}[model_type]],
         "model_type": model_type, **DIMS, "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
         "max_position_embeddings": 128, "tie_word_embeddings": tied, "torch_dtype": "float32",
         "bos_token_id": 0, "eos_token_id": 1,
@@ -45,9 +51,53 @@ def config_for(model_type: str, *, tied: bool = True, rope_scaling: dict | None 
         config.update(partial_rotary_factor=0.75, original_max_position_embeddings=32, sliding_window=None,
                       rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
                                     "long_factor": [1.5, 2.0, 3.0, 4.5, 6.0, 8.0]})
+    if model_type == "smollm3":  # transformers' SmolLM3Config: no RoPE in every 4th layer
+        config.update(num_hidden_layers=4, no_rope_layer_interval=4, no_rope_layers=[1, 1, 1, 0],
+                      use_sliding_window=False, attention_bias=False, mlp_bias=False)
     if rope_scaling is not None:
         config["rope_scaling"] = rope_scaling
     return config
+
+
+def _lfm2_config(tied: bool) -> dict:
+    """transformers' ``Lfm2Config`` as LiquidAI's folders spell it: ``norm_eps``, the FFN width
+    adjusted from ``intermediate_size`` (2/3 of it, times the multiplier, rounded up to
+    ``block_multiple_of``: 144 -> 96 here), ``layer_types``."""
+    return {
+        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2",
+        **DIMS, "num_hidden_layers": len(LFM2_LAYERS), "intermediate_size": 144,
+        "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 32,
+        "layer_types": LFM2_LAYERS, "conv_L_cache": 3, "conv_bias": False, "norm_eps": 1e-5, "rope_theta": 1000000.0,
+        "max_position_embeddings": 128000, "tie_word_embeddings": tied, "torch_dtype": "float32",
+        "bos_token_id": 0, "eos_token_id": 1,
+    }
+
+
+def _lfm2_weights(config: dict, rand) -> dict[str, torch.Tensor]:
+    """LFM2's keys: ``operator_norm``/``ffn_norm`` around each layer, the SwiGLU MLP as
+    ``feed_forward.w1/w3/w2``, a conv layer's ``in_proj`` (B, C and x rows in one matrix), its
+    depthwise ``conv.conv`` (kernel ``conv_L_cache``) and ``out_proj``; an attention layer's q/k/v,
+    ``out_proj`` and per-head ``q_layernorm``/``k_layernorm``; the last norm ``embedding_norm``."""
+    dim, heads, kv, hidden = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"], 96
+    head_dim = dim // heads
+    weights = {"model.embed_tokens.weight": rand(config["vocab_size"], dim, scale=1.0), "model.embedding_norm.weight": 1 + rand(dim)}
+    for i, kind in enumerate(config["layer_types"]):
+        p = f"model.layers.{i}."
+        weights.update({
+            p + "operator_norm.weight": 1 + rand(dim), p + "ffn_norm.weight": 1 + rand(dim),
+            p + "feed_forward.w1.weight": rand(hidden, dim), p + "feed_forward.w3.weight": rand(hidden, dim),
+            p + "feed_forward.w2.weight": rand(dim, hidden),
+        })
+        if kind == "conv":
+            weights.update({p + "conv.in_proj.weight": rand(3 * dim, dim), p + "conv.conv.weight": rand(dim, 1, config["conv_L_cache"], scale=0.5),
+                            p + "conv.out_proj.weight": rand(dim, dim)})
+        else:
+            weights.update({
+                p + "self_attn.q_proj.weight": rand(heads * head_dim, dim), p + "self_attn.k_proj.weight": rand(kv * head_dim, dim),
+                p + "self_attn.v_proj.weight": rand(kv * head_dim, dim), p + "self_attn.out_proj.weight": rand(dim, heads * head_dim),
+                p + "self_attn.q_layernorm.weight": 1 + rand(head_dim), p + "self_attn.k_layernorm.weight": 1 + rand(head_dim),
+            })
+    return weights
 
 
 def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True, rope_scaling: dict | None = None) -> dict[str, torch.Tensor]:
@@ -64,7 +114,9 @@ def make_folder(folder: Path, model_type: str, seed: int, *, tied: bool = True, 
 
     weights = {"model.embed_tokens.weight": rand(config["vocab_size"], dim, scale=1.0),
                "model.norm.weight": 1 + rand(dim)}
-    for i in range(config["num_hidden_layers"]):
+    if model_type == "lfm2":
+        weights = _lfm2_weights(config, rand)
+    for i in range(config["num_hidden_layers"] if model_type != "lfm2" else 0):
         p = f"model.layers.{i}."
         if model_type == "phi3":  # fused: q, k, v rows in one matrix; gate then up rows in another
             weights.update({
@@ -112,6 +164,8 @@ def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
 
     config = json.loads((folder / "config.json").read_text())
     w = {k: v.to(torch.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+    if config["model_type"] == "lfm2":
+        return _lfm2_logits(config, w, tokens)
     dim, heads, kv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
     head_dim, eps = config.get("head_dim", dim // heads), config["rms_norm_eps"]
     n = len(tokens)
@@ -177,3 +231,38 @@ def reference_logits(folder: Path, tokens: list[int]) -> torch.Tensor:
     x = _rms(x, w["model.norm.weight"], eps)
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return (x @ head.T)[-1]
+
+
+def _lfm2_logits(config: dict, w: dict[str, torch.Tensor], tokens: list[int]) -> torch.Tensor:
+    """transformers' ``Lfm2ForCausalLM`` forward (its slow path): each layer ``x + op(norm(x))``
+    then ``+ w2(silu(w1 h) * w3 h)``; a conv layer splits ``in_proj``'s output into B, C and x,
+    convolves ``B * x`` causally (zeros before the first token) and gates the result by C; an
+    attention layer norms each head of q and k, then RoPE; the last norm is ``embedding_norm``."""
+    dim, heads, kv, eps = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"], config["norm_eps"]
+    head_dim, n, kernel = dim // heads, len(tokens), config["conv_L_cache"]
+    inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.cat([torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]] * 2, dim=-1)
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
+    for i, kind in enumerate(config["layer_types"]):
+        p = f"model.layers.{i}."
+        h = _rms(x, w[p + "operator_norm.weight"], eps)
+        if kind == "conv":
+            b, c, v = (h @ w[p + "conv.in_proj.weight"].T).chunk(3, dim=-1)
+            padded = torch.cat([torch.zeros(kernel - 1, dim, dtype=torch.float64), b * v]).T[None]
+            convolved = torch.nn.functional.conv1d(padded, w[p + "conv.conv.weight"], groups=dim)[0].T
+            out = (c * convolved) @ w[p + "conv.out_proj.weight"].T
+        else:
+            q = _rms((h @ w[p + "self_attn.q_proj.weight"].T).view(n, heads, head_dim), w[p + "self_attn.q_layernorm.weight"], eps)
+            k = _rms((h @ w[p + "self_attn.k_proj.weight"].T).view(n, kv, head_dim), w[p + "self_attn.k_layernorm.weight"], eps)
+            v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, kv, head_dim)
+            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+            k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
+            scores = torch.einsum("qhd,khd->hqk", q, k) / head_dim**0.5 + mask
+            out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, dim) @ w[p + "self_attn.out_proj.weight"].T
+        x = x + out
+        h = _rms(x, w[p + "ffn_norm.weight"], eps)
+        x = x + (torch.nn.functional.silu(h @ w[p + "feed_forward.w1.weight"].T) * (h @ w[p + "feed_forward.w3.weight"].T)) @ w[p + "feed_forward.w2.weight"].T
+    x = _rms(x, w["model.embedding_norm.weight"], eps)
+    return (x @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T)[-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ptebuild
-from hf_folder import LLAMA3_ROPE, config_for, make_folder, reference_logits
+from hf_folder import LFM2_LAYERS, LLAMA3_ROPE, config_for, make_folder, reference_logits
 
 from ptebuild.models.executorch_llm.huggingface import FolderProblem, params_from_config
 
@@ -58,8 +58,11 @@ def _program_logits(out: Path, tokens: list[int]):
     return logits.to(torch.float64).reshape(-1)
 
 
-def _build_and_compare(tmp_path: Path, model_type: str, tied: bool, rope_scaling: dict | None = None) -> dict:
+def _build_and_compare(tmp_path: Path, model_type: str, tied: bool, rope_scaling: dict | None = None, change: dict | None = None) -> dict:
     manifest = _project(tmp_path / "project", model_type, tied=tied, rope_scaling=rope_scaling)
+    if change:
+        config = manifest.parent / "hf" / "config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), **change}))
     done = ptebuild("build", manifest, "--cache", tmp_path / "cache", "--json")
     assert done.returncode == 0, done.stderr
     program = json.loads(done.stdout)["targets"][0]
@@ -89,6 +92,21 @@ def test_qwen2_qwen3_mistral_and_phi3_folders(tmp_path, model_type, tied):
     than the context; Phi-3: fused q/k/v and gate/up weights (upstream's phi_4_mini mapping), 3/4 of
     each head rotated, LongRoPE's short factors and attention factor."""
     _build_and_compare(tmp_path, model_type, tied)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "own_output"])
+def test_an_lfm2_folder(tmp_path, tied):
+    """LFM2: short-convolution layers around an attention one (upstream's lfm2 converter splits
+    each in_proj into B, C and x), per-head q/k norms, its FFN width as transformers adjusts it."""
+    _build_and_compare(tmp_path, "lfm2", tied)
+
+
+@pytest.mark.slow
+def test_a_smollm3_folder_that_rotates_in_every_layer(tmp_path):
+    """SmolLM3's layout and upstream's smollm3 converter, where no layer leaves RoPE out (the only
+    SmolLM3 that ExecuTorch's Llama definition computes)."""
+    _build_and_compare(tmp_path, "smollm3", True, change={"no_rope_layers": [1, 1, 1, 1]})
 
 
 @pytest.mark.slow
@@ -182,8 +200,98 @@ def test_phi3s_fused_weights_are_split_by_executorchs_mapping(tmp_path):
     assert json.loads(params.read_text())["partial_rotary_factor"] == 0.75
 
 
+def test_lfm2_as_executorchs_own_params_spell_it():
+    """The keys and spellings of ExecuTorch's ``lfm2/config/lfm2_350m_config.json``; LFM2-350M's
+    FFN: intermediate_size 6656 -> int(2/3 of it) 4437 -> rounded up to 256: 4608, as that file has."""
+    assert params_from_config(config_for("lfm2"), TIED_WEIGHTS) == {
+        "dim": 64, "ffn_dim_multiplier": 1, "hidden_dim": 96, "n_heads": 4, "n_kv_heads": 2, "n_layers": 3,
+        "norm_eps": 1e-5, "rope_theta": 1000000.0, "use_scaled_rope": False, "vocab_size": 256, "use_hf_rope": True,
+        "use_qk_norm": True, "qk_norm_before_rope": True, "layer_types": LFM2_LAYERS,
+    }
+    size_350m = {**config_for("lfm2"), "intermediate_size": 6656, "block_multiple_of": 256}
+    assert params_from_config(size_350m, TIED_WEIGHTS)["hidden_dim"] == 4608
+    by_index = {k: v for k, v in config_for("lfm2").items() if k != "layer_types"} | {"full_attn_idxs": [1]}
+    assert params_from_config(by_index, TIED_WEIGHTS)["layer_types"] == LFM2_LAYERS
+
+
+def test_lfm2s_weights_are_split_by_executorchs_mapping(tmp_path):
+    import torch
+
+    from ptebuild.models.executorch_llm.huggingface import convert, read_folder
+
+    weights = make_folder(tmp_path / "hf", "lfm2", seed=3, tied=False)
+    _, checkpoint = convert(tmp_path / "hf", read_folder(tmp_path / "hf", context=32), tmp_path)
+    converted = torch.load(checkpoint, weights_only=True)
+    b, c, x = weights["model.layers.0.conv.in_proj.weight"].chunk(3)
+    assert torch.equal(converted["layers.0.conv.B_proj.weight"], b) and torch.equal(converted["layers.0.conv.x_proj.weight"], x)
+    assert torch.equal(converted["layers.0.conv.C_proj.weight"], c)
+    assert torch.equal(converted["layers.1.attention.q_norm_fn.weight"], weights["model.layers.1.self_attn.q_layernorm.weight"])
+    assert torch.equal(converted["norm.weight"], weights["model.embedding_norm.weight"])
+    # upstream's map leaves an own output layer as lm_head.weight: it is the model's output.weight
+    assert torch.equal(converted["output.weight"], weights["lm_head.weight"]) and "lm_head.weight" not in converted
+
+
+REFUSED_TYPES = {
+    "gemma3_text": "config.json has model_type 'gemma3_text'; ExecuTorch 1.5.1's LLM export has no Gemma 3 definition "
+                   "(LlmConfig.base.model_class has none, and its Llama definition never applies the ModelArgs fields Gemma 3 "
+                   "needs: post_attention_norm, post_ffn_norm, embedding_scale_factor, attention_multiplier, "
+                   "local_rope_theta); its examples/models/gemma3/convert_weights.py converts for Qualcomm's static Llama "
+                   "(examples/qualcomm/oss_scripts/llama, QNN only)",
+    "granite": "config.json has model_type 'granite'; ExecuTorch 1.5.1's LLM export has no Granite definition "
+               "(LlmConfig.base.model_class has none, and its Llama definition never applies the ModelArgs fields Granite "
+               "needs: embedding_scale_factor, attention_multiplier, residual_multiplier, logits_scaling); its "
+               "examples/models/granite/convert_weights.py converts for Qualcomm's static Llama "
+               "(examples/qualcomm/oss_scripts/llama, QNN only)",
+    "qwen3_5": "config.json has model_type 'qwen3_5'; ptebuild does not map Qwen3.5's config (gated DeltaNet layers) to "
+               "ExecuTorch's params yet: give params (ExecuTorch's examples/models/qwen3_5/config/0_8b_config.json, in its "
+               "repository, not in the wheel) and a checkpoint made by examples/models/qwen3_5/convert_weights.py, with "
+               "model_class qwen3_5_0_8b",
+    "smollm3": "config.json has model_type 'smollm3', which leaves RoPE out of layer 3 (no_rope_layers); ExecuTorch 1.5.1's "
+               "Llama definition rotates in every layer (ModelArgs.no_rope_layer_interval is read only by Qualcomm's static "
+               "Llama (examples/qualcomm/oss_scripts/llama, QNN only), for which examples/models/smollm3/convert_weights.py "
+               "converts) and LlmConfig has no SmolLM3 class",
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED_TYPES))
+def test_families_executorch_converts_but_does_not_define_are_one_line(model_type):
+    """Each model_type with an upstream convert_weights.py that ExecuTorch's LLM export cannot
+    compute: one line naming what upstream lacks (checked against ExecuTorch 1.5.1's sources)."""
+    config = config_for("smollm3") if model_type == "smollm3" else {**config_for("llama"), "model_type": model_type}
+    with pytest.raises(FolderProblem) as refused:
+        params_from_config(config, TIED_WEIGHTS, context=32)
+    assert str(refused.value) == REFUSED_TYPES[model_type]
+
+
+def test_a_smollm3_that_rotates_in_every_layer_is_llamas_definition():
+    """transformers' SmolLM3 without NoPE layers (all of no_rope_layers 1, or no interval) computes
+    Llama; upstream's smollm3 converter writes the embedding as the output layer, so untied is refused."""
+    rotating = {**config_for("smollm3"), "no_rope_layers": [1, 1, 1, 1]}
+    llama = {**config_for("llama"), "num_hidden_layers": 4}
+    assert params_from_config(rotating, TIED_WEIGHTS, context=32) == params_from_config(llama, TIED_WEIGHTS, context=32)
+    # without no_rope_layers, transformers leaves RoPE out of every no_rope_layer_interval-th layer
+    every_second = {k: v for k, v in config_for("smollm3").items() if k != "no_rope_layers"} | {"no_rope_layer_interval": 2}
+    with pytest.raises(FolderProblem, match="which leaves RoPE out of layers 1, 3 "):
+        params_from_config(every_second, TIED_WEIGHTS, context=32)
+    with pytest.raises(FolderProblem, match="ExecuTorch's smollm3 converter writes the embedding as the output layer"):
+        params_from_config({**rotating, "tie_word_embeddings": False}, TIED_WEIGHTS | {"lm_head.weight"}, context=32)
+
+
 @pytest.mark.parametrize("change,message", [
-    ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take llama, mistral, phi3, qwen2, qwen3"),
+    ({"conv_L_cache": 4}, "config.json has conv_L_cache 4 and conv_bias False; ExecuTorch's lfm2 ShortConvBlock convolves "
+                          "over 3 positions without a bias"),
+    ({"layer_types": ["conv", "mamba", "conv"]},
+     "config.json has layer_types ['conv', 'mamba', 'conv']; LFM2 takes 3 of conv, full_attention"),
+    ({"tie_word_embeddings": False}, "config.json has tie_word_embeddings = false, and the weights have no lm_head.weight"),
+])
+def test_what_executorchs_lfm2_does_not_compute_is_refused(change, message):
+    with pytest.raises(FolderProblem) as refused:
+        params_from_config({**config_for("lfm2"), **change}, TIED_WEIGHTS)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"model_type": "gpt2"}, "config.json has model_type 'gpt2'; ExecuTorch's definitions take lfm2, llama, mistral, phi3, qwen2, qwen3, smollm3"),
     ({"hidden_act": "gelu"}, "config.json has hidden_act 'gelu'; ExecuTorch's llama definition computes silu"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "config.json scales RoPE ('yarn')"),
     ({"rope_scaling": {**LLAMA3_ROPE, "factor": None}}, "config.json's RoPE scaling ('llama3') has no factor above 0"),
@@ -223,7 +331,7 @@ def test_a_folder_that_cannot_be_taken_is_one_located_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: {manifest}: models.hf.huggingface: 'hf': config.json has model_type 'gemma'; ExecuTorch's "
-        "definitions take llama, mistral, phi3, qwen2, qwen3 from a Hugging Face folder (use params and checkpoint for the others)"
+        "definitions take lfm2, llama, mistral, phi3, qwen2, qwen3, smollm3 from a Hugging Face folder (use params and checkpoint for the others)"
     )
     (tmp_path / "hf" / "model.safetensors").unlink()
     (tmp_path / "hf" / "config.json").write_text(json.dumps(config))

@@ -12,14 +12,19 @@ then the ``LlmConfig`` export), less the download:
    ``qwen2_5/config/0_5b_config.json``): ``use_hf_rope`` (the weights stay in Hugging Face's
    layout, RoPE applied as Hugging Face applies it), ``attention_qkv_bias`` (Qwen2),
    ``use_qk_norm`` and ``qk_norm_before_rope`` (Qwen3), ``partial_rotary_factor`` and LongRoPE's
-   factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them); Llama 3.1/3.2's ``llama3`` and the
+   factors (Phi-3, as ExecuTorch's ``phi_4_mini`` takes them), ``layer_types``, the FFN width as
+   transformers adjusts it and q/k norms (LFM2, as ``lfm2/config/lfm2_350m_config.json``: model_class
+   ``lfm2_350m``), Llama's for a SmolLM3 whose layers all rotate; Llama 3.1/3.2's ``llama3`` and the
    ``linear`` RoPE scalings as one such factor per frequency; the ``dynamic`` one as plain RoPE
    where the context is within ``max_position_embeddings`` (it scales only past it). Mistral is Llama's definition where
    its sliding window is no shorter than the program's context (then it never leaves a key out).
    What ExecuTorch's definitions do not compute (another activation, biases on the output or MLP
    projections, a RoPE scaling other than those, a sliding window shorter than the
    context, LongRoPE's switch to its long factors within the context, untied output weights that
-   the folder lacks) is refused with one line.
+   the folder lacks) is refused with one line, and so is each family for which ExecuTorch 1.5.1
+   ships a converter but its LLM export has no definition (:data:`REFUSED`; those converters feed
+   Qualcomm's static Llama): Gemma 3, Granite, SmolLM3 with NoPE layers; Qwen3.5, which upstream
+   defines, is not mapped here yet (its line names upstream's params file and converter).
 2. :func:`convert` (in the worker) writes that params JSON and converts the weights with
    ExecuTorch's own converter for the layout into a checkpoint of ExecuTorch's layout:
    ``examples/models/qwen3/convert_weights.py`` for ``qwen3``, ``llama`` and ``mistral`` (Hugging
@@ -28,7 +33,11 @@ then the ``LlmConfig`` export), less the download:
    ``examples/models/phi_4_mini/convert_weights.py``'s ``phi_4_hf_to_meta`` for ``phi3`` (it splits
    the fused ``qkv_proj`` and ``gate_up_proj``; its ``convert_weights`` reads only two named shards
    through torchtune, so the folder is read by qwen3's loader, and a tied output layer is the
-   embedding, as qwen3's converter writes it). Upstream's converter reads the folder once and writes
+   embedding, as qwen3's converter writes it), ``examples/models/lfm2/convert_weights.py``'s
+   ``lfm_2_to_meta`` for ``lfm2`` (it splits each conv layer's ``in_proj`` into B, C and x; its own
+   loader reads no shards, so qwen3's reads the folder, and an own output layer it leaves as
+   ``lm_head.weight`` is renamed ``output.weight``), ``examples/models/smollm3/convert_weights.py``
+   for ``smollm3``. Upstream's converter reads the folder once and writes
    the checkpoint; the export then maps it (``torch.load(mmap=True)``): one copy of the weights in
    memory at a time.
 
@@ -50,9 +59,27 @@ CONFIG = "config.json"
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
-MODEL_TYPES = {"llama": "llama3", "mistral": "llama3", "phi3": "phi_4_mini", "qwen2": "qwen2_5_0_5b", "qwen3": "qwen3_0_6b"}
+MODEL_TYPES = {"lfm2": "lfm2_350m", "llama": "llama3", "mistral": "llama3", "phi3": "phi_4_mini", "qwen2": "qwen2_5_0_5b",
+               "qwen3": "qwen3_0_6b", "smollm3": "llama3"}
 """Hugging Face ``model_type`` -> the ``LlmConfig.base.model_class`` it is exported as (ExecuTorch's
 definition of that family; the class only names it: the params JSON says what it computes)."""
+
+_QUALCOMM = "Qualcomm's static Llama (examples/qualcomm/oss_scripts/llama, QNN only)"
+REFUSED = {
+    "gemma3_text": "ExecuTorch 1.5.1's LLM export has no Gemma 3 definition (LlmConfig.base.model_class has none, and its "
+                   "Llama definition never applies the ModelArgs fields Gemma 3 needs: post_attention_norm, post_ffn_norm, "
+                   "embedding_scale_factor, attention_multiplier, local_rope_theta); its "
+                   f"examples/models/gemma3/convert_weights.py converts for {_QUALCOMM}",
+    "granite": "ExecuTorch 1.5.1's LLM export has no Granite definition (LlmConfig.base.model_class has none, and its Llama "
+               "definition never applies the ModelArgs fields Granite needs: embedding_scale_factor, attention_multiplier, "
+               f"residual_multiplier, logits_scaling); its examples/models/granite/convert_weights.py converts for {_QUALCOMM}",
+    "qwen3_5": "ptebuild does not map Qwen3.5's config (gated DeltaNet layers) to ExecuTorch's params yet: give params "
+               "(ExecuTorch's examples/models/qwen3_5/config/0_8b_config.json, in its repository, not in the wheel) and a "
+               "checkpoint made by examples/models/qwen3_5/convert_weights.py, with model_class qwen3_5_0_8b",
+}
+"""Hugging Face ``model_type``s that ExecuTorch ships a converter for and that are refused: why, in one clause."""
+REFUSED["gemma3"] = REFUSED["gemma3_text"]
+REFUSED["qwen3_5_text"] = REFUSED["qwen3_5"]
 
 
 class FolderProblem(ValueError):
@@ -174,11 +201,17 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
     tell whether the output layer is its own) in a program whose KV cache holds ``context``
     positions (None: not known, so a sliding window or LongRoPE is refused). Raises FolderProblem."""
     model_type = config.get("model_type")
+    if model_type in REFUSED:
+        raise FolderProblem(f"{CONFIG} has model_type {model_type!r}; {REFUSED[model_type]}")
     if model_type not in MODEL_TYPES:
         raise FolderProblem(
             f"{CONFIG} has model_type {model_type!r}; ExecuTorch's definitions take {', '.join(sorted(MODEL_TYPES))} "
             "from a Hugging Face folder (use params and checkpoint for the others)"
         )
+    if model_type == "lfm2":
+        return _lfm2_params(config, weights)
+    if model_type == "smollm3":
+        _smollm3_fits(config, weights)
     missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
                if not isinstance(config.get(k), int)]
     if missing:
@@ -246,6 +279,70 @@ def params_from_config(config: dict[str, Any], weights: frozenset[str], context:
     if rope_type in PER_FREQUENCY:
         params.update(_per_frequency(rope_type, scaling, theta, int(whole_head * partial)))
     return params
+
+
+def _smollm3_fits(config: dict[str, Any], weights: frozenset[str]) -> None:
+    """Refuse a SmolLM3 whose layers leave RoPE out (transformers' ``no_rope_layers``, else every
+    ``no_rope_layer_interval``-th layer): ExecuTorch's Llama definition rotates in every layer. One
+    that rotates in all is Llama's computation; upstream's converter writes the embedding as the
+    output layer, so it takes only a tied one."""
+    layers = config["num_hidden_layers"]
+    flags = config.get("no_rope_layers")
+    if not isinstance(flags, list):
+        interval = config.get("no_rope_layer_interval", 4)
+        flags = [int((i + 1) % interval != 0) for i in range(layers)] if isinstance(interval, int) and interval > 0 else [1] * layers
+    nope = [i for i, flag in enumerate(flags) if not flag]
+    if nope:
+        raise FolderProblem(
+            f"{CONFIG} has model_type 'smollm3', which leaves RoPE out of layer{'s' if len(nope) > 1 else ''} "
+            f"{', '.join(map(str, nope))} (no_rope_layers); "
+            "ExecuTorch 1.5.1's Llama definition rotates in every layer (ModelArgs.no_rope_layer_interval is read only by "
+            f"{_QUALCOMM}, for which examples/models/smollm3/convert_weights.py converts) and LlmConfig has no SmolLM3 class"
+        )
+    if not config.get("tie_word_embeddings", True) or "lm_head.weight" in weights:
+        raise FolderProblem(f"{CONFIG} has tie_word_embeddings = false; ExecuTorch's smollm3 converter writes the embedding as the output layer")
+
+
+LFM2_LAYER_TYPES = ("conv", "full_attention")
+
+
+def _lfm2_params(config: dict[str, Any], weights: frozenset[str]) -> dict[str, Any]:
+    """ExecuTorch's params for LFM2, as its ``examples/models/lfm2/config/lfm2_350m_config.json``
+    spells them: the FFN width as transformers' ``Lfm2MLP`` adjusts it, ``layer_types`` (from
+    ``full_attn_idxs`` where absent, as ``Lfm2Config`` makes it), q/k norms before RoPE. ExecuTorch's
+    ``ShortConvBlock`` has a kernel of 3 and no bias."""
+    layers, dim = config["num_hidden_layers"], config["hidden_size"]
+    hidden = config.get("block_ff_dim", config["intermediate_size"])
+    if config.get("block_auto_adjust_ff_dim", True):
+        hidden = int(2 * hidden / 3)
+        multiplier, multiple = config.get("block_ffn_dim_multiplier", 1.0), int(config.get("block_multiple_of", 256))
+        if multiplier is not None:
+            hidden = multiple * ((int(multiplier * hidden) + multiple - 1) // multiple)
+    kinds = config.get("layer_types")
+    if kinds is None:
+        attention = config.get("full_attn_idxs") or range(layers)
+        kinds = ["full_attention" if i in attention else "conv" for i in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or any(k not in LFM2_LAYER_TYPES for k in kinds):
+        raise FolderProblem(f"{CONFIG} has layer_types {kinds!r}; LFM2 takes {layers} of {', '.join(LFM2_LAYER_TYPES)}")
+    if config.get("conv_L_cache", 3) != 3 or config.get("conv_bias"):
+        raise FolderProblem(
+            f"{CONFIG} has conv_L_cache {config.get('conv_L_cache')} and conv_bias {bool(config.get('conv_bias'))}; "
+            "ExecuTorch's lfm2 ShortConvBlock convolves over 3 positions without a bias"
+        )
+    tied = bool(config.get("tie_word_embeddings", config.get("tie_embedding", True)))
+    if not tied and "lm_head.weight" not in weights:
+        raise FolderProblem(f"{CONFIG} has tie_word_embeddings = false, and the weights have no lm_head.weight")
+    theta, rope_type, _ = _rope(config)
+    if rope_type != "default":
+        raise FolderProblem(f"{CONFIG} scales RoPE ({rope_type!r}); ExecuTorch's lfm2 definition computes it unscaled")
+    heads = config["num_attention_heads"]
+    return {
+        "dim": dim, "ffn_dim_multiplier": 1, "hidden_dim": hidden, "n_heads": heads,
+        "n_kv_heads": config.get("num_key_value_heads") or heads, "n_layers": layers,
+        "norm_eps": float(config.get("norm_eps", 1e-5)), "rope_theta": theta, "use_scaled_rope": False,
+        "vocab_size": config["vocab_size"], "use_hf_rope": True, "use_qk_norm": True, "qk_norm_before_rope": True,
+        "layer_types": list(kinds),
+    }
 
 
 def safetensors_keys(path: Path) -> frozenset[str]:
@@ -322,7 +419,8 @@ def convert(folder: Path, model: HuggingFaceModel, scratch: Path) -> tuple[Path,
     params = scratch / "huggingface_params.json"
     params.write_text(json.dumps(model.params, sort_keys=True))
     checkpoint = scratch / "huggingface_weights.pth"
-    converter = {"qwen2": _qwen2_converter, "phi3": _phi3_converter}.get(model.model_type, _qwen3_converter)()
+    converter = {"qwen2": _qwen2_converter, "phi3": _phi3_converter, "lfm2": _lfm2_converter,
+                 "smollm3": _smollm3_converter}.get(model.model_type, _qwen3_converter)()
     with contextlib.redirect_stdout(sys.stderr):  # upstream prints its progress
         converter(str(folder), str(checkpoint))
     return params, checkpoint
@@ -356,6 +454,30 @@ def _phi3_converter() -> Any:
         del state
         if tied:
             converted["output.weight"] = converted["tok_embeddings.weight"]
+        torch.save(converted, output_file)
+
+    return convert_weights
+
+
+def _smollm3_converter() -> Any:
+    from executorch.examples.models.smollm3.convert_weights import convert_weights
+
+    return convert_weights
+
+
+def _lfm2_converter() -> Any:
+    """Upstream's LFM2 mapping (``lfm_2_to_meta``: ``in_proj`` split into B, C and x) over the folder
+    as qwen3's loader reads it (upstream's reads only ``model.safetensors``, not shards); an own
+    output layer, which upstream leaves as ``lm_head.weight``, is named ``output.weight``."""
+    from executorch.examples.models.lfm2.convert_weights import lfm_2_to_meta
+
+    def convert_weights(input_dir: str, output_file: str) -> None:
+        import torch
+        from executorch.examples.models.qwen3.convert_weights import load_checkpoint_from_safetensors
+
+        converted = lfm_2_to_meta(load_checkpoint_from_safetensors(input_dir))
+        if "lm_head.weight" in converted:
+            converted["output.weight"] = converted.pop("lm_head.weight")
         torch.save(converted, output_file)
 
     return convert_weights

@@ -144,10 +144,8 @@ PASSES_ON = {
     ("manifest/resolve.py", "_resolve_program", "{}: {}.{}: {}"):
         "models/*: ModelKind.program_problem: each problem ends with what to do ('use one of ...', 'remove ...', 'set ...')",
     ("models/multimodal/audio.py", "read_wav", "{}"): "fix: 'give a PCM WAV file at N Hz (for example: ffmpeg -i IN -ac 1 -ar N OUT.wav)'",
-    ("models/multimodal/__init__.py", "MultimodalKind.resolve", "{}"):
-        "fixes[field]: 'give the model\'s params.json ...', 'give a tokenizer.json ...', 'give the family\'s checkpoint ...'",
-    ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}"):
-        "fixes[field]: 'give the model\'s params JSON ...', 'give a tokenizer.json ...', 'give a checkpoint ...'",
+    ("models/model_files.py", "check_model_files", "{}"):
+        "fixes[field]: each kind's ('give the model\'s params JSON ...', 'give a tokenizer.json ...', 'give a checkpoint ...')",
     ("models/executorch_llm/__init__.py", "ExecutorchLlmKind.resolve", "{}: models.{}.huggingface: {}: {}"):
         "models/executorch_llm/huggingface.py FolderProblem: what ExecuTorch's definitions do not compute (some say "
         "what to use instead: 'use params and checkpoint for the others'; the rest name the unsupported setting only)",
@@ -667,15 +665,15 @@ ERROR_PATHS = {
     },
     "models/executorch_llm/__init__.py": {
         "ExecutorchLlmKind.resolve": [
-            "{}",
             "rename it",
             "{}: models.{}.huggingface: {}: {}",
-            "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)",
         ],
+    },
+    "models/model_files.py": {
+        "check_model_files": ["{}", "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)"],
     },
     "models/multimodal/__init__.py": {
         "_sizes": ["give upstream's params.json of the model", "give upstream's params.json of the model"],
-        "MultimodalKind.resolve": ["{}", "{}: models.{}.tokenizer: its file name {} {} (it is written beside each program as <program>.<file name>)"],
         "MultimodalKind.generate": ["give --audio FILE (a 16 kHz PCM WAV file)"],
     },
     "models/multimodal/audio.py": {
@@ -689,9 +687,6 @@ ERROR_PATHS = {
     "models/multimodal/check.py": {
         "check_in_runner": ["ExecuTorch's MultimodalRunner generated {} from the check's prompt{}, the program run step by "
                             "step {}: its metadata methods or its tokenizer do not fit the runner"],
-    },
-    "models/multimodal/runner.py": {
-        "generate_from_audio": ["run `{}` first"],
     },
     "models/multimodal/voxtral.py": {
         "make_model": ["give the checkpoint of these params"],
@@ -731,7 +726,7 @@ ERROR_PATHS = {
         ],
     },
     "models/executorch_llm/runner.py": {
-        "generate_with_runner": [
+        "built_files": [
             "run `{}` first",
         ],
     },

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.lowering.check import dtype_name, judge, measure
+from ptebuild.lowering.check import WrongProgram, dtype_name, judge, measure
 
 MAX_TAPS = 4000
 """Operators surfaced at most (a model larger than this is searched in its first operators)."""
@@ -148,6 +148,16 @@ def operator_divergence(exported: Any, inputs: tuple[Any, ...], backend: Any, op
         f"it first diverges at {first_wrong.where()}: cosine {first_wrong.cosine:.4f}, max abs error "
         f"{first_wrong.max_abs_error:.3g} against the same graph run by PyTorch on the same inputs, the operators before "
         f"it agree{before}; per-operator figures in the log", tuple(rows))
+
+
+def located(wrong: WrongProgram, found: Divergence, note: str, program_name: str) -> WrongProgram:
+    """``wrong`` with the search's sentence added to its line, and ``note`` (every operator's
+    figures, or why the search failed) in an exception note: the program's log."""
+    again = WrongProgram(f"{wrong.message}; {found.sentence}", location=wrong.location or f"programs.{program_name}",
+                         method=wrong.method, inputs=wrong.inputs, output=wrong.output)
+    if note:
+        again.add_note(note)
+    return again
 
 
 def built_program_far(pte: Path, ptds: list[Path], method: str, inputs: tuple[Any, ...], expected: Any,

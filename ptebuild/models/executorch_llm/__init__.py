@@ -132,21 +132,14 @@ class ExecutorchLlmKind(ModelKind):
 
     def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
         from ptebuild.errors import ManifestError
-        from ptebuild.names import name_problem
-        from ptebuild.path_problems import describe, file_problem
+        from ptebuild.models.model_files import check_model_files
 
         fixes = {
             "params": "give the model's params JSON (dim, n_layers, n_heads, vocab_size...)",
             "tokenizer": "give a tokenizer.json, a tiktoken file or a SentencePiece model",
             "checkpoint": "give a checkpoint in ExecuTorch's Llama layout, or leave it out for random weights",
         }
-        for field in ("params", "tokenizer", "checkpoint"):
-            path = getattr(spec, field)
-            if path is None or offline:
-                continue
-            problem = file_problem(manifest_dir / path)
-            if problem:
-                raise ManifestError(f"{display}: models.{model_name}.{field}: {describe(path, problem)}; {fixes[field]}")
+        check_model_files(spec, fixes, display=display, model_name=model_name, manifest_dir=manifest_dir, offline=offline)
         if spec.checkpoint is not None and ("int8" in spec.checkpoint or "8da4w" in spec.checkpoint):
             raise ManifestError(
                 f"{display}: models.{model_name}.checkpoint: ExecuTorch's model loader takes a checkpoint whose path holds "
@@ -163,12 +156,6 @@ class ExecutorchLlmKind(ModelKind):
             except FolderProblem as exc:
                 raise ManifestError(f"{display}: models.{model_name}.huggingface: {spec.huggingface!r}: {exc}") from None
             model_files = tuple(("huggingface", (Path(spec.huggingface) / name).as_posix()) for name in folder.files)
-        problem = name_problem(Path(spec.tokenizer).name, extension=".pte")
-        if problem:
-            raise ManifestError(
-                f"{display}: models.{model_name}.tokenizer: its file name {Path(spec.tokenizer).name!r} {problem} "
-                "(it is written beside each program as <program>.<file name>)"
-            )
         return ResolvedModel(
             methods={"forward": forward_method(spec)},
             seed=spec.seed,

@@ -30,7 +30,7 @@ def locate(wrong: WrongProgram, spec: Any, options: Any, program: ProgramPlan, m
     in a note (the program's log)."""
     from ptebuild.backends import get_backend
     from ptebuild.causes import describe
-    from ptebuild.lowering.divergence import NOT_THIS_MODEL, Divergence, built_program_far, operator_divergence
+    from ptebuild.lowering.divergence import NOT_THIS_MODEL, Divergence, built_program_far, located, operator_divergence
     from ptebuild.models.executorch_llm.spec import backend_options
 
     if not wrong.inputs or program.backend not in ("portable", "xnnpack"):
@@ -53,11 +53,7 @@ def locate(wrong: WrongProgram, spec: Any, options: Any, program: ProgramPlan, m
     except Exception as exc:  # a best effort: the program is named wrong either way
         found = Divergence(f"where it first diverges could not be found ({describe(exc).line})")
         note = describe(exc).text
-    located = WrongProgram(f"{wrong.message}; {found.sentence}", location=wrong.location or f"programs.{program.name}",
-                           method=wrong.method, inputs=wrong.inputs, output=wrong.output)
-    if note:
-        located.add_note(note)
-    return located
+    return located(wrong, found, note, program.name)
 
 
 def _exported_again(spec: Any, options: Any, program: ProgramPlan, manifest_dir: Path, metadata: dict[str, Any]) -> tuple[Any, Any]:

@@ -81,20 +81,12 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
     import json
 
     from ptebuild.lowering.check import runtime_error, runtime_log
-    from ptebuild.models.executorch_llm.programs import data_file_names
     from ptebuild.runtime import one_data_file
 
     register_llm_kernels()
     from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
 
-    folder = out_dir if out_dir is not None else plan.out_dir()
-    pte = folder / program.pte_name
-    ptds = [folder / name for name in data_file_names(program)]
-    tokenizer = folder / program.extra_outputs[0]
-    for path in (pte, *ptds, tokenizer):
-        if not path.is_file():
-            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
-            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    pte, ptds, tokenizer = built_files(plan, program, out_dir)
     ptd = ptds[0] if ptds else None
     stats: list[Any] = []
     asked, max_new_tokens, note = max_new_tokens, _room(pte, tokenizer, prompt, max_new_tokens), ""
@@ -132,6 +124,22 @@ def generate_with_runner(plan: BuildPlan, program: ProgramPlan, prompt: str, *, 
         generated_tokens=emitted_tokens(stats), prefill_seconds=prefill_seconds,
         decode_seconds=max(0.0, seconds - prefill_seconds), runner_stats=runner_stats, note=note,
     )
+
+
+def built_files(plan: BuildPlan, program: ProgramPlan, out_dir: Path | None) -> tuple[Path, list[Path], Path]:
+    """A generating program's ``.pte``, its ``.ptd`` files and its tokenizer in the build's output
+    folder (``out_dir``, else the manifest's). Raises LoadError if one is not there."""
+    from ptebuild.models.executorch_llm.programs import data_file_names
+
+    folder = out_dir if out_dir is not None else plan.out_dir()
+    pte = folder / program.pte_name
+    ptds = [folder / name for name in data_file_names(program)]
+    tokenizer = folder / program.extra_outputs[0]
+    for path in (pte, *ptds, tokenizer):
+        if not path.is_file():
+            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
+            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    return pte, ptds, tokenizer
 
 
 def _room(pte: Path, tokenizer: Path, prompt: str, wanted: int) -> int:

@@ -32,6 +32,17 @@ ModelClass = Literal[MODEL_CLASSES]  # type: ignore[valid-type]  # a Literal of 
 MetadataValue = StrictInt | StrictBool | list[StrictInt]
 
 
+def metadata_names(value: dict[str, MetadataValue], methods: tuple[str, ...]) -> dict[str, MetadataValue]:
+    """``value`` (a model's ``metadata`` table) if each name is an identifier and none is one of the
+    model's ``methods``; else ValueError (pydantic's validation error at ``metadata``)."""
+    for name in value:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"metadata method name {name!r} is not an identifier")
+        if name in methods:
+            raise ValueError(f"metadata may not name {name!r} (a method of the model)")
+    return value
+
+
 class LlmModelSpec(BaseModel):
     """A language model from ExecuTorch's own definitions (llama, qwen, phi, smollm...), exported by
     ExecuTorch's LLM export (``LlmConfig``); random weights from ``seed`` unless a checkpoint is given."""
@@ -76,12 +87,7 @@ class LlmModelSpec(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _method_names(cls, value: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
-        for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"metadata method name {name!r} is not an identifier")
-            if name == "forward":
-                raise ValueError("metadata may not name 'forward' (the model's method)")
-        return value
+        return metadata_names(value, ("forward",))
 
     @model_validator(mode="after")
     def _lengths(self) -> Self:

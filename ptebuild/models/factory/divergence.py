@@ -32,7 +32,7 @@ from typing import Any
 
 from ptebuild.lowering.binding import bind, call_method
 from ptebuild.lowering.check import WrongProgram, dtype_name, flatten_outputs, judge, measure
-from ptebuild.lowering.divergence import Divergence, operator_divergence
+from ptebuild.lowering.divergence import Divergence, located, operator_divergence
 from ptebuild.plan import MethodPlan, ProgramPlan
 
 
@@ -61,11 +61,7 @@ def locate(wrong: WrongProgram, model: Any, program: ProgramPlan, inputs_by_meth
         note = describe(exc).text
     else:
         note = found.table() if found.rows else ""
-    located = WrongProgram(f"{wrong.message}; {found.sentence}", location=wrong.location or f"programs.{program.name}",
-                           method=wrong.method, inputs=wrong.inputs, output=wrong.output)
-    if note:
-        located.add_note(note)
-    return located
+    return located(wrong, found, note, program.name)
 
 
 def first_divergence(model: Any, program: ProgramPlan, method: MethodPlan, example: tuple[Any, ...],

@@ -100,28 +100,14 @@ class MultimodalKind(ModelKind):
         return MultimodalModelSpec
 
     def resolve(self, spec: Any, *, display: str, model_name: str, manifest_dir: Path, offline: bool = False) -> ResolvedModel:
-        from ptebuild.errors import ManifestError
-        from ptebuild.names import name_problem
-        from ptebuild.path_problems import describe, file_problem
+        from ptebuild.models.model_files import check_model_files
 
         fixes = {
             "params": "give the model's params.json in its family's format",
             "tokenizer": "give a tokenizer.json, a tiktoken file or a SentencePiece model",
             "checkpoint": "give the family's checkpoint (consolidated.safetensors), or leave it out for random weights",
         }
-        for field in ("params", "tokenizer", "checkpoint"):
-            path = getattr(spec, field)
-            if path is None or offline:
-                continue
-            problem = file_problem(manifest_dir / path)
-            if problem:
-                raise ManifestError(f"{display}: models.{model_name}.{field}: {describe(path, problem)}; {fixes[field]}")
-        problem = name_problem(Path(spec.tokenizer).name, extension=".pte")
-        if problem:
-            raise ManifestError(
-                f"{display}: models.{model_name}.tokenizer: its file name {Path(spec.tokenizer).name!r} {problem} "
-                "(it is written beside each program as <program>.<file name>)"
-            )
+        check_model_files(spec, fixes, display=display, model_name=model_name, manifest_dir=manifest_dir, offline=offline)
         sizes = {"num_mel_bins": 128, "dim": 0} if offline else _sizes(manifest_dir / spec.params, display, model_name)
         return ResolvedModel(methods=methods(spec, sizes), seed=spec.seed, weights=spec.checkpoint, sources=tuple(spec.sources),
                              model_files=(("params", spec.params), ("tokenizer", spec.tokenizer)))

@@ -29,7 +29,7 @@ def locate(wrong: WrongProgram, eager: Any, spec: Any, program: ProgramPlan, pte
     in a note (the program's log)."""
     from ptebuild.backends import get_backend
     from ptebuild.causes import describe
-    from ptebuild.lowering.divergence import NOT_THIS_MODEL, Divergence, built_program_far, operator_divergence
+    from ptebuild.lowering.divergence import NOT_THIS_MODEL, Divergence, built_program_far, located, operator_divergence
     from ptebuild.models.multimodal import voxtral
     from ptebuild.models.multimodal.check import zero_state
 
@@ -56,8 +56,4 @@ def locate(wrong: WrongProgram, eager: Any, spec: Any, program: ProgramPlan, pte
     except Exception as exc:  # a best effort: the program is named wrong either way
         found = Divergence(f"where it first diverges could not be found ({describe(exc).line})")
         note = describe(exc).text
-    located = WrongProgram(f"{wrong.message}; {found.sentence}", location=wrong.location or f"programs.{program.name}",
-                           method=wrong.method, inputs=wrong.inputs, output=wrong.output)
-    if note:
-        located.add_note(note)
-    return located
+    return located(wrong, found, note, program.name)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptebuild.models.executorch_llm.runner import Generation
+from ptebuild.models.executorch_llm.runner import Generation, built_files
 from ptebuild.plan import BuildPlan, ProgramPlan
 
 
@@ -49,7 +49,6 @@ class AudioGeneration(Generation):
 def generate_from_audio(plan: BuildPlan, program: ProgramPlan, prompt: str, audio: Path, *, max_new_tokens: int,
                         out_dir: Path | None) -> AudioGeneration:
     """Raises LoadError (not built, files that do not belong together), UsageError (the clip), BuildError (the runner)."""
-    from ptebuild.errors import LoadError
     from ptebuild.lowering.check import runtime_error, runtime_log
     from ptebuild.models.executorch_llm.native_output import (
         emitted_tokens,
@@ -57,21 +56,13 @@ def generate_from_audio(plan: BuildPlan, program: ProgramPlan, prompt: str, audi
         runner_stdout_captured,
         runner_stdout_to_stderr,
     )
-    from ptebuild.models.executorch_llm.programs import data_file_names
     from ptebuild.models.multimodal.audio import mel_frames, read_wav
     from ptebuild.models.multimodal.spec import MultimodalModelSpec
     from ptebuild.models.multimodal.voxtral import FRAME_MULTIPLE, HOP_LENGTH, SAMPLE_RATE
     from ptebuild.runtime import one_data_file
     from ptebuild.runtime.llm_facts import metadata_values
 
-    folder = out_dir if out_dir is not None else plan.out_dir()
-    pte = folder / program.pte_name
-    ptds = [folder / name for name in data_file_names(program)]
-    tokenizer = folder / program.extra_outputs[0]
-    for path in (pte, *ptds, tokenizer):
-        if not path.is_file():
-            command = f"ptebuild build {plan.manifest}" + (f" --out {out_dir}" if out_dir is not None else "")
-            raise LoadError(f"{path}: program {program.name!r} is not built yet; run `{command}` first")
+    pte, ptds, tokenizer = built_files(plan, program, out_dir)
     facts = metadata_values(pte)
     rate, hop = int(facts.get("sample_rate", SAMPLE_RATE)), int(facts.get("hop_length", HOP_LENGTH))
     clip = read_wav(audio, rate)

@@ -11,7 +11,6 @@ random from ``seed``. Imports pydantic only.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
@@ -58,12 +57,9 @@ class MultimodalModelSpec(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _method_names(cls, value: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
-        for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"metadata method name {name!r} is not an identifier")
-            if name in ("audio_encoder", "token_embedding", "text_decoder"):
-                raise ValueError(f"metadata may not name {name!r} (a method of the model)")
-        return value
+        from ptebuild.models.executorch_llm.spec import metadata_names
+
+        return metadata_names(value, ("audio_encoder", "token_embedding", "text_decoder"))
 
     @field_validator("checkpoint")
     @classmethod

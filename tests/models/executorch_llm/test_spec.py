@@ -63,7 +63,7 @@ def test_every_model_class_is_taken(model_class):
     ({"max_seq_length": 64, "max_context_length": 32},
      "max_context_length (32) is shorter than max_seq_length (64); the KV cache must hold at least one prompt"),
     ({"max_seq_length": 1}, "greater than or equal to 2"),
-    ({"metadata": {"forward": 1}}, "metadata may not name 'forward' (the model's method)"),
+    ({"metadata": {"forward": 1}}, "metadata may not name 'forward' (a method of the model)"),
     ({"metadata": {"get-style": 1}}, "metadata method name 'get-style' is not an identifier"),
     ({"metadata": {"get_style": "formal"}}, "metadata.get_style"),
     ({"metadata": {"get_scale": 0.5}}, "metadata.get_scale"),

@@ -104,12 +104,17 @@ def error_lines(failed: list[tuple[str, str]]) -> list[str]:
 
     full_output = re.compile(r" \(full output: (.+)\)$")
     groups: dict[str, list[tuple[str, str | None]]] = {}
+    said_first: dict[str, str] = {}
     for name, message in failed:
         found = full_output.search(message)
         cause = message[: found.start()] if found else message
-        groups.setdefault(cause, []).append((name, found[1] if found else None))
+        # The same cause located at each program (programs.NAME: ...) is one cause, said at the first.
+        key = cause.replace(f": programs.{name}: ", ": programs.<program>: ", 1)
+        said_first.setdefault(key, cause)
+        groups.setdefault(key, []).append((name, found[1] if found else None))
     lines = []
-    for cause, programs in groups.items():
+    for key, programs in groups.items():
+        cause = said_first[key]
         logs = [log for _, log in programs if log]
         if len(programs) == 1:
             lines.append(cause + (f" (full output: {logs[0]})" if logs else ""))
